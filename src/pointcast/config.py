@@ -1,0 +1,660 @@
+"""Typed configuration: ``load_config(path) -> Config``.
+
+The TOML schema and the points CSV are described in docs/config.md (user reference) and
+docs/contracts.md. Every problem raises :class:`ConfigError` with the message
+``"<file>:<line>: <key>: <reason>"``: the line of the offending key in the TOML (found by scanning
+the file's text for table headers and keys), or the row of a points CSV with the column name.
+The CLI prints the message and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import grids
+
+__all__ = [
+    "ConfigError",
+    "Config",
+    "OutputConfig",
+    "ScheduleConfig",
+    "DaskConfig",
+    "SourceConfig",
+    "ModelConfig",
+    "ProductConfig",
+    "Point",
+    "load_config",
+    "load_points",
+    "KNOWN_PRODUCTS",
+    "FREQS",
+    "POINTS_COLUMNS",
+    "HUB_HEIGHT_RANGE_M",
+]
+
+KNOWN_PRODUCTS: tuple[str, ...] = ("eu-medium", "eu-short", "eu-wind", "global", "japan")
+FREQS: tuple[str, ...] = ("1H", "30min", "15min")
+POINTS_COLUMNS: tuple[str, ...] = ("id", "name", "lat", "lon", "elevation", "hub_heights")
+HUB_HEIGHT_RANGE_M: tuple[float, float] = (10.0, 300.0)
+ELEVATION_RANGE_M: tuple[float, float] = (-500.0, 9000.0)
+DASK_SCHEDULERS: tuple[str, ...] = ("threads", "synchronous", "local-cluster")
+POINT_ID_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+_DEFAULT_KEEP_RUNS = 8
+_DEFAULT_EVERY_HOURS = 3
+_DEFAULT_OFFSET_MINUTES = 0
+_DEFAULT_SCHEDULER = "threads"
+_DEFAULT_WORKERS = 2
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+
+
+class ConfigError(Exception):
+    """A configuration problem; ``str(err)`` is ``"<file>:<line>: <key>: <reason>"``."""
+
+    def __init__(self, file: str | os.PathLike, line: int, key: str, reason: str) -> None:
+        self.file = str(file)
+        self.line = int(line)
+        self.key = key
+        self.reason = reason
+        super().__init__(f"{self.file}:{self.line}: {key}: {reason}")
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+    def __reduce__(self):  # picklable (Prefect/dask may ship exceptions between processes)
+        return (type(self), (self.file, self.line, self.key, self.reason))
+
+
+# --------------------------------------------------------------------------------------------
+# The typed configuration
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    root: Path  # absolute; runs/, current, zarr/, cache/ live here
+    keep_runs: int = _DEFAULT_KEEP_RUNS
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / "cache"
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    every_hours: int = _DEFAULT_EVERY_HOURS
+    offset_minutes: int = _DEFAULT_OFFSET_MINUTES
+
+
+@dataclass(frozen=True)
+class DaskConfig:
+    scheduler: str = _DEFAULT_SCHEDULER  # "threads" | "synchronous" | "local-cluster" | "tcp://host:port"
+    workers: int = _DEFAULT_WORKERS
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """A place model runs come from. ``options`` holds every key except ``type``.
+
+    For ``type = "sample"`` the options are validated here and always hold ``scale`` (int >= 1),
+    ``area`` (``(west, south, east, north)`` floats, or ``None`` for no crop) and ``init``
+    (``"latest"`` or a timezone-aware UTC ``datetime``). Other types validate their own options.
+    """
+
+    id: str
+    type: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    id: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Point:
+    id: str
+    name: str
+    lat: float
+    lon: float
+    elevation: float | None = None
+    hub_heights: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProductConfig:
+    id: str
+    points_file: Path  # absolute
+    points: tuple[Point, ...]
+    models: tuple[str, ...]  # blend priority, first = preferred where it has data
+    freqs: tuple[str, ...]  # subset of FREQS
+    horizon_hours: int
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path  # absolute path of the TOML file
+    output: OutputConfig
+    schedule: ScheduleConfig
+    dask: DaskConfig
+    sources: dict[str, SourceConfig]
+    models: dict[str, ModelConfig]
+    products: dict[str, ProductConfig]
+
+    def product(self, product_id: str) -> ProductConfig:
+        try:
+            return self.products[product_id]
+        except KeyError:
+            raise KeyError(f"product {product_id!r} is not configured in {self.path}") from None
+
+    def source_for(self, model_id: str) -> SourceConfig:
+        return self.sources[self.models[model_id].source]
+
+
+# --------------------------------------------------------------------------------------------
+# Locating keys in the TOML text
+
+_BARE = r"[A-Za-z0-9_-]+"
+_BASIC = r'"(?:[^"\\]|\\.)*"'
+_LITERAL = r"'[^']*'"
+_SEG = rf"(?:{_BARE}|{_BASIC}|{_LITERAL})"
+_DOTTED = rf"{_SEG}(?:\s*\.\s*{_SEG})*"
+_HEADER_RE = re.compile(rf"^\s*\[\[?\s*({_DOTTED})\s*\]\]?")
+_KEY_RE = re.compile(rf"^\s*({_DOTTED})\s*=")
+_SEG_RE = re.compile(_SEG)
+
+
+def _split_dotted(text: str) -> tuple[str, ...]:
+    parts = []
+    for m in _SEG_RE.finditer(text):
+        s = m.group(0)
+        if s.startswith('"'):
+            try:
+                s = tomllib.loads(f"k = {s}")["k"]
+            except tomllib.TOMLDecodeError:
+                s = s[1:-1]
+        elif s.startswith("'"):
+            s = s[1:-1]
+        parts.append(s)
+    return tuple(parts)
+
+
+class _Lines:
+    """Map of key paths to the first line (1-based) that defines them."""
+
+    def __init__(self, text: str) -> None:
+        self.lines: dict[tuple[str, ...], int] = {}
+        table: tuple[str, ...] = ()
+        in_multiline: str | None = None
+        for n, line in enumerate(text.splitlines(), start=1):
+            if in_multiline:
+                if line.count(in_multiline) % 2 == 1:
+                    in_multiline = None
+                continue
+            m = _HEADER_RE.match(line)
+            if m:
+                table = _split_dotted(m.group(1))
+                self.lines.setdefault(table, n)
+                continue
+            m = _KEY_RE.match(line)
+            if m:
+                path = table + _split_dotted(m.group(1))
+                for i in range(len(table) + 1, len(path) + 1):
+                    self.lines.setdefault(path[:i], n)
+                rest = line[m.end():]
+                for q in ('"""', "'''"):
+                    if rest.count(q) % 2 == 1:
+                        in_multiline = q
+                        break
+
+    def line(self, path: tuple[str, ...]) -> int:
+        for end in range(len(path), 0, -1):
+            p = path[:end]
+            if p in self.lines:
+                return self.lines[p]
+            below = [n for q, n in self.lines.items() if q[:end] == p]
+            if below:
+                return min(below)
+        return 1
+
+
+class _Ctx:
+    def __init__(self, file: str, text: str) -> None:
+        self.file = file
+        self.lines = _Lines(text)
+
+    def error(self, path: tuple[str, ...], reason: str) -> ConfigError:
+        return ConfigError(self.file, self.lines.line(path), ".".join(path), reason)
+
+
+# --------------------------------------------------------------------------------------------
+# Typed getters
+
+_MISSING = object()
+
+
+def _type_name(v: Any) -> str:
+    return {
+        bool: "a boolean", int: "an integer", float: "a float", str: "a string",
+        list: "an array", dict: "a table", datetime: "a date-time", date: "a date", time: "a time",
+    }.get(type(v), type(v).__name__)
+
+
+def _table(ctx: _Ctx, parent: dict, key: str, path: tuple[str, ...], *, required: bool) -> dict | None:
+    v = parent.get(key, _MISSING)
+    if v is _MISSING:
+        if required:
+            raise ctx.error(path, f"missing required table [{'.'.join(path)}]")
+        return None
+    if not isinstance(v, dict):
+        raise ctx.error(path, f"expected a table, got {_type_name(v)}")
+    return v
+
+
+def _check_keys(ctx: _Ctx, tbl: dict, path: tuple[str, ...], allowed: tuple[str, ...], what: str = "key") -> None:
+    for k in tbl:
+        if k not in allowed:
+            raise ctx.error(path + (k,), f"unknown {what} (expected one of: {', '.join(allowed)})")
+
+
+def _int(ctx: _Ctx, tbl: dict, key: str, path: tuple[str, ...], default: Any = _MISSING,
+         lo: int | None = None, hi: int | None = None) -> int:
+    p = path + (key,)
+    v = tbl.get(key, _MISSING)
+    if v is _MISSING:
+        if default is _MISSING:
+            raise ctx.error(p, "missing required key")
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ctx.error(p, f"expected an integer, got {_type_name(v)}")
+    if lo is not None and v < lo:
+        raise ctx.error(p, f"must be >= {lo}, got {v}")
+    if hi is not None and v > hi:
+        raise ctx.error(p, f"must be <= {hi}, got {v}")
+    return v
+
+
+def _str(ctx: _Ctx, tbl: dict, key: str, path: tuple[str, ...], default: Any = _MISSING) -> str:
+    p = path + (key,)
+    v = tbl.get(key, _MISSING)
+    if v is _MISSING:
+        if default is _MISSING:
+            raise ctx.error(p, "missing required key")
+        return default
+    if not isinstance(v, str):
+        raise ctx.error(p, f"expected a string, got {_type_name(v)}")
+    if not v.strip():
+        raise ctx.error(p, "must not be empty")
+    return v
+
+
+def _str_list(ctx: _Ctx, tbl: dict, key: str, path: tuple[str, ...], default: Any = _MISSING) -> tuple[str, ...]:
+    p = path + (key,)
+    v = tbl.get(key, _MISSING)
+    if v is _MISSING:
+        if default is _MISSING:
+            raise ctx.error(p, "missing required key")
+        return default
+    if not isinstance(v, list):
+        raise ctx.error(p, f"expected an array of strings, got {_type_name(v)}")
+    if not v:
+        raise ctx.error(p, "must not be empty")
+    seen: set[str] = set()
+    for item in v:
+        if not isinstance(item, str):
+            raise ctx.error(p, f"expected an array of strings, found {_type_name(item)} {item!r}")
+        if item in seen:
+            raise ctx.error(p, f"{item!r} is listed twice")
+        seen.add(item)
+    return tuple(v)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+
+_TOP_LEVEL = ("output", "schedule", "dask", "sources", "models", "products")
+
+
+def _output(ctx: _Ctx, doc: dict, base: Path) -> OutputConfig:
+    path = ("output",)
+    tbl = _table(ctx, doc, "output", path, required=True)
+    _check_keys(ctx, tbl, path, ("root", "keep_runs"))
+    root = _str(ctx, tbl, "root", path)
+    keep = _int(ctx, tbl, "keep_runs", path, _DEFAULT_KEEP_RUNS, lo=1)
+    root_path = Path(os.path.normpath(base / Path(root).expanduser()))
+    return OutputConfig(root=root_path, keep_runs=keep)
+
+
+def _schedule(ctx: _Ctx, doc: dict) -> ScheduleConfig:
+    path = ("schedule",)
+    tbl = _table(ctx, doc, "schedule", path, required=False) or {}
+    _check_keys(ctx, tbl, path, ("every_hours", "offset_minutes"))
+    every = _int(ctx, tbl, "every_hours", path, _DEFAULT_EVERY_HOURS, lo=1, hi=24)
+    if 24 % every:
+        raise ctx.error(path + ("every_hours",), f"must divide 24 (1, 2, 3, 4, 6, 8, 12 or 24), got {every}")
+    offset = _int(ctx, tbl, "offset_minutes", path, _DEFAULT_OFFSET_MINUTES, lo=0, hi=every * 60 - 1)
+    return ScheduleConfig(every_hours=every, offset_minutes=offset)
+
+
+_TCP_RE = re.compile(r"tcp://[^\s:/]+:\d{1,5}")
+
+
+def _dask(ctx: _Ctx, doc: dict) -> DaskConfig:
+    path = ("dask",)
+    tbl = _table(ctx, doc, "dask", path, required=False) or {}
+    _check_keys(ctx, tbl, path, ("scheduler", "workers"))
+    sched = _str(ctx, tbl, "scheduler", path, _DEFAULT_SCHEDULER)
+    if sched not in DASK_SCHEDULERS and not _TCP_RE.fullmatch(sched):
+        raise ctx.error(
+            path + ("scheduler",),
+            f"expected one of {', '.join(map(repr, DASK_SCHEDULERS))} or 'tcp://host:port', got {sched!r}",
+        )
+    workers = _int(ctx, tbl, "workers", path, _DEFAULT_WORKERS, lo=1, hi=1024)
+    return DaskConfig(scheduler=sched, workers=workers)
+
+
+def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
+    if isinstance(v, str):
+        if v == "latest":
+            return v
+        text = v.strip()
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError:
+            raise ctx.error(p, f"expected \"latest\" or an ISO 8601 time like \"2026-11-22T00:00Z\", got {v!r}") from None
+    elif isinstance(v, datetime):
+        dt = v
+    elif isinstance(v, date):
+        dt = datetime(v.year, v.month, v.day)
+    else:
+        raise ctx.error(p, f"expected \"latest\" or an ISO 8601 time, got {_type_name(v)}")
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc)
+
+
+def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
+    _check_keys(ctx, tbl, path, ("type", "scale", "area", "init"))
+    scale = _int(ctx, tbl, "scale", path, 1, lo=1)
+    area = None
+    if "area" in tbl:
+        p = path + ("area",)
+        v = tbl["area"]
+        if not isinstance(v, list) or len(v) != 4 or not all(_number(x) for x in v):
+            raise ctx.error(p, "expected 4 numbers [west, south, east, north]")
+        west, south, east, north = (float(x) for x in v)
+        if not all(math.isfinite(x) for x in (west, south, east, north)):
+            raise ctx.error(p, "values must be finite")
+        if not (-180.0 <= west <= 360.0 and -180.0 <= east <= 360.0):
+            raise ctx.error(p, "west and east must lie within -180..360")
+        if not (-90.0 <= south <= 90.0 and -90.0 <= north <= 90.0):
+            raise ctx.error(p, "south and north must lie within -90..90")
+        if not west < east:
+            raise ctx.error(p, f"west ({west:g}) must be less than east ({east:g})")
+        if not south < north:
+            raise ctx.error(p, f"south ({south:g}) must be less than north ({north:g})")
+        area = (west, south, east, north)
+    init = _parse_init(ctx, tbl["init"], path + ("init",)) if "init" in tbl else "latest"
+    return {"scale": scale, "area": area, "init": init}
+
+
+def _sources(ctx: _Ctx, doc: dict) -> dict[str, SourceConfig]:
+    path = ("sources",)
+    tbl = _table(ctx, doc, "sources", path, required=True)
+    if not tbl:
+        raise ctx.error(path, "at least one source is required")
+    out: dict[str, SourceConfig] = {}
+    for sid, st in tbl.items():
+        p = path + (sid,)
+        if not isinstance(st, dict):
+            raise ctx.error(p, f"expected a table, got {_type_name(st)}")
+        stype = _str(ctx, st, "type", p)
+        if stype == "sample":
+            options = _sample_options(ctx, st, p)
+        else:
+            options = {k: v for k, v in st.items() if k != "type"}
+        out[sid] = SourceConfig(id=sid, type=stype, options=options)
+    return out
+
+
+def _models(ctx: _Ctx, doc: dict, sources: dict[str, SourceConfig]) -> dict[str, ModelConfig]:
+    path = ("models",)
+    tbl = _table(ctx, doc, "models", path, required=True)
+    if not tbl:
+        raise ctx.error(path, "at least one model is required")
+    out: dict[str, ModelConfig] = {}
+    for mid, mt in tbl.items():
+        p = path + (mid,)
+        if not isinstance(mt, dict):
+            raise ctx.error(p, f"expected a table, got {_type_name(mt)}")
+        _check_keys(ctx, mt, p, ("source",))
+        src = _str(ctx, mt, "source", p)
+        if src not in sources:
+            raise ctx.error(p + ("source",), f"source {src!r} is not defined in [sources] (defined: {', '.join(sources)})")
+        out[mid] = ModelConfig(id=mid, source=src)
+    return out
+
+
+def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
+              config_file: str) -> dict[str, ProductConfig]:
+    path = ("products",)
+    tbl = _table(ctx, doc, "products", path, required=True)
+    if not tbl:
+        raise ctx.error(path, "at least one product is required")
+    points_cache: dict[Path, tuple[tuple[Point, ...], tuple[int, ...], str]] = {}
+    out: dict[str, ProductConfig] = {}
+    for pid, pt in tbl.items():
+        p = path + (pid,)
+        if pid not in KNOWN_PRODUCTS:
+            raise ctx.error(p, f"unknown product (known: {', '.join(KNOWN_PRODUCTS)})")
+        if not isinstance(pt, dict):
+            raise ctx.error(p, f"expected a table, got {_type_name(pt)}")
+        _check_keys(ctx, pt, p, ("points", "models", "freqs", "horizon_hours"))
+        try:
+            grid = grids.grid_for(pid)
+        except KeyError:
+            raise ctx.error(p, "product is not available yet (no grid implemented for it)") from None
+
+        points_rel = _str(ctx, pt, "points", p)
+        model_ids = _str_list(ctx, pt, "models", p)
+        for m in model_ids:
+            if m not in models:
+                raise ctx.error(p + ("models",), f"model {m!r} is not defined in [models] (defined: {', '.join(models)})")
+        freqs = _str_list(ctx, pt, "freqs", p, FREQS)
+        for f in freqs:
+            if f not in FREQS:
+                raise ctx.error(p + ("freqs",), f"unknown freq {f!r} (expected some of: {', '.join(FREQS)})")
+        horizon = _int(ctx, pt, "horizon_hours", p, lo=1)
+
+        rel = Path(points_rel).expanduser()
+        abs_file = Path(os.path.normpath(base / rel))
+        shown = str(rel) if rel.is_absolute() else os.path.normpath(os.path.join(os.path.dirname(config_file), rel))
+        if abs_file not in points_cache:
+            if not abs_file.is_file():
+                raise ctx.error(p + ("points",), f"points file not found: {abs_file}")
+            pts, lines = _read_points(abs_file, shown)
+            points_cache[abs_file] = (pts, lines, shown)
+        pts, lines, shown = points_cache[abs_file]
+        inside = grid.covers_many(np.array([q.lat for q in pts]), np.array([q.lon for q in pts]))
+        if not inside.all():
+            k = int(np.argmin(inside))
+            bad = pts[k]
+            desc = getattr(grid.coverage, "description", "") or grid.name
+            raise ConfigError(
+                shown, lines[k], "lat,lon",
+                f"point {bad.id!r} ({bad.lat:g}, {bad.lon:g}) is outside the coverage of product {pid} ({desc})",
+            )
+        out[pid] = ProductConfig(
+            id=pid, points_file=abs_file, points=pts, models=model_ids, freqs=freqs, horizon_hours=horizon,
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Points CSV
+
+
+def _csv_float(file: str, line: int, col: str, text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise ConfigError(file, line, col, f"not a number: {text!r}") from None
+    if not math.isfinite(v):
+        raise ConfigError(file, line, col, f"not a finite number: {text!r}")
+    return v
+
+
+def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, ...]]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(shown, 1, "file", f"cannot read points file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(shown, line, "file", "not UTF-8 text") from None
+
+    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
+    header: list[str] | None = None
+    header_line = 1
+    points: list[Point] = []
+    lines: list[int] = []
+    first_seen: dict[str, int] = {}
+    try:
+        for row in reader:
+            line = reader.line_num
+            cells = [c.strip() for c in row]
+            if not any(cells) or cells[0].startswith("#"):
+                continue
+            if header is None:
+                header, header_line = cells, line
+                seen: set[str] = set()
+                for c in cells:
+                    if c not in POINTS_COLUMNS:
+                        raise ConfigError(shown, line, c or "(empty)",
+                                          f"unknown column (expected header {','.join(POINTS_COLUMNS)})")
+                    if c in seen:
+                        raise ConfigError(shown, line, c, "column appears twice")
+                    seen.add(c)
+                for c in POINTS_COLUMNS:
+                    if c not in seen:
+                        raise ConfigError(shown, line, c, f"missing column (expected header {','.join(POINTS_COLUMNS)})")
+                continue
+            if len(cells) != len(header):
+                raise ConfigError(shown, line, "row", f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
+            rec = dict(zip(header, cells))
+            pid = rec["id"]
+            if not pid:
+                raise ConfigError(shown, line, "id", "empty id")
+            if not POINT_ID_RE.fullmatch(pid):
+                raise ConfigError(shown, line, "id",
+                                  f"invalid id {pid!r} (lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64)")
+            if pid in first_seen:
+                raise ConfigError(shown, line, "id", f"duplicate id {pid!r} (first on line {first_seen[pid]})")
+            first_seen[pid] = line
+            name = rec["name"]
+            if not name:
+                raise ConfigError(shown, line, "name", "empty name")
+            lat = _csv_float(shown, line, "lat", rec["lat"])
+            if not -90.0 <= lat <= 90.0:
+                raise ConfigError(shown, line, "lat", f"latitude {lat:g} outside [-90, 90]")
+            lon = _csv_float(shown, line, "lon", rec["lon"])
+            if not -180.0 <= lon <= 180.0:
+                raise ConfigError(shown, line, "lon", f"longitude {lon:g} outside [-180, 180]")
+            elevation = None
+            if rec["elevation"]:
+                elevation = _csv_float(shown, line, "elevation", rec["elevation"])
+                lo, hi = ELEVATION_RANGE_M
+                if not lo <= elevation <= hi:
+                    raise ConfigError(shown, line, "elevation", f"elevation {elevation:g} m outside [{lo:g}, {hi:g}] m")
+            hubs: list[float] = []
+            if rec["hub_heights"]:
+                lo, hi = HUB_HEIGHT_RANGE_M
+                for part in rec["hub_heights"].split(";"):
+                    part = part.strip()
+                    if not part:
+                        raise ConfigError(shown, line, "hub_heights", "empty height (heights are ';'-separated metres, e.g. 100;150)")
+                    h = _csv_float(shown, line, "hub_heights", part)
+                    if not lo <= h <= hi:
+                        raise ConfigError(shown, line, "hub_heights", f"hub height {h:g} m outside [{lo:g}, {hi:g}] m")
+                    if h in hubs:
+                        raise ConfigError(shown, line, "hub_heights", f"hub height {h:g} m listed twice")
+                    hubs.append(h)
+            points.append(Point(id=pid, name=name, lat=lat, lon=lon, elevation=elevation,
+                                hub_heights=tuple(sorted(hubs))))
+            lines.append(line)
+    except csv.Error as exc:
+        raise ConfigError(shown, reader.line_num or 1, "row", f"malformed CSV: {exc}") from None
+    if header is None:
+        raise ConfigError(shown, 1, "id", f"empty points file (expected header {','.join(POINTS_COLUMNS)})")
+    if not points:
+        raise ConfigError(shown, header_line, "id", "no points in file")
+    return tuple(points), tuple(lines)
+
+
+def load_points(path: str | os.PathLike) -> tuple[Point, ...]:
+    """Read and validate a points CSV on its own (no coverage check)."""
+    return _read_points(Path(path), str(path))[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+
+_TOML_LINE_RE = re.compile(r"at line (\d+)")
+
+
+def load_config(path: str | os.PathLike) -> Config:
+    """Load, validate and type the configuration at ``path``; raises ConfigError."""
+    file = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(file, 1, "file", f"cannot read configuration: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(file, raw[: exc.start].count(b"\n") + 1, "file", "not UTF-8 text") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = _TOML_LINE_RE.search(str(exc))
+        raise ConfigError(file, int(m.group(1)) if m else 1, "toml", f"invalid TOML: {exc}") from None
+
+    ctx = _Ctx(file, text)
+    for k in doc:
+        if k not in _TOP_LEVEL:
+            raise ctx.error((k,), f"unknown table (expected: {', '.join(_TOP_LEVEL)})")
+
+    abs_path = Path(os.path.abspath(path))
+    base = abs_path.parent
+    output = _output(ctx, doc, base)
+    schedule = _schedule(ctx, doc)
+    dask = _dask(ctx, doc)
+    sources = _sources(ctx, doc)
+    models = _models(ctx, doc, sources)
+    # The coverage rasters are cached under the output root unless a cache dir was chosen.
+    grids.set_cache_dir(output.cache_dir, if_unset=True)
+    products = _products(ctx, doc, base, models, file)
+    return Config(
+        path=abs_path, output=output, schedule=schedule, dask=dask,
+        sources=sources, models=models, products=products,
+    )

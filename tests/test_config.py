@@ -1,0 +1,478 @@
+"""Configuration loading: the shipped config, defaults, and every rejection with file:line: key."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from pointcast import grids
+from pointcast.config import (
+    FREQS,
+    Config,
+    ConfigError,
+    Point,
+    load_config,
+    load_points,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "config" / "pointcast.toml"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _memory_only_cache():
+    """Keep the coverage raster in memory only (no writes under output/ from the tests)."""
+    saved = grids._cache_dir, grids._cache_dir_explicit
+    grids.set_cache_dir(None)
+    yield
+    grids._cache_dir, grids._cache_dir_explicit = saved
+
+
+BASE = """\
+[output]
+root = "out"
+keep_runs = 8
+
+[schedule]
+every_hours = 3
+offset_minutes = 0
+
+[dask]
+scheduler = "threads"
+workers = 2
+
+[sources.sample]
+type = "sample"
+scale = 4
+area = [-25.0, 30.0, 45.0, 72.0]
+init = "latest"
+
+[models.ifs]
+source = "sample"
+[models.icon-eu]
+source = "sample"
+
+[products.eu-medium]
+points = "points.csv"
+models = ["icon-eu", "ifs"]
+freqs = ["1H", "30min", "15min"]
+horizon_hours = 336
+"""
+
+POINTS = """\
+id,name,lat,lon,elevation,hub_heights
+paris,Paris,48.8566,2.3522,35,
+hornsea-1,Hornsea 1,53.8850,1.7910,0,113
+"""
+
+
+def line_of(text: str, needle: str) -> int:
+    for n, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return n
+    raise AssertionError(f"{needle!r} not in text")
+
+
+def write(tmp_path: Path, toml: str = BASE, points: str | None = POINTS) -> Path:
+    cfg = tmp_path / "pointcast.toml"
+    cfg.write_text(toml, encoding="utf-8")
+    if points is not None:
+        (tmp_path / "points.csv").write_text(points, encoding="utf-8")
+    return cfg
+
+
+def expect_error(path: Path, line: int, key: str, reason: str = "", file: Path | None = None) -> ConfigError:
+    with pytest.raises(ConfigError) as ei:
+        load_config(path)
+    err = ei.value
+    prefix = f"{file or path}:{line}: {key}: "
+    assert str(err).startswith(prefix), f"{str(err)!r} does not start with {prefix!r}"
+    assert reason in err.reason, f"{reason!r} not in {err.reason!r}"
+    assert (err.file, err.line, err.key) == (str(file or path), line, key)
+    return err
+
+
+# --- the shipped configuration ---------------------------------------------------------------
+
+
+def test_shipped_config_loads():
+    cfg = load_config(SHIPPED)
+    assert isinstance(cfg, Config)
+    assert cfg.path == SHIPPED
+    assert cfg.output.root == REPO / "output"
+    assert cfg.output.keep_runs == 8
+    assert (cfg.schedule.every_hours, cfg.schedule.offset_minutes) == (3, 0)
+    assert (cfg.dask.scheduler, cfg.dask.workers) == ("threads", 2)
+    sample = cfg.sources["sample"]
+    assert sample.type == "sample"
+    assert sample.options == {"scale": 4, "area": (-25.0, 30.0, 45.0, 72.0), "init": "latest"}
+    assert set(cfg.models) == {"ifs", "icon-eu", "icon-d2"}
+    assert all(m.source == "sample" for m in cfg.models.values())
+    assert set(cfg.products) == {"eu-medium", "eu-short"}
+    med, short = cfg.products["eu-medium"], cfg.products["eu-short"]
+    assert med.horizon_hours == 336 and short.horizon_hours == 72
+    assert med.models == short.models == ("icon-d2", "icon-eu", "ifs")
+    assert med.freqs == short.freqs == FREQS
+    assert med.points_file == REPO / "config" / "points" / "europe.csv"
+    assert cfg.source_for("ifs") is sample
+
+
+def test_shipped_points():
+    cfg = load_config(SHIPPED)
+    pts = cfg.products["eu-medium"].points
+    assert 30 <= len(pts) <= 40
+    ids = [p.id for p in pts]
+    assert len(set(ids)) == len(ids)
+    by_id = {p.id: p for p in pts}
+    for city in ("london", "paris", "berlin", "madrid", "rome", "vienna", "warsaw", "stockholm", "oslo",
+                 "copenhagen", "amsterdam", "brussels", "zurich", "munich", "frankfurt", "hamburg",
+                 "prague", "lisbon", "dublin", "helsinki", "athens"):
+        assert city in by_id, city
+    offshore = ("hornsea-1", "dogger-bank-a", "borssele", "gemini", "horns-rev-3", "kriegers-flak",
+                "walney-extension", "hollandse-kust-zuid")
+    for wf in offshore:
+        assert by_id[wf].elevation == 0 and by_id[wf].hub_heights, wf
+    for wf in ("whitelee", "fantanele-cogealac", "markbygden"):
+        assert by_id[wf].hub_heights and by_id[wf].elevation > 0, wf
+    assert by_id["zugspitze"].elevation > 2900
+    assert all(p.elevation is not None for p in pts)
+    assert all(grids.EUROPE_2KM.covers(p.lat, p.lon) for p in pts)
+    # coordinates are given with 4 decimals
+    text = (REPO / "config" / "points" / "europe.csv").read_text(encoding="utf-8")
+    for line in text.splitlines()[1:]:
+        if line and not line.startswith("#"):
+            lat, lon = line.split(",")[2:4]
+            assert len(lat.split(".")[1]) == 4 and len(lon.split(".")[1]) == 4, line
+    # one shared, parsed points tuple for both products
+    assert cfg.products["eu-short"].points == pts
+
+
+# --- defaults and accepted forms ---------------------------------------------------------------------
+
+
+def test_defaults(tmp_path):
+    toml = """\
+[output]
+root = "out"
+
+[sources.s]
+type = "sample"
+
+[models.ifs]
+source = "s"
+
+[products.eu-short]
+points = "points.csv"
+models = ["ifs"]
+horizon_hours = 72
+"""
+    cfg = load_config(write(tmp_path, toml))
+    assert cfg.output.root == tmp_path / "out"
+    assert cfg.output.keep_runs == 8
+    assert (cfg.schedule.every_hours, cfg.schedule.offset_minutes) == (3, 0)
+    assert (cfg.dask.scheduler, cfg.dask.workers) == ("threads", 2)
+    assert cfg.products["eu-short"].freqs == ("1H", "30min", "15min")
+    assert cfg.sources["s"].options == {"scale": 1, "area": None, "init": "latest"}
+    assert cfg.products["eu-short"].points == (
+        Point("paris", "Paris", 48.8566, 2.3522, 35.0, ()),
+        Point("hornsea-1", "Hornsea 1", 53.885, 1.791, 0.0, (113.0,)),
+    )
+
+
+def test_relative_config_path_and_csv_name(tmp_path, monkeypatch):
+    write(tmp_path, points=POINTS + "nyc,New York,40.7128,-74.0060,10,\n")
+    monkeypatch.chdir(tmp_path.parent)
+    rel = Path(tmp_path.name) / "pointcast.toml"
+    expect_error(rel, 4, "lat,lon", "outside the coverage of product eu-medium",
+                 file=Path(tmp_path.name) / "points.csv")
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ('"2026-11-22T00:00Z"', datetime(2026, 11, 22, 0, 0, tzinfo=timezone.utc)),
+        ('"2026-11-22T06:00:00+01:00"', datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)),
+        ('"2026-11-22T12:00"', datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)),
+        ("2026-11-22T18:00:00Z", datetime(2026, 11, 22, 18, 0, tzinfo=timezone.utc)),  # TOML datetime
+    ],
+)
+def test_sample_init_iso(tmp_path, value, expected):
+    cfg = load_config(write(tmp_path, BASE.replace('init = "latest"', f"init = {value}")))
+    init = cfg.sources["sample"].options["init"]
+    assert init == expected and init.utcoffset().total_seconds() == 0
+
+
+def test_other_source_types_keep_their_options(tmp_path):
+    toml = BASE + '\n[sources.ecmwf]\ntype = "ecmwf-open-data"\nurl = "https://example.org"\nmirrors = 2\n'
+    cfg = load_config(write(tmp_path, toml))
+    src = cfg.sources["ecmwf"]
+    assert src.type == "ecmwf-open-data"
+    assert src.options == {"url": "https://example.org", "mirrors": 2}
+
+
+def test_dask_tcp_scheduler_accepted(tmp_path):
+    cfg = load_config(write(tmp_path, BASE.replace('"threads"', '"tcp://10.0.0.5:8786"')))
+    assert cfg.dask.scheduler == "tcp://10.0.0.5:8786"
+
+
+def test_points_csv_comments_blank_lines_and_quotes(tmp_path):
+    csv_text = (
+        "# my points\n"
+        "id,name,lat,lon,elevation,hub_heights\n"
+        "\n"
+        "# cities\n"
+        'paris,"Paris, France",48.8566,2.3522,,\n'
+        "hornsea-1,Hornsea 1,53.8850,1.7910,0, 150 ; 100 \n"
+        "bad,Bad,95,0,,\n"
+    )
+    cfg_path = write(tmp_path, points=csv_text)
+    expect_error(cfg_path, 7, "lat", "outside [-90, 90]", file=tmp_path / "points.csv")
+    (tmp_path / "points.csv").write_text(csv_text.rsplit("bad", 1)[0], encoding="utf-8")
+    pts = load_config(cfg_path).products["eu-medium"].points
+    assert pts[0].name == "Paris, France" and pts[0].elevation is None and pts[0].hub_heights == ()
+    assert pts[1].hub_heights == (100.0, 150.0)
+    assert load_points(tmp_path / "points.csv") == pts
+
+
+def test_quoted_and_dotted_keys_are_located(tmp_path):
+    toml = BASE.replace("[products.eu-medium]", '[products."eu-medium"]').replace(
+        "[models.ifs]\nsource = \"sample\"", "[models]\nifs.source = \"sample\"\nifs.colour = 1"
+    )
+    path = write(tmp_path, toml)
+    expect_error(path, line_of(toml, "ifs.colour"), "models.ifs.colour", "unknown key")
+
+
+def test_multiline_array_and_strings(tmp_path):
+    toml = BASE.replace('models = ["icon-eu", "ifs"]', 'models = [\n  "icon-eu",\n  "gfs",\n]').replace(
+        "[output]\n", '[output]\n# a comment with key = value\n'
+    )
+    # a multi-line string whose text looks like TOML must not be taken for keys or headers
+    toml = toml.replace(
+        "[models.ifs]",
+        '[sources.other]\ntype = "x"\nnote = """\n[products.eu-medium]\nmodels = 1\n"""\n\n[models.ifs]',
+    )
+    path = write(tmp_path, toml)
+    expect_error(path, line_of(toml, "models = ["), "products.eu-medium.models", "'gfs' is not defined")
+
+
+# --- rejections: the TOML ---------------------------------------------------------------------------
+
+
+def test_unreadable_file(tmp_path):
+    missing = tmp_path / "nope.toml"
+    expect_error(missing, 1, "file", "cannot read")
+
+
+def test_invalid_toml(tmp_path):
+    toml = BASE.replace("keep_runs = 8", "keep_runs = ")
+    path = write(tmp_path, toml)
+    err = expect_error(path, line_of(toml, "keep_runs"), "toml", "invalid TOML")
+    assert "line 3" in err.reason
+
+
+def test_duplicate_toml_key(tmp_path):
+    toml = BASE.replace("keep_runs = 8", "keep_runs = 8\nkeep_runs = 9")
+    path = write(tmp_path, toml)
+    expect_error(path, 4, "toml", "invalid TOML")
+
+
+@pytest.mark.parametrize(
+    "old,new,needle,key,reason",
+    [
+        # unknown tables and keys, anywhere
+        ("[dask]", "[logging]\nlevel = 1\n\n[dask]", "[logging]", "logging", "unknown table"),
+        ("keep_runs = 8", "keep_runs = 8\ncolour = 1", "colour", "output.colour", "unknown key"),
+        ("every_hours = 3", "every_hours = 3\ncron = \"x\"", "cron", "schedule.cron", "unknown key"),
+        ("workers = 2", "workers = 2\nthreads = 4", "threads = 4", "dask.threads", "unknown key"),
+        ('init = "latest"', 'init = "latest"\nseed = 1', "seed", "sources.sample.seed", "unknown key"),
+        ('[models.icon-eu]\nsource = "sample"', '[models.icon-eu]\nsource = "sample"\npriority = 1',
+         "priority", "models.icon-eu.priority", "unknown key"),
+        ("horizon_hours = 336", "horizon_hours = 336\nhubs = [10]", "hubs", "products.eu-medium.hubs",
+         "unknown key"),
+        # wrong types (bool is not int)
+        ("keep_runs = 8", "keep_runs = true", "keep_runs", "output.keep_runs", "expected an integer, got a boolean"),
+        ("horizon_hours = 336", "horizon_hours = 336.0", "horizon_hours", "products.eu-medium.horizon_hours",
+         "expected an integer, got a float"),
+        ('root = "out"', "root = 5", "root", "output.root", "expected a string"),
+        ('models = ["icon-eu", "ifs"]', 'models = "ifs"', "models =", "products.eu-medium.models",
+         "expected an array"),
+        ('models = ["icon-eu", "ifs"]', 'models = ["ifs", 3]', "models =", "products.eu-medium.models",
+         "expected an array of strings"),
+        ("workers = 2", 'workers = "2"', "workers", "dask.workers", "expected an integer"),
+        ("offset_minutes = 0", "offset_minutes = false", "offset_minutes", "schedule.offset_minutes",
+         "expected an integer"),
+        ('[products.eu-medium]\n', "[products]\neu-medium = 3\n[products.x]\n", "eu-medium = 3",
+         "products.eu-medium", "expected a table"),
+        # values
+        ("keep_runs = 8", "keep_runs = 0", "keep_runs", "output.keep_runs", "must be >= 1"),
+        ("every_hours = 3", "every_hours = 5", "every_hours", "schedule.every_hours", "must divide 24"),
+        ("offset_minutes = 0", "offset_minutes = 180", "offset_minutes", "schedule.offset_minutes",
+         "must be <= 179"),
+        ('scheduler = "threads"', 'scheduler = "mpi"', "scheduler", "dask.scheduler", "expected one of"),
+        ("workers = 2", "workers = 0", "workers", "dask.workers", "must be >= 1"),
+        ('freqs = ["1H", "30min", "15min"]', 'freqs = ["1H", "5min"]', "freqs", "products.eu-medium.freqs",
+         "unknown freq '5min'"),
+        ('freqs = ["1H", "30min", "15min"]', "freqs = []", "freqs", "products.eu-medium.freqs", "must not be empty"),
+        ('freqs = ["1H", "30min", "15min"]', 'freqs = ["1H", "1H"]', "freqs", "products.eu-medium.freqs",
+         "listed twice"),
+        ("horizon_hours = 336", "horizon_hours = 0", "horizon_hours", "products.eu-medium.horizon_hours",
+         "must be >= 1"),
+        ("horizon_hours = 336", "horizon_hours = -72", "horizon_hours", "products.eu-medium.horizon_hours",
+         "must be >= 1"),
+        # cross references
+        ('models = ["icon-eu", "ifs"]', 'models = ["icon-d2", "ifs"]', "models =", "products.eu-medium.models",
+         "model 'icon-d2' is not defined in [models]"),
+        ('[models.ifs]\nsource = "sample"', '[models.ifs]\nsource = "ecmwf"', 'source = "ecmwf"',
+         "models.ifs.source", "source 'ecmwf' is not defined in [sources]"),
+        ("[products.eu-medium]", "[products.eu-long]", "[products.eu-long]", "products.eu-long",
+         "unknown product"),
+        ("[products.eu-medium]", "[products.global]", "[products.global]", "products.global",
+         "not available yet"),
+        ('points = "points.csv"', 'points = "missing.csv"', "points =", "products.eu-medium.points",
+         "points file not found"),
+        # the sample source
+        ("scale = 4", "scale = 0", "scale", "sources.sample.scale", "must be >= 1"),
+        ("scale = 4", "scale = true", "scale", "sources.sample.scale", "expected an integer, got a boolean"),
+        ("scale = 4", "scale = 2.5", "scale", "sources.sample.scale", "expected an integer, got a float"),
+        ("area = [-25.0, 30.0, 45.0, 72.0]", "area = [-25.0, 30.0, 45.0]", "area", "sources.sample.area",
+         "expected 4 numbers"),
+        ("area = [-25.0, 30.0, 45.0, 72.0]", 'area = [-25.0, 30.0, 45.0, "72"]', "area", "sources.sample.area",
+         "expected 4 numbers"),
+        ("area = [-25.0, 30.0, 45.0, 72.0]", "area = [-25.0, 30.0, 45.0, true]", "area", "sources.sample.area",
+         "expected 4 numbers"),
+        ("area = [-25.0, 30.0, 45.0, 72.0]", "area = [45.0, 30.0, -25.0, 72.0]", "area", "sources.sample.area",
+         "west (45) must be less than east (-25)"),
+        ("area = [-25.0, 30.0, 45.0, 72.0]", "area = [-25.0, 72.0, 45.0, 30.0]", "area", "sources.sample.area",
+         "south (72) must be less than north (30)"),
+        ("area = [-25.0, 30.0, 45.0, 72.0]", "area = [-25.0, 30.0, 400.0, 72.0]", "area", "sources.sample.area",
+         "within -180..360"),
+        ("area = [-25.0, 30.0, 45.0, 72.0]", "area = [-25.0, -95.0, 45.0, 72.0]", "area", "sources.sample.area",
+         "within -90..90"),
+        ("area = [-25.0, 30.0, 45.0, 72.0]", "area = [-25.0, 30.0, 45.0, nan]", "area", "sources.sample.area",
+         "finite"),
+        ('init = "latest"', 'init = "yesterday"', "init", "sources.sample.init", "ISO 8601"),
+        ('init = "latest"', "init = 6", "init", "sources.sample.init", "ISO 8601"),
+        ('type = "sample"', "type = 1", "type =", "sources.sample.type", "expected a string"),
+        ('type = "sample"', 'type = ""', "type =", "sources.sample.type", "must not be empty"),
+    ],
+)
+def test_toml_rejections(tmp_path, old, new, needle, key, reason):
+    assert old in BASE
+    toml = BASE.replace(old, new, 1)
+    path = write(tmp_path, toml)
+    expect_error(path, line_of(toml, needle), key, reason)
+
+
+@pytest.mark.parametrize(
+    "table,key,header_needle",
+    [
+        ("horizon_hours = 336\n", "products.eu-medium.horizon_hours", "[products.eu-medium]"),
+        ('points = "points.csv"\n', "products.eu-medium.points", "[products.eu-medium]"),
+        ('models = ["icon-eu", "ifs"]\n', "products.eu-medium.models", "[products.eu-medium]"),
+        ('root = "out"\n', "output.root", "[output]"),
+        ('type = "sample"\n', "sources.sample.type", "[sources.sample]"),
+    ],
+)
+def test_missing_required_key(tmp_path, table, key, header_needle):
+    toml = BASE.replace(table, "", 1)
+    path = write(tmp_path, toml)
+    expect_error(path, line_of(toml, header_needle), key, "missing required key")
+
+
+def test_missing_model_source(tmp_path):
+    toml = BASE.replace('[models.ifs]\nsource = "sample"\n', "[models.ifs]\n")
+    path = write(tmp_path, toml)
+    expect_error(path, line_of(toml, "[models.ifs]"), "models.ifs.source", "missing required key")
+
+
+@pytest.mark.parametrize("table", ["output", "sources", "models", "products"])
+def test_missing_required_table(tmp_path, table):
+    # drop every line of that table
+    kept, skip = [], False
+    for line in BASE.splitlines():
+        if line.startswith("["):
+            skip = line.strip("[]").split(".")[0] == table
+        if not skip:
+            kept.append(line)
+    toml = "\n".join(kept) + "\n"
+    if table == "sources":
+        toml = toml.replace('source = "sample"', 'source = "x"')
+    path = write(tmp_path, toml)
+    expect_error(path, 1, table, "missing required table")
+
+
+# --- rejections: the points CSV -----------------------------------------------------------------------
+
+HEADER = "id,name,lat,lon,elevation,hub_heights\n"
+
+
+@pytest.mark.parametrize(
+    "csv_text,line,key,reason",
+    [
+        ("id,name,lat,lon,elevation\nparis,Paris,48.8566,2.3522,35\n", 1, "hub_heights", "missing column"),
+        ("id,name,lat,lon,elevation,hub_heights,country\nparis,Paris,48.8566,2.3522,35,,FR\n", 1, "country",
+         "unknown column"),
+        ("id,name,lat,lat,elevation,hub_heights\n", 1, "lat", "column appears twice"),
+        ("", 1, "id", "empty points file"),
+        (HEADER, 1, "id", "no points"),
+        (HEADER + "paris,Paris,48.8566,2.3522,35\n", 2, "row", "expected 6 fields"),
+        (HEADER + ",Nowhere,48.8566,2.3522,35,\n", 2, "id", "empty id"),
+        (HEADER + "Paris,Paris,48.8566,2.3522,35,\n", 2, "id", "invalid id"),
+        (HEADER + "paris/x,Paris,48.8566,2.3522,35,\n", 2, "id", "invalid id"),
+        (HEADER + "paris,Paris,48.8566,2.3522,35,\nlyon,Lyon,45.7640,4.8357,173,\nparis,P2,48.9,2.4,35,\n",
+         4, "id", "duplicate id 'paris' (first on line 2)"),
+        (HEADER + "paris,,48.8566,2.3522,35,\n", 2, "name", "empty name"),
+        (HEADER + "paris,Paris,95.0,2.3522,35,\n", 2, "lat", "outside [-90, 90]"),
+        (HEADER + "paris,Paris,-90.5,2.3522,35,\n", 2, "lat", "outside [-90, 90]"),
+        (HEADER + "paris,Paris,48.8566,200,35,\n", 2, "lon", "outside [-180, 180]"),
+        (HEADER + "paris,Paris,north,2.3522,35,\n", 2, "lat", "not a number"),
+        (HEADER + "paris,Paris,,2.3522,35,\n", 2, "lat", "not a number"),
+        (HEADER + "paris,Paris,nan,2.3522,35,\n", 2, "lat", "not a finite number"),
+        (HEADER + "paris,Paris,48.8566,inf,35,\n", 2, "lon", "not a finite number"),
+        (HEADER + "paris,Paris,48.8566,2.3522,high,\n", 2, "elevation", "not a number"),
+        (HEADER + "paris,Paris,48.8566,2.3522,NaN,\n", 2, "elevation", "not a finite number"),
+        (HEADER + "paris,Paris,48.8566,2.3522,12000,\n", 2, "elevation", "outside [-500, 9000]"),
+        (HEADER + "paris,Paris,48.8566,2.3522,35,5\n", 2, "hub_heights", "outside [10, 300]"),
+        (HEADER + "paris,Paris,48.8566,2.3522,35,100;350\n", 2, "hub_heights", "350 m outside [10, 300]"),
+        (HEADER + "paris,Paris,48.8566,2.3522,35,100;abc\n", 2, "hub_heights", "not a number"),
+        (HEADER + "paris,Paris,48.8566,2.3522,35,100;\n", 2, "hub_heights", "empty height"),
+        (HEADER + "paris,Paris,48.8566,2.3522,35,100;100\n", 2, "hub_heights", "listed twice"),
+        (HEADER + "paris,Paris,48.8566,2.3522,35,\nnyc,New York,40.7128,-74.0060,10,\n", 3, "lat,lon",
+         "point 'nyc' (40.7128, -74.006) is outside the coverage of product eu-medium"),
+        (HEADER + "paris,Paris,48.8566,2.3522,35,\natl,Mid-Atlantic,45.0,-30.0,0,\n", 3, "lat,lon",
+         "outside the coverage"),
+        (HEADER + 'paris,"Paris,48.8566,2.3522,35,\n', 2, "row", ""),
+    ],
+)
+def test_csv_rejections(tmp_path, csv_text, line, key, reason):
+    path = write(tmp_path, points=csv_text)
+    expect_error(path, line, key, reason, file=tmp_path / "points.csv")
+
+
+def test_csv_not_utf8(tmp_path):
+    path = write(tmp_path, points=None)
+    (tmp_path / "points.csv").write_bytes(HEADER.encode() + b"koln,K\xf6ln,50.9375,6.9603,53,\n")
+    expect_error(path, 2, "file", "not UTF-8", file=tmp_path / "points.csv")
+
+
+def test_points_in_subdirectory_named_relative_to_config(tmp_path):
+    (tmp_path / "points").mkdir()
+    (tmp_path / "points" / "eu.csv").write_text(HEADER + "paris,Paris,48.8566,2.3522,35,\nx,X,40.0,-74.0,0,\n")
+    toml = BASE.replace('points = "points.csv"', 'points = "points/eu.csv"')
+    path = write(tmp_path, toml, points=None)
+    expect_error(path, 3, "lat,lon", "outside the coverage", file=tmp_path / "points" / "eu.csv")
+
+
+def test_config_error_message_format():
+    err = ConfigError("a/b.toml", 7, "output.root", "expected a string")
+    assert str(err) == err.message == "a/b.toml:7: output.root: expected a string"
+    assert isinstance(err, Exception)
+
+
+def test_config_error_pickles():
+    import pickle
+
+    err = pickle.loads(pickle.dumps(ConfigError("x.csv", 3, "lat", "not a number: 'a'")))
+    assert str(err) == "x.csv:3: lat: not a number: 'a'" and err.line == 3
