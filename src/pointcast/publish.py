@@ -1,0 +1,826 @@
+"""Validated, atomic publication of runs and the Zarr analytics archive.
+
+Two independent halves live here.
+
+**The run tree.** A cycle is written into a private staging directory, checked by the
+validation stage (elsewhere), then made visible in one step::
+
+    staging = new_run_dir(root, run_id)           # <root>/runs/.staging-<run_id>-<random>
+    write_json_tree(staging, files)                # json/<relpath> (+ json/<relpath>.gz)
+    publish_run(root, staging, run_id, manifest, validation, ok)
+    retain(root, keep=8)
+
+``publish_run`` renames the staging directory to ``<root>/runs/<run_id>`` and swaps the
+``<root>/current`` symlink (relative target ``runs/<run_id>``) with ``os.replace`` of a freshly
+made temporary symlink, so ``current`` always exists and always names a complete, validated run:
+readers see either the previous run or the new one, never a mixture and never nothing. Files and
+the directories holding them are fsync'd before the step that makes them visible. A refused run
+(``ok=False``) is moved to ``<root>/runs/failed/<run_id>`` for inspection and never served. A
+cycle that dies before ``publish_run`` leaves only a ``.staging-*`` directory, which ``retain``
+removes once it is older than an hour.
+
+Publication and retention take an exclusive lock (``<root>/runs/.lock``, ``flock``) so a
+retention pass never races a publication.
+
+**The archive.** ``append_archive`` keeps one Zarr v3 store per product,
+``<root>/zarr/<product>.zarr``, with dims ``(init_time, point, lead_time[, height])``, one
+``init_time`` entry per model cycle, readable with a single ``xr.open_zarr(path)`` (consolidated
+metadata). See :func:`append_archive` for the append protocol and its crash-safety guarantees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as _dt
+import gzip as _gzip
+import json
+import logging
+import math
+import os
+import re
+import secrets
+import shutil
+import time
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+import zarr
+from zarr.storage import LocalStore
+
+try:  # POSIX advisory locks; publication targets Linux hosts
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "ArchiveError",
+    "PublishError",
+    "PublishRefused",
+    "append_archive",
+    "archive_stores",
+    "current_run",
+    "new_run_dir",
+    "publish_run",
+    "retain",
+    "write_json_tree",
+]
+
+RUNS = "runs"
+CURRENT = "current"
+FAILED = "failed"
+JSON_DIR = "json"
+ZARR_DIR = "zarr"
+STAGING_PREFIX = ".staging-"
+TRASH_PREFIX = ".trash-"
+STALE_STAGING_SECONDS = 3600.0
+
+INIT = "init_time"
+POINT = "point"
+LEAD = "lead_time"
+HEIGHT = "height"
+_AXIS_ORDER = (INIT, POINT, LEAD, HEIGHT)
+# init_time is stored as int64 seconds since the epoch. The Zarr fill value of the array
+# decodes to NaT, so an init_time slot that was reserved but never committed reads as NaT.
+_TIME_UNITS = "seconds since 1970-01-01T00:00:00"
+_TIME_FILL = np.iinfo(np.int64).min
+# encoding keys of the render stage's variables that are kept when the store is created
+_KEPT_ENCODING = ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_value",
+                  "units", "calendar", "compressors", "filters", "serializer")
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}$")
+
+
+class PublishError(RuntimeError):
+    """The output tree is not in a state publication can work with."""
+
+
+class PublishRefused(PublishError):
+    """Validation failed: the run was kept under ``runs/failed/`` and not published."""
+
+    def __init__(self, run_id: str, path: Path) -> None:
+        super().__init__(f"run {run_id!r} failed validation; kept for inspection at {path}, "
+                         f"'current' unchanged")
+        self.run_id = run_id
+        self.path = path
+
+
+class ArchiveError(PublishError):
+    """The Zarr archive could not be written or is not in the expected layout."""
+
+
+# --------------------------------------------------------------------------------------------
+# small file-system helpers
+# --------------------------------------------------------------------------------------------
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file and fsync it (the directory is fsync'd by the caller)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name) or name in (FAILED, CURRENT):
+        raise ValueError(f"invalid {kind} {name!r}: use letters, digits and . _ : + -, "
+                         f"starting with a letter or digit")
+    return name
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+b") as f:
+        if fcntl is not None:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _remove_tree(path: Path, trash_dir: Path) -> None:
+    """Remove a directory so that it never shows up half-deleted under its own name."""
+    trash = trash_dir / f"{TRASH_PREFIX}{path.name}-{secrets.token_hex(4)}"
+    os.rename(path, trash)
+    _fsync_dir(path.parent)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _jsonable(obj: Any) -> Any:
+    """Plain JSON types; non-finite floats become null so the file is valid JSON."""
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        items = sorted(obj, key=str) if isinstance(obj, (set, frozenset)) else obj
+        return [_jsonable(v) for v in items]
+    if isinstance(obj, np.ndarray):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.datetime64):  # pointcast's datetime64 values are UTC
+        return None if np.isnat(obj) else pd.Timestamp(obj).tz_localize("UTC").isoformat()
+    if isinstance(obj, np.timedelta64):
+        return None if np.isnat(obj) else pd.Timedelta(obj).isoformat()
+    if isinstance(obj, np.generic):
+        return _jsonable(obj.item())
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    if obj is pd.NaT:
+        return None
+    if isinstance(obj, (_dt.datetime, _dt.date, pd.Timestamp)):
+        return obj.isoformat()
+    if isinstance(obj, (_dt.timedelta, pd.Timedelta)):
+        return pd.Timedelta(obj).isoformat()
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON: {obj!r}")
+
+
+def _dump_json(obj: Mapping[str, Any]) -> bytes:
+    return (json.dumps(_jsonable(obj), indent=2, sort_keys=True, ensure_ascii=False)
+            + "\n").encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------------
+# the run tree
+# --------------------------------------------------------------------------------------------
+
+def new_run_dir(root: Path | str, run_id: str) -> Path:
+    """Create and return a private staging directory ``<root>/runs/.staging-<run_id>-<random>``.
+
+    It lives in ``runs/`` so that publishing it is a rename on the same file system. It is
+    never served; ``retain`` removes it when it is abandoned for more than an hour.
+    """
+    _check_name("run id", run_id)
+    runs = Path(root) / RUNS
+    runs.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        path = runs / f"{STAGING_PREFIX}{run_id}-{secrets.token_hex(6)}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        path.chmod(0o755)  # a static host serves the published tree as another user
+        _fsync_dir(runs)
+        return path
+    raise PublishError(f"could not create a staging directory in {runs}")  # pragma: no cover
+
+
+def _safe_relpath(rel: str) -> PurePosixPath:
+    if not isinstance(rel, str) or not rel:
+        raise ValueError(f"invalid relative path {rel!r}")
+    if "\\" in rel or "\x00" in rel:
+        raise ValueError(f"invalid relative path {rel!r}: backslash or NUL")
+    if rel.startswith("/") or PurePosixPath(rel).is_absolute():
+        raise ValueError(f"absolute path {rel!r} is not allowed")
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"path {rel!r} must be a plain relative path (no '', '.', '..' parts)")
+    return PurePosixPath(rel)
+
+
+def write_json_tree(staging: Path | str, files: Mapping[str, bytes], gzip: bool = True) -> None:
+    """Write ``files`` (relative path -> bytes) under ``<staging>/json/``, fsync'd.
+
+    With ``gzip=True`` each file also gets a ``<relpath>.gz`` sibling holding the same bytes
+    gzip-compressed (deterministic: no name, mtime 0), for static hosts that serve
+    precompressed files with ``Content-Encoding: gzip``.
+
+    Every path is checked before anything is written: empty, absolute, ``.``/``..`` parts,
+    backslashes, and (with gzip) a name that collides with another file's ``.gz`` sibling raise
+    ``ValueError``.
+    """
+    staging = Path(staging)
+    if not staging.is_dir():
+        raise PublishError(f"staging directory {staging} does not exist")
+    rels = {rel: _safe_relpath(rel) for rel in files}
+    if gzip:
+        clash = sorted(rel for rel in rels if rel.endswith(".gz") and rel[:-3] in rels)
+        if clash:
+            raise ValueError(f"{clash[0]!r} collides with the gzip sibling of {clash[0][:-3]!r}")
+    for rel, data in files.items():
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"{rel}: expected bytes, got {type(data).__name__}")
+
+    base = staging / JSON_DIR
+    touched: set[Path] = {staging}
+    for rel, data in files.items():
+        path = base.joinpath(*rels[rel].parts)
+        parent = path.parent
+        if parent not in touched:
+            parent.mkdir(parents=True, exist_ok=True)
+            d = parent
+            while d != staging and d not in touched:
+                touched.add(d)
+                d = d.parent
+        _write_bytes(path, bytes(data))
+        if gzip:
+            _write_bytes(path.with_name(path.name + ".gz"),
+                         _gzip.compress(bytes(data), compresslevel=6, mtime=0))
+    for d in sorted(touched, key=lambda p: len(p.parts), reverse=True):
+        _fsync_dir(d)
+
+
+def current_run(root: Path | str) -> str | None:
+    """The run id ``<root>/current`` points to, or None when nothing is published yet."""
+    link = Path(root) / CURRENT
+    try:
+        target = os.readlink(link)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise PublishError(f"{link} exists but is not a symlink") from e
+    parts = PurePosixPath(target).parts
+    if len(parts) != 2 or parts[0] != RUNS:
+        raise PublishError(f"{link} -> {target!r}: expected 'runs/<run-id>'")
+    return parts[1]
+
+
+def _swap_current(root: Path, run_id: str) -> None:
+    link = root / CURRENT
+    if link.exists() and not link.is_symlink():
+        raise PublishError(f"{link} exists and is not a symlink; refusing to replace it")
+    if not (root / RUNS / run_id).is_dir():  # never point at something missing
+        raise PublishError(f"run directory {root / RUNS / run_id} does not exist")
+    tmp = root / f"{CURRENT}.tmp-{secrets.token_hex(6)}"
+    os.symlink(f"{RUNS}/{run_id}", tmp)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(root)
+
+
+def _tree_files(base: Path) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    if base.is_dir():
+        for dirpath, _dirs, names in os.walk(base):
+            for name in names:
+                p = Path(dirpath) / name
+                out[p.relative_to(base).as_posix()] = p
+    return out
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    fa, fb = _tree_files(a), _tree_files(b)
+    if fa.keys() != fb.keys():
+        return False
+    for rel, pa in fa.items():
+        pb = fb[rel]
+        if pa.stat().st_size != pb.stat().st_size or pa.read_bytes() != pb.read_bytes():
+            return False
+    return True
+
+
+def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Mapping[str, Any],
+                validation: Mapping[str, Any], ok: bool) -> Path:
+    """Finish a run: write its manifest and validation report and make it visible.
+
+    ``manifest.json`` is ``manifest`` plus ``run_id`` and ``published_at`` (UTC ISO time) when
+    the caller did not set them; ``validation.json`` is ``validation`` as given. Both are
+    written into ``staging`` first (so a refused run keeps them too). Then:
+
+    - ``ok`` false: staging moves to ``<root>/runs/failed/<run_id>`` (replacing an earlier
+      failed attempt of the same run id), ``current`` is untouched, and
+      :class:`PublishRefused` is raised.
+    - ``ok`` true and ``runs/<run_id>`` new: staging is renamed to ``runs/<run_id>``.
+    - ``ok`` true and ``runs/<run_id>`` already published (the same model runs processed
+      again): the published directory is kept as it is and the staging copy discarded, so
+      the served bytes (and ETags) do not change; a differing JSON tree is logged as a warning.
+
+    Finally ``current`` is swapped to ``runs/<run_id>`` atomically and the run directory is
+    returned. ``staging`` must come from :func:`new_run_dir` for the same ``root``.
+    """
+    root, staging = Path(root), Path(staging)
+    _check_name("run id", run_id)
+    runs = root / RUNS
+    if (staging.parent.resolve() != runs.resolve()
+            or not staging.name.startswith(f"{STAGING_PREFIX}{run_id}-")):
+        raise ValueError(f"{staging} is not a staging directory of run {run_id!r} under {runs}")
+    if not staging.is_dir():
+        raise PublishError(f"staging directory {staging} does not exist")
+
+    meta = dict(manifest)
+    meta.setdefault("run_id", run_id)
+    meta.setdefault("published_at",
+                    _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat())
+    _write_bytes(staging / "manifest.json", _dump_json(meta))
+    _write_bytes(staging / "validation.json", _dump_json(validation))
+    _fsync_dir(staging)
+
+    with _locked(runs / ".lock"):
+        if not ok:
+            failed = runs / FAILED
+            failed.mkdir(exist_ok=True)
+            dest = failed / run_id
+            if dest.exists():
+                _remove_tree(dest, runs)
+            os.rename(staging, dest)
+            _fsync_dir(failed)
+            _fsync_dir(runs)
+            log.error("run %s failed validation; kept at %s", run_id, dest)
+            raise PublishRefused(run_id, dest)
+
+        dest = runs / run_id
+        if dest.exists():
+            if _same_tree(dest / JSON_DIR, staging / JSON_DIR):
+                log.info("run %s was already published with identical files; keeping it", run_id)
+            else:
+                log.warning("run %s was already published with different files; keeping the "
+                            "published run %s and discarding %s", run_id, dest, staging)
+            _remove_tree(staging, runs)
+        else:
+            os.rename(staging, dest)
+            _fsync_dir(runs)
+        _swap_current(root, run_id)
+    log.info("published run %s (%s)", run_id, dest)
+    return dest
+
+
+def _published_at(path: Path) -> float:
+    """When a run was finished: mtime of its manifest (written by publish_run)."""
+    try:
+        return (path / "manifest.json").stat().st_mtime
+    except FileNotFoundError:
+        return path.stat().st_mtime
+
+
+def _newest_dir_mtime(path: Path) -> float:
+    newest = path.stat().st_mtime
+    for dirpath, _dirs, _files in os.walk(path):
+        with contextlib.suppress(FileNotFoundError):
+            newest = max(newest, os.stat(dirpath).st_mtime)
+    return newest
+
+
+def retain(root: Path | str, keep: int, *, stale_after: float = STALE_STAGING_SECONDS) -> list[Path]:
+    """Delete old runs; return the paths removed.
+
+    - Published runs: the ``keep`` most recently published ones are kept (by the time their
+      ``manifest.json`` was written), ``current``'s run always among them, even when it is not
+      one of the newest. ``keep`` counts ``current``. Keep at least 2 when readers may still
+      hold the previous ``current`` for the length of a request.
+    - Failed runs published before the oldest kept run are deleted.
+    - Abandoned ``.staging-*`` directories whose newest directory mtime is older than
+      ``stale_after`` seconds (an hour), and leftovers of interrupted deletions.
+
+    A directory is renamed to a ``.trash-*`` name before it is deleted, so a half-deleted run
+    never appears under its run id.
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    root = Path(root)
+    runs = root / RUNS
+    if not runs.is_dir():
+        return []
+    removed: list[Path] = []
+    with _locked(runs / ".lock"):
+        cur = current_run(root)
+        published = [p for p in runs.iterdir()
+                     if p.is_dir() and not p.is_symlink() and _NAME_RE.match(p.name)
+                     and p.name != FAILED]
+        published.sort(key=lambda p: (_published_at(p), p.name), reverse=True)
+        kept = [p for p in published if p.name == cur]
+        for p in published:
+            if len(kept) >= keep:
+                break
+            if p.name != cur:
+                kept.append(p)
+        for p in published:
+            if p not in kept:
+                _remove_tree(p, runs)
+                removed.append(p)
+        if kept:
+            oldest_kept = min(_published_at(p) for p in kept)
+            failed = runs / FAILED
+            if failed.is_dir():
+                for p in sorted(failed.iterdir()):
+                    if p.is_dir() and _published_at(p) < oldest_kept:
+                        _remove_tree(p, runs)
+                        removed.append(p)
+        now = time.time()
+        for p in sorted(runs.iterdir()):
+            if p.name.startswith(TRASH_PREFIX):
+                shutil.rmtree(p, ignore_errors=True)
+            elif p.name.startswith(STAGING_PREFIX) and p.is_dir():
+                if now - _newest_dir_mtime(p) > stale_after:
+                    _remove_tree(p, runs)
+                    removed.append(p)
+    for p in removed:
+        log.info("retention removed %s", p)
+    return removed
+
+
+# --------------------------------------------------------------------------------------------
+# the Zarr archive
+# --------------------------------------------------------------------------------------------
+
+class _DurableLocalStore(LocalStore):
+    """LocalStore whose writes are atomic *and* durable: temp file, fsync, rename, fsync dir.
+
+    Every chunk and metadata document is on disk before the next step of an append starts,
+    so the commit (the consolidated root ``zarr.json``) can never become durable before the
+    data it makes visible.
+    """
+
+    async def set(self, key: str, value: Any) -> None:
+        if not self._is_open:
+            await self._open()
+        self._check_writable()
+        await asyncio.to_thread(_durable_put, self.root / key, value.to_bytes())
+
+    async def set_if_not_exists(self, key: str, value: Any) -> None:
+        if not (self.root / key).exists():
+            await self.set(key, value)
+
+
+def _durable_put(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{secrets.token_hex(8)}.partial")
+    try:
+        _write_bytes(tmp, data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def _quiet_zarr() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
+        yield
+
+
+def _store_path(root: Path, product: str, version: int) -> Path:
+    name = f"{product}.zarr" if version == 1 else f"{product}.v{version}.zarr"
+    return root / ZARR_DIR / name
+
+
+def _store_versions(root: Path, product: str) -> list[tuple[int, Path]]:
+    zdir = root / ZARR_DIR
+    if not zdir.is_dir():
+        return []
+    pattern = re.compile(rf"^{re.escape(product)}(?:\.v(\d+))?\.zarr$")
+    out = []
+    for p in zdir.iterdir():
+        m = pattern.match(p.name)
+        if m and p.is_dir():
+            out.append((int(m.group(1) or 1), p))
+    return sorted(out)
+
+
+def archive_stores(root: Path | str, product: str) -> list[Path]:
+    """The product's archive stores, oldest version first (``<product>.zarr``,
+    ``<product>.v2.zarr``, ...); the last one is the one being appended to."""
+    _check_name("product", product)
+    return [p for _, p in _store_versions(Path(root), product)]
+
+
+def _open_committed(path: Path) -> xr.Dataset:
+    try:
+        with _quiet_zarr():
+            return xr.open_zarr(path, consolidated=True)
+    except Exception as e:  # noqa: BLE001 - re-raised with the path and what is expected
+        raise ArchiveError(f"{path}: cannot open as a consolidated Zarr archive: {e}") from e
+
+
+def _canonical(ds: xr.Dataset) -> xr.Dataset:
+    """Check the render stage's dataset and normalise dtypes and axis order."""
+    for dim in (INIT, POINT, LEAD):
+        if dim not in ds.dims:
+            raise ValueError(f"archive dataset lacks dimension {dim!r} (has {tuple(ds.dims)})")
+        if dim not in ds.indexes:
+            raise ValueError(f"archive dataset lacks a {dim!r} coordinate")
+    if ds.sizes[INIT] != 1:
+        raise ValueError(f"archive dataset must hold exactly one init_time, got {ds.sizes[INIT]}")
+    if not np.issubdtype(ds[INIT].dtype, np.datetime64):
+        raise ValueError(f"init_time must be datetime64 (UTC), got {ds[INIT].dtype}")
+    if not np.issubdtype(ds[LEAD].dtype, np.timedelta64):
+        raise ValueError(f"lead_time must be timedelta64, got {ds[LEAD].dtype}")
+    if np.isnat(ds[INIT].values).any():
+        raise ValueError("init_time is NaT")
+    for dim in ds.indexes:
+        if not ds.indexes[dim].is_unique:
+            raise ValueError(f"duplicate {dim!r} values in the archive dataset")
+
+    ds = ds.assign_coords({
+        INIT: ds[INIT].copy(data=ds[INIT].values.astype("datetime64[ns]")),
+        LEAD: ds[LEAD].copy(data=ds[LEAD].values.astype("timedelta64[ns]")),
+        # variable-length UTF-8 strings: the one string type with a Zarr v3 spec
+        POINT: ds[POINT].copy(data=np.array([str(p) for p in ds[POINT].values], dtype=object)),
+    })
+    ds[INIT].attrs.setdefault("standard_name", "forecast_reference_time")
+    ds[INIT].attrs.setdefault("long_name", "model initialisation time (UTC)")
+    ds[LEAD].attrs.setdefault("standard_name", "forecast_period")
+    ds[LEAD].attrs.setdefault("long_name", "time since init_time")
+    ds[POINT].attrs.setdefault("long_name", "configured point id")
+    if HEIGHT in ds.coords:
+        ds[HEIGHT].attrs.setdefault("standard_name", "height")
+        ds[HEIGHT].attrs.setdefault("units", "m")
+        ds[HEIGHT].attrs.setdefault("positive", "up")
+    order = [d for d in _AXIS_ORDER if d in ds.dims]
+    return ds.transpose(*order, ...)
+
+
+def _creation_encoding(ds: xr.Dataset, point_chunk: int) -> dict[str, dict[str, Any]]:
+    enc: dict[str, dict[str, Any]] = {}
+    for name, var in ds.variables.items():
+        e = {k: v for k, v in var.encoding.items() if k in _KEPT_ENCODING}
+        if name == INIT:
+            e = {"units": _TIME_UNITS, "calendar": "proleptic_gregorian", "dtype": "int64",
+                 "chunks": (1,), "_FillValue": _TIME_FILL, "fill_value": _TIME_FILL}
+        elif name == LEAD:
+            e = {"dtype": "int64"}
+        elif INIT in var.dims:
+            chunks = [1 if d == INIT else var.sizes[d] for d in var.dims]
+            if POINT in var.dims:
+                # inner chunks: one init_time, a few points, the whole series (and all heights)
+                # shards: one object per init_time and variable, holding every point
+                ip = var.dims.index(POINT)
+                npts = var.sizes[POINT]
+                chunks[ip] = min(point_chunk, npts)
+                shards = list(chunks)
+                shards[ip] = -(-npts // chunks[ip]) * chunks[ip]
+                e["shards"] = tuple(shards)
+            e["chunks"] = tuple(chunks)
+        enc[name] = e
+    return enc
+
+
+def _incompatibility(arch: xr.Dataset, ds: xr.Dataset) -> str | None:
+    """Why ``ds`` cannot be written into the archive ``arch`` (None when it can)."""
+    if arch.attrs.get("synthetic") != ds.attrs.get("synthetic"):
+        return (f"'synthetic' attribute differs (archive {arch.attrs.get('synthetic')!r}, "
+                f"run {ds.attrs.get('synthetic')!r})")
+    for dim in ds.dims:
+        if dim == INIT:
+            continue
+        if dim not in arch.dims:
+            return f"new dimension {dim!r}"
+        if dim in ds.indexes:
+            if dim not in arch.indexes:
+                return f"dimension {dim!r} has no coordinate in the archive"
+            extra = pd.Index(ds.indexes[dim]).difference(pd.Index(arch.indexes[dim]))
+            if len(extra):
+                return f"{len(extra)} {dim} value(s) not in the archive, e.g. {extra[0]!r}"
+        elif ds.sizes[dim] != arch.sizes[dim]:
+            return f"dimension {dim!r} has size {ds.sizes[dim]}, archive {arch.sizes[dim]}"
+    for name, var in ds.variables.items():
+        if name in ds.indexes:
+            continue
+        if name not in arch.variables:
+            return f"new variable {name!r}"
+        avar = arch.variables[name]
+        if var.dims != avar.dims:
+            return f"variable {name!r} has dims {var.dims}, archive {avar.dims}"
+        if INIT not in var.dims:
+            # static coordinates (lat, lon, name ...) must agree on the run's labels
+            sel = {d: ds.indexes[d] for d in var.dims if d in ds.indexes}
+            if not arch[name].sel(sel).variable.equals(var):
+                return f"static variable {name!r} differs from the archive"
+        elif var.dtype.kind not in "fcmMOSU":
+            needs_pad = any(d in ds.indexes and not ds.indexes[d].equals(arch.indexes[d])
+                            for d in var.dims if d != INIT)
+            if needs_pad:
+                return f"{var.dtype} variable {name!r} would need padding with a missing value"
+    return None
+
+
+def _fit(arch: xr.Dataset, ds: xr.Dataset) -> xr.Dataset:
+    """Reindex ``ds`` onto the archive's axes (missing points/lead times become missing)."""
+    indexers = {d: arch.indexes[d] for d in ds.dims
+                if d != INIT and d in ds.indexes and not ds.indexes[d].equals(arch.indexes[d])}
+    if not indexers:
+        return ds
+    fill: dict[Any, Any] = {}
+    for name, var in ds.variables.items():
+        if INIT in var.dims and name not in ds.indexes and var.dtype.kind in "OSU":
+            fill[name] = ""
+    # variables not named in ``fill`` get xarray's default missing value (NaN / NaT)
+    return ds.reindex(indexers, fill_value=fill) if fill else ds.reindex(indexers)
+
+
+def _init_arrays(group: zarr.Group) -> list[zarr.Array]:
+    out = []
+    for name, arr in group.arrays():
+        dims = arr.metadata.dimension_names or ()
+        if INIT in dims:
+            if dims[0] != INIT:
+                raise ArchiveError(f"array {name!r} does not have init_time as first dimension")
+            out.append(arr)
+    return out
+
+
+def _reserve_slot(store: LocalStore, n: int) -> None:
+    """Step 1: drop whatever an interrupted append left beyond the ``n`` committed entries,
+    then grow every init_time array by one (the new slot reads as fill / NaT)."""
+    group = zarr.open_group(store, mode="r+", use_consolidated=False)
+    arrays = _init_arrays(group)
+    for arr in arrays:
+        if arr.shape[0] != n:
+            arr.resize((n, *arr.shape[1:]))  # also deletes the chunks beyond n
+    for arr in arrays:
+        arr.resize((n + 1, *arr.shape[1:]))
+
+
+def _write_slot(store: LocalStore, ds: xr.Dataset, n: int) -> None:
+    """Step 2: the data (and any non-index variable along init_time) of slot ``n``."""
+    slot = ds.drop_vars([k for k, v in ds.variables.items() if INIT not in v.dims or k == INIT])
+    slot = slot.drop_encoding()
+    slot.attrs = {}
+    slot.to_zarr(store, region={INIT: slice(n, n + 1)}, mode="r+", consolidated=False,
+                 zarr_format=3)
+
+
+def _write_init_time(store: LocalStore, value: np.datetime64, n: int) -> None:
+    """Step 3: the init_time value of slot ``n`` (until then it reads as NaT)."""
+    group = zarr.open_group(store, mode="r+", use_consolidated=False)
+    arr = group[INIT]
+    units = arr.attrs.get("units")
+    calendar = arr.attrs.get("calendar", "proleptic_gregorian")
+    num, _, _ = xr.coding.times.encode_cf_datetime(
+        np.array([value], dtype="datetime64[ns]"), units, calendar, dtype=np.dtype(arr.dtype))
+    arr[n:n + 1] = np.asarray(num, dtype=arr.dtype)
+
+
+def _commit(store: LocalStore) -> None:
+    """Step 4: rewrite the consolidated metadata (one atomic write of the root zarr.json),
+    which is what makes the new length visible to ``xr.open_zarr``."""
+    with _quiet_zarr():
+        zarr.consolidate_metadata(store)
+
+
+def _create_store(path: Path, ds: xr.Dataset, point_chunk: int) -> None:
+    """Write a new store under a temporary name, then rename it into place."""
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
+    try:
+        with _quiet_zarr():
+            ds.to_zarr(_DurableLocalStore(tmp), mode="w-", consolidated=True, zarr_format=3,
+                       encoding=_creation_encoding(ds, point_chunk))
+        _move_into_place(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _move_into_place(tmp: Path, path: Path) -> None:
+    os.rename(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def append_archive(root: Path | str, product: str, ds: xr.Dataset, *,
+                   point_chunk: int = 1) -> Path:
+    """Append one model cycle (``init_time`` of length 1) to the product's Zarr archive.
+
+    Returns the store holding that init_time. Layout: ``<root>/zarr/<product>.zarr``, Zarr
+    format 3 with consolidated metadata, readable with one ``xr.open_zarr(path)``. Variables
+    along ``init_time`` are stored as ``(init_time, point, lead_time[, height])`` in chunks of
+    ``(1, point_chunk, all lead times[, all heights])`` grouped in one shard per init_time and
+    variable, so reading a point's series for many cycles touches one small chunk per cycle
+    while each cycle is a handful of files. ``init_time`` is int64 seconds since 1970 (UTC).
+    Attributes (CF and global) are those of the first cycle written to the store.
+
+    **Idempotent.** An init_time already present in any version of the product's archive is
+    not written again (logged, nothing changes): re-running a cycle never duplicates entries.
+
+    **Changing axes.** The run is reindexed onto the store's ``point``/``lead_time``/``height``
+    axes when its labels are a subset of them (dropped points, shorter horizon: the missing
+    cells read as NaN). When it brings anything the store cannot hold -- a new point, a longer
+    horizon, a new height or variable, a changed static coordinate (a point moved), a different
+    ``synthetic`` flag -- a new store version is started, ``<product>.v2.zarr`` (then ``.v3``
+    ...), with the run's own axes; earlier versions stay as they are and readable. A Zarr
+    array cannot be extended along ``point`` without rewriting every cycle, and silently
+    dropping the new point would lose data. :func:`archive_stores` lists the versions.
+
+    **Crash safety.** The first write of a store goes to a hidden temporary directory renamed
+    into place when complete, so a store exists fully or not at all. An append runs four
+    steps, each write being a temp-file + fsync + rename:
+
+    1. reserve: every init_time array is resized to committed length + 1 (after truncating
+       leftovers of an earlier interrupted append);
+    2. data: the new slot of every variable is written;
+    3. init_time: the slot's coordinate value is written (before, it reads as NaT: the fill
+       value of the init_time array decodes to NaT);
+    4. commit: the consolidated metadata in the root ``zarr.json`` is rewritten in one atomic
+       replace; it carries the array shapes ``xr.open_zarr`` uses.
+
+    Guarantees: ``xr.open_zarr(path)`` (consolidated metadata, the default) sees exactly the
+    committed cycles, each complete, whatever the instant of a crash; a crash leaves the
+    previous view untouched and the next ``append_archive`` repairs the store (truncates and
+    rewrites the slot). A reader bypassing consolidated metadata (``consolidated=False``) may
+    see one extra trailing entry after a crash: complete if its init_time is set, NaT if not;
+    such readers should use ``ds.sel(init_time=ds.init_time.notnull())``. Appends are
+    serialised by a lock file ``<root>/zarr/.<product>.lock``; readers need no lock.
+    """
+    root = Path(root)
+    _check_name("product", product)
+    if point_chunk < 1:
+        raise ValueError(f"point_chunk must be >= 1, got {point_chunk}")
+    ds = _canonical(ds)
+    value = ds[INIT].values[0]
+    zdir = root / ZARR_DIR
+    zdir.mkdir(parents=True, exist_ok=True)
+
+    with _locked(zdir / f".{product}.lock"):
+        for leftover in zdir.glob(f".{product}*.zarr.tmp-*"):
+            shutil.rmtree(leftover, ignore_errors=True)  # an interrupted first write
+        versions = _store_versions(root, product)
+        for _, path in versions:
+            with _open_committed(path) as arch:
+                if (arch[INIT].values == value).any():
+                    log.info("%s: init_time %s already archived in %s; nothing to do",
+                             product, value, path.name)
+                    return path
+
+        if versions:
+            version, path = versions[-1]
+            with _open_committed(path) as arch:
+                n = arch.sizes[INIT]
+                latest = arch[INIT].values.max() if n else None
+                reason = _incompatibility(arch, ds)
+                fitted = None if reason else _fit(arch, ds)
+            if fitted is not None:
+                if latest is not None and value < latest:
+                    log.warning("%s: init_time %s appended after later cycles (archive order "
+                                "is append order)", product, value)
+                fitted = fitted.load()
+                store = _DurableLocalStore(path)
+                _reserve_slot(store, n)
+                _write_slot(store, fitted, n)
+                _write_init_time(store, value, n)
+                _commit(store)
+                with _open_committed(path) as check:
+                    if check.sizes[INIT] != n + 1 or check[INIT].values[-1] != value:
+                        raise ArchiveError(f"{path}: append of {value} did not commit")
+                log.info("%s: archived init_time %s in %s (%d cycles)", product, value,
+                         path.name, n + 1)
+                return path
+            new = _store_path(root, product, version + 1)
+            log.warning("%s: run %s does not fit %s (%s); starting %s", product, value,
+                        path.name, reason, new.name)
+        else:
+            new = _store_path(root, product, 1)
+        _create_store(new, ds.load(), point_chunk)
+        log.info("%s: created %s with init_time %s", product, new.name, value)
+        return new

@@ -1,0 +1,506 @@
+"""pointcast.publish: the run tree (staging, atomic swap, retention) and the Zarr archive.
+
+Everything runs on real files in tmp_path and real Zarr stores; crashes are simulated by
+making one internal step raise and then checking what a reader sees.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from pointcast import publish as pub
+
+# ---------------------------------------------------------------------------------------------
+# run tree
+# ---------------------------------------------------------------------------------------------
+
+
+def files_for(tag: str) -> dict[str, bytes]:
+    return {
+        "eu-short/index.json": json.dumps({"product": "eu-short", "tag": tag}).encode(),
+        "eu-short/1H/paris.json": ('{"latitude": 48.85, "longitude": 2.35, "basetime": "%s"}'
+                                   % tag).encode(),
+        "eu-short/15min/paris.json": b'{"latitude": 48.85, "longitude": 2.35, "x": 1}',
+    }
+
+
+def make_run(root: Path, run_id: str, tag: str | None = None, ok: bool = True) -> Path:
+    staging = pub.new_run_dir(root, run_id)
+    pub.write_json_tree(staging, files_for(tag or run_id))
+    return pub.publish_run(root, staging, run_id, {"products": {"eu-short": ["ifs"]}},
+                           {"ok": ok, "checks": []}, ok)
+
+
+def served(root: Path, rel: str = "eu-short/1H/paris.json") -> bytes:
+    return (root / "current" / "json" / rel).read_bytes()
+
+
+def test_new_run_dir_is_hidden_staging_in_runs(tmp_path):
+    staging = pub.new_run_dir(tmp_path, "20261122T00")
+    assert staging.parent == tmp_path / "runs"
+    assert staging.name.startswith(".staging-20261122T00-")
+    assert staging.is_dir()
+    assert pub.new_run_dir(tmp_path, "20261122T00") != staging
+    with pytest.raises(ValueError):
+        pub.new_run_dir(tmp_path, "../evil")
+    with pytest.raises(ValueError):
+        pub.new_run_dir(tmp_path, "failed")
+
+
+def test_publish_swaps_current_and_keeps_previous_readable(tmp_path):
+    a = make_run(tmp_path, "run-a")
+    assert a == tmp_path / "runs" / "run-a"
+    link = tmp_path / "current"
+    assert link.is_symlink() and os.readlink(link) == "runs/run-a"  # relative target
+    assert b'"run-a"' in served(tmp_path)
+    assert json.loads((a / "manifest.json").read_text())["run_id"] == "run-a"
+    assert json.loads((a / "validation.json").read_text()) == {"ok": True, "checks": []}
+
+    # run b is written but not yet published: current still serves a, b is invisible
+    staging = pub.new_run_dir(tmp_path, "run-b")
+    pub.write_json_tree(staging, files_for("run-b"))
+    assert b'"run-a"' in served(tmp_path)
+    assert not (tmp_path / "runs" / "run-b").exists()
+    held = (tmp_path / "current").resolve() / "json" / "eu-short" / "1H" / "paris.json"
+
+    pub.publish_run(tmp_path, staging, "run-b", {}, {"ok": True}, True)
+    assert os.readlink(link) == "runs/run-b"
+    assert b'"run-b"' in served(tmp_path)
+    assert b'"run-a"' in held.read_bytes()  # the previous run stays readable in its directory
+    assert not staging.exists()
+    assert pub.current_run(tmp_path) == "run-b"
+    assert not list(tmp_path.glob("current.tmp-*"))
+
+
+def test_current_never_missing_during_swaps(tmp_path):
+    make_run(tmp_path, "r00")
+    stop = threading.Event()
+    misses: list[str] = []
+
+    def reader():
+        while not stop.is_set():
+            try:
+                served(tmp_path)
+            except OSError as e:  # missing/dangling current, missing file
+                misses.append(repr(e))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for i in range(1, 25):
+            make_run(tmp_path, f"r{i:02d}")
+    finally:
+        stop.set()
+        t.join()
+    assert misses == []
+    assert pub.current_run(tmp_path) == "r24"
+
+
+def test_refused_run_goes_to_failed_and_current_unchanged(tmp_path):
+    make_run(tmp_path, "good")
+    with pytest.raises(pub.PublishRefused) as exc:
+        make_run(tmp_path, "bad", ok=False)
+    failed = tmp_path / "runs" / "failed" / "bad"
+    assert exc.value.path == failed
+    assert (failed / "json" / "eu-short" / "1H" / "paris.json").is_file()
+    assert json.loads((failed / "validation.json").read_text())["ok"] is False
+    assert (failed / "manifest.json").is_file()
+    assert not (tmp_path / "runs" / "bad").exists()
+    assert pub.current_run(tmp_path) == "good"
+    assert b'"good"' in served(tmp_path)
+    # a second failed attempt of the same run replaces the first one, nothing accumulates
+    with pytest.raises(pub.PublishRefused):
+        make_run(tmp_path, "bad", tag="bad-again", ok=False)
+    assert b"bad-again" in (failed / "json" / "eu-short" / "1H" / "paris.json").read_bytes()
+    assert [p.name for p in (tmp_path / "runs" / "failed").iterdir()] == ["bad"]
+
+
+def test_refused_first_run_leaves_no_current(tmp_path):
+    with pytest.raises(pub.PublishRefused):
+        make_run(tmp_path, "bad", ok=False)
+    assert not os.path.lexists(tmp_path / "current")
+    assert pub.current_run(tmp_path) is None
+
+
+def test_interrupted_cycle_leaves_previous_run_served(tmp_path, monkeypatch):
+    make_run(tmp_path, "run-a")
+    real_write = pub._write_bytes
+    calls = {"n": 0}
+
+    def failing_write(path, data):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError("disk full (simulated)")
+        real_write(path, data)
+
+    monkeypatch.setattr(pub, "_write_bytes", failing_write)
+    staging = pub.new_run_dir(tmp_path, "run-b")
+    with pytest.raises(OSError, match="simulated"):
+        pub.write_json_tree(staging, files_for("run-b"))
+    monkeypatch.undo()
+
+    assert pub.current_run(tmp_path) == "run-a"
+    assert b'"run-a"' in served(tmp_path)
+    assert not (tmp_path / "runs" / "run-b").exists()
+    # the half-written staging directory is hidden and cleaned up once stale
+    assert staging.is_dir()
+    old = time.time() - 2 * 3600
+    for dirpath, _, _ in os.walk(staging):
+        os.utime(dirpath, (old, old))
+    removed = pub.retain(tmp_path, keep=5)
+    assert staging in removed and not staging.exists()
+    assert pub.current_run(tmp_path) == "run-a"
+
+
+def test_idempotent_republish_keeps_existing_run(tmp_path, caplog):
+    first = make_run(tmp_path, "run-a")
+    manifest = (first / "manifest.json").read_bytes()
+    again = make_run(tmp_path, "run-a")
+    assert again == first
+    assert (first / "manifest.json").read_bytes() == manifest  # untouched
+    names = sorted(p.name for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
+    assert names == ["run-a"]
+    assert not list((tmp_path / "runs").glob(".staging-*"))
+    assert not list((tmp_path / "runs").glob(".trash-*"))
+    assert pub.current_run(tmp_path) == "run-a"
+
+    # different bytes for an already-published run: the published one stays, with a warning
+    with caplog.at_level("WARNING", logger="pointcast.publish"):
+        make_run(tmp_path, "run-a", tag="changed")
+    assert b'"run-a"' in served(tmp_path)
+    assert "already published with different files" in caplog.text
+
+
+def test_retain_keeps_newest_and_current(tmp_path):
+    t0 = time.time() - 1000
+    for i in range(1, 6):
+        make_run(tmp_path, f"r{i}")
+        os.utime(tmp_path / "runs" / f"r{i}" / "manifest.json", (t0 + 10 * i, t0 + 10 * i))
+    make_run(tmp_path, "r2")  # re-publishing the same cycle points current back to r2
+    assert pub.current_run(tmp_path) == "r2"
+
+    with pytest.raises(pub.PublishRefused):
+        make_run(tmp_path, "f-old", ok=False)
+    with pytest.raises(pub.PublishRefused):
+        make_run(tmp_path, "f-new", ok=False)
+    failed = tmp_path / "runs" / "failed"
+    os.utime(failed / "f-old" / "manifest.json", (t0 + 5, t0 + 5))
+    os.utime(failed / "f-new" / "manifest.json", (t0 + 60, t0 + 60))
+    fresh = pub.new_run_dir(tmp_path, "r6")
+
+    removed = pub.retain(tmp_path, keep=3)
+    runs = sorted(p.name for p in (tmp_path / "runs").iterdir()
+                  if p.is_dir() and not p.name.startswith(".") and p.name != "failed")
+    assert runs == ["r2", "r4", "r5"]  # current (r2) + the two newest
+    assert sorted(p.name for p in removed if p.parent.name == "runs") == ["r1", "r3"]
+    assert sorted(p.name for p in failed.iterdir()) == ["f-new"]
+    assert fresh.is_dir()  # a staging directory in use is not touched
+    assert pub.current_run(tmp_path) == "r2" and b'"r2"' in served(tmp_path)
+
+    pub.retain(tmp_path, keep=1)
+    runs = sorted(p.name for p in (tmp_path / "runs").iterdir()
+                  if p.is_dir() and not p.name.startswith(".") and p.name != "failed")
+    assert runs == ["r2"]  # never the current one, even though r5 is newer
+    with pytest.raises(ValueError):
+        pub.retain(tmp_path, keep=0)
+
+
+def test_manifest_and_validation_are_plain_json(tmp_path):
+    staging = pub.new_run_dir(tmp_path, "r1")
+    pub.write_json_tree(staging, files_for("r1"))
+    manifest = {"products": {"eu-short": {"ifs": np.datetime64("2026-11-22T00:00", "ns")}},
+                "published_at": "2026-11-22T03:10:00+00:00"}
+    validation = {"ok": True, "max_temp": np.float32(301.5), "nan_share": float("nan"),
+                  "points": np.array([1, 2])}
+    run = pub.publish_run(tmp_path, staging, "r1", manifest, validation, True)
+    m = json.loads((run / "manifest.json").read_text())
+    assert m == {"products": {"eu-short": {"ifs": "2026-11-22T00:00:00+00:00"}},
+                 "published_at": "2026-11-22T03:10:00+00:00", "run_id": "r1"}
+    v = json.loads((run / "validation.json").read_text())
+    assert v == {"ok": True, "max_temp": 301.5, "nan_share": None, "points": [1, 2]}
+
+
+@pytest.mark.parametrize("bad", ["../x.json", "/etc/passwd", "a/../../b.json", "a//b.json",
+                                 "./a.json", "", "a\\..\\b.json"])
+def test_path_escape_rejected(tmp_path, bad):
+    staging = pub.new_run_dir(tmp_path, "r1")
+    with pytest.raises(ValueError):
+        pub.write_json_tree(staging, {"ok/fine.json": b"{}", bad: b"{}"})
+    assert not (staging / "json").exists()  # checked before anything is written
+
+
+def test_gzip_siblings_decompress_to_same_bytes(tmp_path):
+    staging = pub.new_run_dir(tmp_path, "r1")
+    files = files_for("r1")
+    pub.write_json_tree(staging, files)
+    for rel, data in files.items():
+        plain = staging / "json" / rel
+        assert plain.read_bytes() == data
+        assert gzip.decompress((plain.parent / (plain.name + ".gz")).read_bytes()) == data
+    # deterministic bytes: a re-run produces identical .gz files
+    other = pub.new_run_dir(tmp_path, "r1")
+    pub.write_json_tree(other, files)
+    rel = "eu-short/index.json"
+    assert ((staging / "json" / (rel + ".gz")).read_bytes()
+            == (other / "json" / (rel + ".gz")).read_bytes())
+
+    no_gz = pub.new_run_dir(tmp_path, "r2")
+    pub.write_json_tree(no_gz, files, gzip=False)
+    assert not list((no_gz / "json").rglob("*.gz"))
+    with pytest.raises(ValueError, match="gzip sibling"):
+        pub.write_json_tree(no_gz, {"a.json": b"1", "a.json.gz": b"2"})
+
+
+def test_current_that_is_a_directory_is_not_replaced(tmp_path):
+    (tmp_path / "current").mkdir()
+    with pytest.raises(pub.PublishError):
+        make_run(tmp_path, "r1")
+    assert (tmp_path / "current").is_dir() and not (tmp_path / "current").is_symlink()
+
+
+# ---------------------------------------------------------------------------------------------
+# archive
+# ---------------------------------------------------------------------------------------------
+
+HEIGHTS = [10.0, 100.0]
+
+
+def cycle(init: str, points=("paris", "berlin", "oslo"), hours: int = 6, seed: int = 0,
+          synthetic: int = 1) -> xr.Dataset:
+    """A render-stage dataset: one init_time, CF attributes, a 4-D wind variable."""
+    rng = np.random.default_rng(seed)
+    lead = (np.arange(hours) * 3600 * 10**9).astype("timedelta64[ns]")
+    n, m = len(points), len(lead)
+    return xr.Dataset(
+        {
+            "air_temperature": (("init_time", "point", "lead_time"),
+                                (273 + 20 * rng.random((1, n, m))).astype("float32"),
+                                {"units": "K", "long_name": "air temperature at 2 m",
+                                 "standard_name": "air_temperature"}),
+            "wind_speed": (("init_time", "point", "lead_time", "height"),
+                           (15 * rng.random((1, n, m, len(HEIGHTS)))).astype("float32"),
+                           {"units": "m s-1", "long_name": "wind speed",
+                            "standard_name": "wind_speed"}),
+        },
+        coords={
+            "init_time": [np.datetime64(init, "ns")],
+            "point": list(points),
+            "lead_time": lead,
+            "height": HEIGHTS,
+            "lat": ("point", [float(sum(map(ord, p)) % 90) for p in points],
+                    {"units": "degrees_north", "standard_name": "latitude"}),
+        },
+        attrs={"title": "pointcast eu-short", "source": "sample", "synthetic": synthetic,
+               "Conventions": "CF-1.10"},
+    )
+
+
+def read(path: Path, **kw) -> xr.Dataset:
+    return xr.open_zarr(path, **kw).load()
+
+
+def test_archive_first_write_and_cf_attrs(tmp_path):
+    ds = cycle("2026-11-22T00")
+    path = pub.append_archive(tmp_path, "eu-short", ds)
+    assert path == tmp_path / "zarr" / "eu-short.zarr"
+    assert json.loads((path / "zarr.json").read_text())["zarr_format"] == 3
+    got = read(path)
+    assert dict(got.sizes) == {"init_time": 1, "point": 3, "lead_time": 6, "height": 2}
+    assert got.init_time.dtype == np.dtype("datetime64[ns]")
+    assert got.lead_time.dtype.kind == "m"
+    assert list(got.point.values) == ["paris", "berlin", "oslo"]
+    np.testing.assert_array_equal(got.lead_time.values, ds.lead_time.values)
+    for name in ("air_temperature", "wind_speed"):
+        np.testing.assert_array_equal(got[name].values, ds[name].values)
+        assert got[name].attrs == ds[name].attrs  # units, long_name, standard_name
+    assert got.attrs == ds.attrs
+    assert got.lat.attrs["standard_name"] == "latitude"
+    assert got.init_time.attrs["standard_name"] == "forecast_reference_time"
+    assert got.lead_time.attrs["standard_name"] == "forecast_period"
+    assert pub.archive_stores(tmp_path, "eu-short") == [path]
+
+
+def test_archive_append_and_idempotent_reappend(tmp_path):
+    a, b = cycle("2026-11-22T00", seed=1), cycle("2026-11-22T03", seed=2)
+    path = pub.append_archive(tmp_path, "eu-short", a)
+    assert pub.append_archive(tmp_path, "eu-short", b) == path
+    before = read(path)
+    for _ in range(2):  # the same cycle processed again, twice
+        assert pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T03", seed=2)) == path
+    pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00", seed=1))
+    after = read(path)
+    assert after.sizes["init_time"] == 2
+    np.testing.assert_array_equal(after.init_time.values, [a.init_time.values[0],
+                                                           b.init_time.values[0]])
+    xr.testing.assert_identical(before, after)
+    np.testing.assert_array_equal(after.air_temperature.sel(init_time=b.init_time).values,
+                                  b.air_temperature.values)
+    np.testing.assert_array_equal(after.wind_speed.isel(init_time=0).values,
+                                  a.wind_speed.isel(init_time=0).values)
+    assert pub.archive_stores(tmp_path, "eu-short") == [path]
+
+
+def test_archive_chunking_for_point_series(tmp_path):
+    path = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"))
+    pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T03"))
+    ds = xr.open_zarr(path)
+    assert ds.air_temperature.encoding["chunks"] == (1, 1, 6)
+    assert ds.air_temperature.encoding["shards"] == (1, 3, 6)
+    assert ds.wind_speed.encoding["chunks"] == (1, 1, 6, 2)
+    assert ds.wind_speed.encoding["shards"] == (1, 3, 6, 2)
+    assert ds.init_time.encoding["chunks"] == (1,)
+    assert zarr.open_array(path / "air_temperature", mode="r").chunks == (1, 1, 6)
+    series = ds.air_temperature.sel(point="berlin")  # a point's forecasts over all cycles
+    assert series.chunks == ((1, 1), (6,))
+
+    other = pub.append_archive(tmp_path / "x", "eu-wind", cycle("2026-11-22T00"),
+                               point_chunk=2)
+    ds = xr.open_zarr(other)
+    assert ds.wind_speed.encoding["chunks"] == (1, 2, 6, 2)
+    assert ds.wind_speed.encoding["shards"] == (1, 4, 6, 2)
+
+
+def test_archive_dask_backed_input(tmp_path):
+    ds = cycle("2026-11-22T00").chunk({"point": 1})
+    path = pub.append_archive(tmp_path, "eu-short", ds)
+    pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T03").chunk({"lead_time": 2}))
+    got = read(path)
+    assert got.sizes["init_time"] == 2
+    np.testing.assert_array_equal(got.air_temperature.isel(init_time=0).values,
+                                  ds.air_temperature.isel(init_time=0).values)
+
+
+def test_archive_subset_run_is_reindexed(tmp_path):
+    path = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"))
+    # a point removed from the config, points reordered, a shorter horizon
+    sub = cycle("2026-11-22T03", points=("oslo", "paris"), hours=4, seed=5)
+    assert pub.append_archive(tmp_path, "eu-short", sub) == path
+    got = read(path).sel(init_time=sub.init_time.values[0])
+    assert list(got.point.values) == ["paris", "berlin", "oslo"]
+    np.testing.assert_array_equal(
+        got.air_temperature.sel(point=["oslo", "paris"]).isel(lead_time=slice(0, 4)).values,
+        sub.air_temperature.isel(init_time=0).values)
+    assert np.isnan(got.air_temperature.sel(point="berlin").values).all()
+    assert np.isnan(got.wind_speed.isel(lead_time=slice(4, None)).values).all()
+
+
+def test_archive_new_points_start_a_new_version(tmp_path, caplog):
+    first = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"))
+    before = read(first)
+    grown = cycle("2026-11-22T03", points=("paris", "berlin", "oslo", "rome"))
+    with caplog.at_level("WARNING", logger="pointcast.publish"):
+        v2 = pub.append_archive(tmp_path, "eu-short", grown)
+    assert v2 == tmp_path / "zarr" / "eu-short.v2.zarr"
+    assert "'rome'" in caplog.text
+    xr.testing.assert_identical(read(first), before)  # the old version is untouched
+    got = read(v2)
+    assert list(got.point.values) == ["paris", "berlin", "oslo", "rome"]
+    assert got.sizes["init_time"] == 1
+    # later cycles go to v2; a longer horizon starts v3
+    assert pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T06", points=(
+        "paris", "rome"))) == v2
+    v3 = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T09", points=(
+        "paris", "berlin", "oslo", "rome"), hours=8))
+    assert v3.name == "eu-short.v3.zarr"
+    assert pub.archive_stores(tmp_path, "eu-short") == [first, v2, v3]
+    # re-running an old cycle does not duplicate it into the newest version
+    assert pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00")) == first
+    assert read(v3).sizes["init_time"] == 1
+
+
+def test_archive_synthetic_and_real_never_mix(tmp_path):
+    first = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00", synthetic=1))
+    real = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T03", synthetic=0))
+    assert real != first and read(first).sizes["init_time"] == 1
+
+
+def test_archive_rejects_malformed_input(tmp_path):
+    two = xr.concat([cycle("2026-11-22T00"), cycle("2026-11-22T03")], dim="init_time")
+    with pytest.raises(ValueError, match="exactly one init_time"):
+        pub.append_archive(tmp_path, "eu-short", two)
+    with pytest.raises(ValueError, match="lead_time"):
+        pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00").drop_dims("lead_time"))
+    with pytest.raises(ValueError):
+        pub.append_archive(tmp_path, "../eu", cycle("2026-11-22T00"))
+
+
+@pytest.mark.parametrize("step", ["_reserve_slot", "_write_slot", "_write_init_time", "_commit"])
+def test_archive_crash_mid_append_keeps_complete_cycles(tmp_path, monkeypatch, step):
+    a, b = cycle("2026-11-22T00", seed=1), cycle("2026-11-22T03", seed=2)
+    path = pub.append_archive(tmp_path, "eu-short", a)
+    before = read(path)
+    real = getattr(pub, step)
+
+    def crash(*args, **kwargs):
+        if step == "_write_slot":  # die after part of the data is on disk
+            store, ds, n = args
+            real(store, ds[["air_temperature"]], n)
+        elif step == "_commit":  # everything written, only the commit missing
+            pass
+        elif step == "_write_init_time":
+            pass
+        else:  # _reserve_slot: arrays resized, nothing else
+            real(*args, **kwargs)
+        raise KeyboardInterrupt(f"simulated crash in {step}")
+
+    monkeypatch.setattr(pub, step, crash)
+    with pytest.raises(KeyboardInterrupt):
+        pub.append_archive(tmp_path, "eu-short", b)
+    monkeypatch.undo()
+
+    # the default reader sees exactly the committed, complete cycle
+    xr.testing.assert_identical(read(path), before)
+    # a reader bypassing consolidated metadata sees the reserved trailing entry, with its
+    # init_time set only once the data is complete
+    raw = read(path, consolidated=False)
+    assert raw.sizes["init_time"] == 2
+    last = raw.isel(init_time=-1)
+    if step == "_commit":
+        assert last.init_time.values == b.init_time.values[0]
+        np.testing.assert_array_equal(last.wind_speed.values,
+                                      b.wind_speed.isel(init_time=0).values)
+    else:
+        assert np.isnat(last.init_time.values)
+    complete = raw.sel(init_time=raw.init_time.notnull())
+    assert complete.sizes["init_time"] == (2 if step == "_commit" else 1)
+    xr.testing.assert_identical(complete.isel(init_time=[0]).drop_encoding(),
+                                before.drop_encoding())
+
+    # the next append repairs the store; no duplicate, no NaT, identical values
+    assert pub.append_archive(tmp_path, "eu-short", b) == path
+    pub.append_archive(tmp_path, "eu-short", b)
+    for got in (read(path), read(path, consolidated=False)):
+        assert got.sizes["init_time"] == 2
+        assert not np.isnat(got.init_time.values).any()
+        np.testing.assert_array_equal(got.air_temperature.values,
+                                      xr.concat([a, b], "init_time").air_temperature.values)
+        np.testing.assert_array_equal(got.wind_speed.values,
+                                      xr.concat([a, b], "init_time").wind_speed.values)
+
+
+def test_archive_crash_during_first_write_leaves_no_store(tmp_path, monkeypatch):
+    def crash(tmp, path):
+        raise KeyboardInterrupt("simulated crash before the store is moved into place")
+
+    monkeypatch.setattr(pub, "_move_into_place", crash)
+    with pytest.raises(KeyboardInterrupt):
+        pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"))
+    monkeypatch.undo()
+    assert not (tmp_path / "zarr" / "eu-short.zarr").exists()
+    assert pub.archive_stores(tmp_path, "eu-short") == []
+
+    # a kill -9 would leave the temporary directory behind: the next append ignores it
+    (tmp_path / "zarr" / ".eu-short.zarr.tmp-dead").mkdir()
+    path = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"))
+    assert read(path).sizes["init_time"] == 1
+    assert not list((tmp_path / "zarr").glob(".*.tmp-*"))
