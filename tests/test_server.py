@@ -1,0 +1,721 @@
+"""The thin server, end to end: a published run tree on disk, a real uvicorn (uvloop +
+httptools) on 127.0.0.1, httpx (and a raw socket for bytes httpx would re-encode)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime, parsedate_to_datetime
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+import uvicorn
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pointcast.grids import grid_for
+from pointcast.server import (
+    OPERATIONS,
+    PointFile,
+    create_app,
+    parse_pairs,
+    parse_query,
+    server_config,
+)
+
+MEDIUM = "/V1/forecast/medium-range/common"
+SHORT = "/V1/forecast/short-range/common"
+PRODUCTS = {"eu-medium": MEDIUM, "eu-short": SHORT}
+FREQ_STEPS = {"1H": 60, "30min": 30, "15min": 15}
+
+# id, name, lat, lon, elevation, hub_heights
+POINTS = [
+    ("paris", "Paris", 48.8566, 2.3522, 35.0, []),
+    ("berlin", "Berlin", 52.52, 13.405, 34.0, [100, 150]),
+    ("rome", "Rome", 41.9028, 12.4964, 21.0, []),
+]
+PARIS = "48.8566,2.3522"
+BERLIN = "52.52,13.405"
+ROME = "41.9028,12.4964"
+MADRID = "40.4168,-3.7038"  # in Europe, no configured point there
+NEW_YORK = "40.7128,-74.006"  # outside the European coverage
+
+UPDATED = datetime(2026, 11, 22, 3, 41, 7, tzinfo=timezone.utc)
+
+
+# --------------------------------------------------------------------------- the run tree
+
+
+def iso(dt: datetime) -> str:
+    return dt.isoformat()
+
+
+def publish_run(root: Path, run_id: str, basetime: datetime, *, next_update: datetime | None = None, temp: float = 10.0) -> Path:
+    """Write one run in the layout of docs/contracts.md (index.json + point files)."""
+    run = root / "runs" / run_id
+    updated = basetime + timedelta(hours=3, minutes=41, seconds=7)
+    next_update = next_update or datetime.now(timezone.utc) + timedelta(hours=3)
+    for product in PRODUCTS:
+        grid = grid_for(product)
+        base = run / "json" / product
+        base.mkdir(parents=True)
+        index = {
+            "product": product,
+            "grid": "EPSG:3035 2 km",
+            "basetime": iso(basetime),
+            "updated_time": iso(updated),
+            "next_update": iso(next_update),
+            "points": [
+                {
+                    "id": pid,
+                    "name": name,
+                    "lat": lat,
+                    "lon": lon,
+                    "cell": grid.cell_key(lat, lon),
+                    "elevation": elevation,
+                    "hub_heights": hubs,
+                }
+                for pid, name, lat, lon, elevation, hubs in POINTS
+            ],
+        }
+        (base / "index.json").write_text(json.dumps(index))
+        for freq, minutes in FREQ_STEPS.items():
+            (base / freq).mkdir()
+            for n, (pid, _, lat, lon, _, _) in enumerate(POINTS):
+                obj = {
+                    "latitude": lat,
+                    "longitude": lon,
+                    "basetime": iso(basetime),
+                    "updated_time": iso(updated),
+                    "freq": freq,
+                    "unit": {"datetime": "UTC", "temp_2m": "°C", "weather_type": "NA"},
+                    "data": [
+                        {
+                            "datetime": iso(basetime + timedelta(minutes=minutes * step)),
+                            "temp_2m": temp + n + step / 10,
+                            "weather_type": "Partly cloudy",
+                        }
+                        for step in range(4)
+                    ],
+                }
+                (base / freq / f"{pid}.json").write_text(json.dumps(obj, ensure_ascii=False))
+    (run / "manifest.json").write_text("{}")
+    (run / "validation.json").write_text("{}")
+    return run
+
+
+def point_current(root: Path, run_id: str) -> None:
+    """Swap ``current`` atomically, as the publisher does."""
+    tmp = root / f".current.{run_id}.tmp"
+    os.symlink(f"runs/{run_id}", tmp)
+    os.replace(tmp, root / "current")
+
+
+def point_file(root: Path, run_id: str, product: str, freq: str, pid: str) -> dict:
+    return json.loads((root / "runs" / run_id / "json" / product / freq / f"{pid}.json").read_text())
+
+
+# --------------------------------------------------------------------------- live server
+
+
+@contextmanager
+def live_server(root: Path):
+    """The app under a real uvicorn (the configuration ``serve`` uses) on a free port."""
+    config = server_config(root, "127.0.0.1", 0, log_level="warning")
+    assert (config.loop, config.http, config.access_log) == ("uvloop", "httptools", False)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.02)
+    base = f"http://127.0.0.1:{port}"
+    with httpx.Client(base_url=base, timeout=10) as client:
+        assert client.get("/catalog").status_code in (200, 404)  # answers
+        try:
+            yield client, config.app, port
+        finally:
+            server.should_exit = True
+            thread.join(15)
+            sock.close()
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("output")
+    publish_run(root, "20261122T00Z", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
+    point_current(root, "20261122T00Z")
+    return root
+
+
+@pytest.fixture(scope="module")
+def live(tree):
+    with live_server(tree) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(live) -> httpx.Client:
+    return live[0]
+
+
+def raw_get(port: int, target: bytes, method: bytes = b"GET", headers: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+    """One request with the target's bytes exactly as given (httpx would re-encode some)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(method + b" " + target + b" HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n" + headers + b"\r\n")
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    hdrs = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return status, hdrs, body
+
+
+def get(client: httpx.Client, path: str, query: str, **kwargs) -> httpx.Response:
+    """GET with the query string as written (httpx keeps valid %XX escapes)."""
+    return client.get(f"{path}?{query}", **kwargs)
+
+
+def assert_error(response: httpx.Response, status: int, code: str, message: str | None = None) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers["cache-control"] == "no-store"
+    body = response.json()
+    assert set(body) == {"status", "code", "message"}
+    assert body["status"] == status and body["code"] == code
+    if message is not None:
+        assert body["message"] == message
+    return body
+
+
+# --------------------------------------------------------------------------- success
+
+
+@pytest.mark.parametrize("product,path", PRODUCTS.items())
+def test_single_point_1h(client, tree, product, path):
+    r = get(client, path, f"latlon={PARIS}&freq=1H")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    body = r.json()
+    assert list(body) == [PARIS]
+    stored = point_file(tree, "20261122T00Z", product, "1H", "paris")
+    assert body[PARIS] == stored
+    assert list(body[PARIS])[:3] == ["latitude", "longitude", "basetime"]
+    assert body[PARIS]["basetime"] == "2026-11-22T00:00:00+00:00"
+
+
+@pytest.mark.parametrize("separator", [";", "%3B", "%7C"])
+def test_several_points(client, tree, separator):
+    r = get(client, MEDIUM, f"latlon={BERLIN}{separator}{PARIS}{separator}{ROME}&freq=1H")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert list(body) == [BERLIN, PARIS, ROME]  # request order
+    for key, pid in zip(body, ["berlin", "paris", "rome"]):
+        assert body[key] == point_file(tree, "20261122T00Z", "eu-medium", "1H", pid)
+
+
+def test_literal_pipe_separator(live):
+    _, _, port = live
+    status, headers, body = raw_get(port, f"{SHORT}?latlon={PARIS}|{ROME}&freq=1H".encode())
+    assert status == 200, body
+    assert list(json.loads(body)) == [PARIS, ROME]
+
+
+def test_ten_pairs_allowed(client):
+    latlon = ";".join([PARIS, BERLIN] * 5)
+    r = get(client, MEDIUM, f"latlon={latlon}&freq=1H")
+    assert r.status_code == 200
+    assert list(r.json()) == [PARIS, BERLIN]  # the same text twice is one key
+
+
+@pytest.mark.parametrize("freq", ["15min", "30min"])
+@pytest.mark.parametrize("path", [MEDIUM, SHORT])
+def test_subhourly_single_pair(client, tree, path, freq):
+    r = get(client, path, f"latlon={BERLIN}&freq={freq}")
+    assert r.status_code == 200, r.text
+    value = r.json()[BERLIN]
+    assert value["freq"] == freq
+    times = [datetime.fromisoformat(e["datetime"]) for e in value["data"]]
+    assert times[1] - times[0] == timedelta(minutes=FREQ_STEPS[freq])
+    assert all(e["datetime"].endswith("+00:00") for e in value["data"])
+
+
+def _same_cell_neighbour(lat: float, lon: float) -> tuple[float, float]:
+    grid = grid_for("eu-medium")
+    for dlat, dlon in [(0.003, 0.003), (-0.003, 0.003), (0.003, -0.003), (-0.003, -0.003), (0.001, 0.0), (0.0, 0.001)]:
+        if grid.cell_key(lat + dlat, lon + dlon) == grid.cell_key(lat, lon):
+            return round(lat + dlat, 4), round(lon + dlon, 4)
+    raise AssertionError("no neighbour in the same cell")
+
+
+def test_echo_of_requested_coordinates(client, tree):
+    lat, lon = _same_cell_neighbour(48.8566, 2.3522)
+    text = f"{lat},{lon}"
+    r = get(client, MEDIUM, f"latlon={text}&freq=1H")
+    assert r.status_code == 200, r.text
+    value = r.json()[text]
+    assert (value["latitude"], value["longitude"]) == (lat, lon)
+    stored = point_file(tree, "20261122T00Z", "eu-medium", "1H", "paris")
+    assert {k: v for k, v in value.items() if k not in ("latitude", "longitude")} == {
+        k: v for k, v in stored.items() if k not in ("latitude", "longitude")
+    }
+
+
+@pytest.mark.parametrize(
+    "sent,key,lat,lon",
+    [
+        ("%2B48.85660,2.3522", "+48.85660,2.3522", 48.8566, 2.3522),
+        ("48.8566,%202.3522", "48.8566, 2.3522", 48.8566, 2.3522),
+        ("48.8566,+2.3522", "48.8566, 2.3522", 48.8566, 2.3522),  # form encoding: + is a space
+        ("4.88566e1,2.3522", "4.88566e1,2.3522", 48.8566, 2.3522),
+        ("52.520,13.4050", "52.520,13.4050", 52.52, 13.405),
+        ("%35%32.52,13.405", "52.52,13.405", 52.52, 13.405),
+    ],
+)
+def test_keys_are_the_pair_text_exactly(client, sent, key, lat, lon):
+    r = get(client, MEDIUM, f"latlon={sent}&freq=1H")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert list(body) == [key]
+    assert (body[key]["latitude"], body[key]["longitude"]) == (lat, lon)
+    assert isinstance(body[key]["latitude"], float)
+
+
+def test_unknown_parameters_are_ignored(client):
+    r = get(client, MEDIUM, f"apikey=x&latlon={PARIS}&foo=%E2%9C%93&freq=1H&freq=1H&latlon={PARIS}")
+    assert r.status_code == 200
+    assert list(r.json()) == [PARIS]
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_invalid_freq_exact_body(client):
+    r = get(client, MEDIUM, f"latlon={PARIS}&freq=2H")
+    assert r.status_code == 400
+    assert r.content == b'{"status": 400, "code": "400_002", "message": "\\"freq\\" is invalid value"}'
+    assert r.json() == {"status": 400, "code": "400_002", "message": '"freq" is invalid value'}
+
+
+@pytest.mark.parametrize(
+    "query,status,code,message",
+    [
+        ("", 400, "400_001", '"latlon" is required'),
+        ("freq=1H", 400, "400_001", '"latlon" is required'),
+        ("latlon=&freq=1H", 400, "400_001", '"latlon" is required'),
+        (f"latlon={PARIS}", 400, "400_001", '"freq" is required'),
+        (f"latlon={PARIS}&freq=", 400, "400_001", '"freq" is required'),
+        (f"latlon={PARIS}&freq=1h", 400, "400_002", '"freq" is invalid value'),
+        ("latlon=abc&freq=1H", 400, "400_002", '"latlon" is invalid value'),
+        ("latlon=48.8566&freq=1H", 400, "400_002", '"latlon" is invalid value'),
+        ("latlon=48.8566,2.3522,3&freq=1H", 400, "400_002", '"latlon" is invalid value'),
+        (f"latlon={PARIS};&freq=1H", 400, "400_002", '"latlon" is invalid value'),
+        ("latlon=" + ";".join([PARIS] * 11) + "&freq=1H", 400, "400_002", '"latlon" is invalid value'),
+        (f"latlon={PARIS};{BERLIN}&freq=15min", 400, "400_002", '"latlon" is invalid value'),
+        (f"latlon={PARIS};{BERLIN}&freq=30min", 400, "400_002", '"latlon" is invalid value'),
+        (f"latlon={PARIS}&latlon={BERLIN}&freq=1H", 400, "400_002", '"latlon" is invalid value'),
+        (f"latlon={PARIS}&freq=1H&freq=15min", 400, "400_002", '"freq" is invalid value'),
+        ("latlon=90.5,2.3522&freq=1H", 400, "400_003", '"latlon" is out of range: 90.5,2.3522'),
+        ("latlon=-91,0&freq=1H", 400, "400_003", '"latlon" is out of range: -91,0'),
+        ("latlon=48.8566,180.01&freq=1H", 400, "400_003", '"latlon" is out of range: 48.8566,180.01'),
+        (f"latlon={PARIS};0,-181&freq=1H", 400, "400_003", '"latlon" is out of range: 0,-181'),
+        (f"latlon={NEW_YORK}&freq=1H", 403, "403_001", f'"latlon" is outside the coverage of this operation: {NEW_YORK}'),
+        (f"latlon={PARIS};{NEW_YORK}&freq=1H", 403, "403_001", None),
+        (f"latlon={MADRID}&freq=1H", 404, "404_002", f'"latlon" has no forecast point in its grid cell: {MADRID}'),
+        (f"latlon={PARIS};{MADRID}&freq=15min", 400, "400_002", None),
+    ],
+)
+@pytest.mark.parametrize("path", [MEDIUM, SHORT])
+def test_error_codes(client, path, query, status, code, message):
+    if code in ("403_001", "404_002"):
+        grid = grid_for("eu-medium")
+        assert grid.covers(40.4168, -3.7038) and grid.covers(48.8566, 2.3522)
+        assert not grid.covers(40.7128, -74.006)
+    assert_error(get(client, path, query), status, code, message)
+
+
+@pytest.mark.parametrize("path", ["/", "/V1", "/V1/forecast/medium-range/common/", "/v1/forecast/medium-range/common",
+                                  "/V1/forecast/short-range/windpack", "/api/v2/global/wx", "/api/v1/ss1wx", "/../etc/passwd",
+                                  "/runs/20261122T00Z/json/eu-medium/index.json", "/current/json/eu-medium/1H/paris.json"])
+def test_unknown_path_404_001(client, path):
+    assert_error(client.get(path, params={"latlon": PARIS, "freq": "1H"}), 404, "404_001", "no such resource")
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"])
+def test_other_methods_405(client, method):
+    r = client.request(method, MEDIUM, params={"latlon": PARIS, "freq": "1H"})
+    assert_error(r, 405, "405_001", "method not allowed")
+    assert r.headers["allow"] == "GET, HEAD"
+
+
+HOSTILE = [
+    b"latlon=48.8566%00,2.3522&freq=1H",
+    b"latlon=48.8566,2.3522&freq=1H%00",
+    b"latlon=48.8566,2.3522&freq=1H&x=%00",
+    b"latlon%00=48.8566,2.3522&freq=1H",
+    b"latlon=1e400,2.3522&freq=1H",
+    b"latlon=48.8566,-1e400&freq=1H",
+    b"latlon=1e300,1e300&freq=1H",
+    b"latlon=NaN,2.3522&freq=1H",
+    b"latlon=nan,nan&freq=1H",
+    b"latlon=inf,-inf&freq=1H",
+    b"latlon=Infinity,2&freq=1H",
+    b"latlon=1_0,2&freq=1H",
+    b"latlon=0x10,2&freq=1H",
+    b"latlon=%D9%A4%D9%A8,2&freq=1H",  # Arabic-Indic digits
+    b"latlon=../../etc/passwd&freq=1H",
+    b"latlon=..%2F..%2Fetc%2Fpasswd,1&freq=1H",
+    b"latlon=48.8566,2.3522&freq=../../../etc/passwd",
+    b"latlon=48.8566,2.3522&freq=1H/../../index",
+    b"latlon=%ff%fe&freq=1H",
+    b"latlon=48.8566,2.3522&freq=%ff%fe",
+    b"%ff%fe=1&latlon=48.8566,2.3522&freq=1H",
+    b"latlon=%ED%A0%80,1&freq=1H",  # an encoded surrogate is not UTF-8
+    b"latlon=%C0%AE%C0%AE%2F,1&freq=1H",  # overlong encoding
+    b"latlon=%zz&freq=1H",
+    b"latlon=48.8566,2.3522%&freq=1H",
+    b"latlon=48.8566,2.3522&freq=1H%4",
+    b"latlon=" + b"9" * 5000 + b",1&freq=1H",
+    b"latlon=" + b"1" * 40 + b",1&freq=1H",
+    b"latlon=" + b"0." + b"1" * 100000 + b",1&freq=1H",
+    b"latlon=" + b"48.8566,2.3522;" * 2000 + b"&freq=1H",
+    b"latlon=" + b";" * 5000 + b"&freq=1H",
+    b"latlon=" + b"," * 5000 + b"&freq=1H",
+    b"x=" + b"a" * 60000 + b"&latlon=48.8566,2.3522&freq=1H",
+    b"latlon&freq",
+    b"latlon=&freq=",
+    b"=&=&&&",
+    b"&&&&",
+    b"=",
+    b"latlon==48.8566,2.3522&freq=1H",
+    b"latlon=48.8566,,2.3522&freq=1H",
+    b"latlon=,&freq=1H",
+    b"latlon=48.8566;2.3522&freq=1H",
+    b"latlon=48.8566,2.3522&latlon=&freq=1H",
+    b"latlon=48.8566,2.3522&freq=1H&freq=1H&freq=15min",
+    b"latlon=%2548.8566,2.3522&freq=1H",
+    b"latlon=48.8566%2C2.3522&freq=1H",
+    b"latlon=-0,-0&freq=1H",
+    b"latlon=90,180&freq=1H",
+    b"latlon=-90,-180&freq=1H",
+    b"latlon=%0A48.8566,2.3522&freq=1H",
+    b"latlon=48.8566,2.3522%0D%0AX-Injected:%201&freq=1H",
+    b"latlon=%E2%80%AE48.8566,2.3522&freq=1H",
+    b"latlon=48.8566,2.3522&freq=%E2%80%8B1H",
+    b"latlon=48.8566,2.3522&freq=1H\xff",  # a raw non-ASCII byte (httptools refuses it: plain 400)
+    b"latlon=\xc3\xa9,1&freq=1H",
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=lambda q: repr(q[:40]))
+def test_hostile_queries_never_5xx(live, query):
+    _, _, port = live
+    for path in (MEDIUM, SHORT, "/catalog"):
+        status, headers, body = raw_get(port, path.encode() + b"?" + query)
+        assert status < 500, (status, body)
+        assert "x-injected" not in headers
+        if status >= 400 and headers.get("content-type") == "application/json":
+            err = json.loads(body)
+            assert set(err) == {"status", "code", "message"} and err["status"] == status
+
+
+@pytest.mark.parametrize(
+    "query",
+    [q for q in HOSTILE if b"%00" in q or b"%ff" in q or b"%ED" in q or b"%C0" in q or b"%zz" in q or q.endswith(b"%4")
+     or b"1e400" in q or b"NaN" in q or b"nan" in q or b"inf" in q or b"passwd" in q],
+    ids=lambda q: repr(q[:40]),
+)
+def test_hostile_queries_are_400_002(live, query):
+    _, _, port = live
+    status, headers, body = raw_get(port, MEDIUM.encode() + b"?" + query)
+    assert status == 400, body
+    assert json.loads(body)["code"] == "400_002"
+    assert headers["cache-control"] == "no-store"
+
+
+# --------------------------------------------------------------------------- caching headers
+
+
+def test_caching_headers(client, tree):
+    r = get(client, MEDIUM, f"latlon={PARIS}&freq=1H")
+    index = json.loads((tree / "current" / "json" / "eu-medium" / "index.json").read_text())
+    assert r.headers["last-modified"] == format_datetime(datetime.fromisoformat(index["updated_time"]), usegmt=True)
+    assert r.headers["last-modified"] == "Sun, 22 Nov 2026 03:41:07 GMT"
+    directive, _, max_age = r.headers["cache-control"].partition(", ")
+    assert directive == "public" and max_age.startswith("max-age=")
+    expected = datetime.fromisoformat(index["next_update"]) - datetime.now(timezone.utc)
+    assert abs(int(max_age.removeprefix("max-age=")) - expected.total_seconds()) < 60
+    etag = r.headers["etag"]
+    assert etag.startswith('"') and etag.endswith('"') and not etag.startswith("W/")
+    # same request, same tag; another body, another tag
+    assert get(client, MEDIUM, f"latlon={PARIS}&freq=1H").headers["etag"] == etag
+    assert get(client, SHORT, f"latlon={PARIS}&freq=1H").headers["etag"] != etag
+    assert get(client, MEDIUM, f"latlon={PARIS}&freq=30min").headers["etag"] != etag
+    assert get(client, MEDIUM, f"latlon=48.85660,2.3522&freq=1H").headers["etag"] != etag
+
+
+def test_max_age_is_never_negative(tmp_path):
+    root = tmp_path / "out"
+    past = datetime.now(timezone.utc) - timedelta(hours=1)
+    publish_run(root, "old", datetime(2026, 11, 22, tzinfo=timezone.utc), next_update=past)
+    point_current(root, "old")
+    r = call_app(create_app(root), "GET", MEDIUM, f"latlon={PARIS}&freq=1H".encode())
+    assert r[0] == 200 and r[1][b"cache-control"] == b"public, max-age=0"
+
+
+def test_if_none_match_304(client):
+    r = get(client, MEDIUM, f"latlon={PARIS};{ROME}&freq=1H")
+    etag = r.headers["etag"]
+    for header in (etag, f"W/{etag}", f'"nope", {etag}', "*"):
+        again = get(client, MEDIUM, f"latlon={PARIS};{ROME}&freq=1H", headers={"If-None-Match": header})
+        assert again.status_code == 304 and again.content == b""
+        assert again.headers["etag"] == etag
+        assert again.headers["cache-control"] == r.headers["cache-control"]
+        assert again.headers["last-modified"] == r.headers["last-modified"]
+    other = get(client, MEDIUM, f"latlon={PARIS};{ROME}&freq=1H", headers={"If-None-Match": '"nope"'})
+    assert other.status_code == 200 and other.content == r.content
+
+
+def test_if_modified_since_304(client):
+    r = get(client, MEDIUM, f"latlon={PARIS}&freq=1H")
+    lm = parsedate_to_datetime(r.headers["last-modified"])
+    same = get(client, MEDIUM, f"latlon={PARIS}&freq=1H", headers={"If-Modified-Since": r.headers["last-modified"]})
+    assert same.status_code == 304
+    earlier = format_datetime(lm - timedelta(seconds=1), usegmt=True)
+    assert get(client, MEDIUM, f"latlon={PARIS}&freq=1H", headers={"If-Modified-Since": earlier}).status_code == 200
+    garbage = get(client, MEDIUM, f"latlon={PARIS}&freq=1H", headers={"If-Modified-Since": "yesterday"})
+    assert garbage.status_code == 200
+
+
+def test_head_is_get_without_body(client):
+    r = get(client, SHORT, f"latlon={BERLIN}&freq=1H")
+    h = client.head(f"{SHORT}?latlon={BERLIN}&freq=1H")
+    assert h.status_code == 200 and h.content == b""
+    for name in ("content-type", "content-length", "etag", "last-modified", "cache-control"):
+        assert h.headers[name] == r.headers[name]
+    assert int(h.headers["content-length"]) == len(r.content)
+    e = client.head(f"{SHORT}?latlon={BERLIN}&freq=2H")
+    assert e.status_code == 400 and e.content == b"" and e.headers["cache-control"] == "no-store"
+    assert client.head("/nowhere").status_code == 404
+
+
+# --------------------------------------------------------------------------- catalog
+
+
+def test_catalog(client, tree):
+    r = client.get("/catalog")
+    assert r.status_code == 200
+    assert r.headers["etag"] and r.headers["last-modified"] and r.headers["cache-control"].startswith("public, max-age=")
+    catalog = r.json()
+    assert catalog["run_id"] == "20261122T00Z"
+    products = {p["product"]: p for p in catalog["products"]}
+    assert set(products) == set(PRODUCTS)
+    medium = products["eu-medium"]
+    assert medium["operations"] == [MEDIUM]
+    assert medium["basetime"] == "2026-11-22T00:00:00+00:00"
+    assert medium["updated_time"] == "2026-11-22T03:41:07+00:00"
+    assert medium["freqs"] == ["1H", "30min", "15min"]
+    points = {p["id"]: p for p in medium["points"]}
+    assert points["paris"] == {"id": "paris", "name": "Paris", "lat": 48.8566, "lon": 2.3522}
+    assert points["berlin"]["hub_heights"] == [100, 150]
+    assert client.head("/catalog").content == b""
+    assert client.get("/catalog", headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+
+
+# --------------------------------------------------------------------------- publication
+
+
+def test_swapping_current_serves_the_new_run(tmp_path):
+    root = tmp_path / "out"
+    root.mkdir()
+    query = f"latlon={PARIS}&freq=1H"
+    with live_server(root) as (client, app, _):
+        # nothing published yet
+        assert_error(get(client, MEDIUM, query), 404, "404_002", "no forecast run published yet")
+        assert_error(client.get("/catalog"), 404, "404_002", "no forecast run published yet")
+
+        publish_run(root, "run-a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc), temp=10.0)
+        point_current(root, "run-a")
+        a = get(client, MEDIUM, query)
+        assert a.status_code == 200
+        assert a.json()[PARIS]["basetime"] == "2026-11-22T00:00:00+00:00"
+        assert app._run.run_id == "run-a" and app._run.cached_files == 1
+
+        # the next run is written completely, then current is swapped
+        publish_run(root, "run-b", datetime(2026, 11, 22, 3, tzinfo=timezone.utc), temp=20.0)
+        assert get(client, MEDIUM, query).headers["etag"] == a.headers["etag"]
+        point_current(root, "run-b")
+        b = get(client, MEDIUM, query)
+        assert b.status_code == 200
+        assert b.json()[PARIS]["basetime"] == "2026-11-22T03:00:00+00:00"
+        assert b.json()[PARIS]["data"][0]["temp_2m"] == 20.0
+        assert b.headers["etag"] != a.headers["etag"]
+        assert b.headers["last-modified"] != a.headers["last-modified"]
+        assert get(client, MEDIUM, query, headers={"If-None-Match": a.headers["etag"]}).status_code == 200
+        assert client.get("/catalog").json()["run_id"] == "run-b"
+        assert app._run.run_id == "run-b"  # run-a's caches are gone
+
+        # a retired run that is deleted does not matter any more
+        point_current(root, "run-a")
+        assert get(client, MEDIUM, query).json()[PARIS]["data"][0]["temp_2m"] == 10.0
+
+
+def test_missing_product_or_point_file_is_404_002(tmp_path):
+    root = tmp_path / "out"
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    point_current(root, "r")
+    (run / "json" / "eu-short" / "index.json").unlink()
+    (run / "json" / "eu-medium" / "15min" / "rome.json").unlink()
+    app = create_app(root)
+    status, _, body = call_app(app, "GET", SHORT, f"latlon={PARIS}&freq=1H".encode())
+    assert status == 404 and json.loads(body)["code"] == "404_002"
+    status, _, body = call_app(app, "GET", MEDIUM, f"latlon={ROME}&freq=15min".encode())
+    assert status == 404 and json.loads(body)["code"] == "404_002"
+    assert call_app(app, "GET", MEDIUM, f"latlon={ROME}&freq=30min".encode())[0] == 200
+
+
+def test_point_cache_is_bounded(tmp_path):
+    root = tmp_path / "out"
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    point_current(root, "r")
+    size = (run / "json" / "eu-medium" / "1H" / "paris.json").stat().st_size
+    app = create_app(root, max_cache_bytes=int(size * 2.5))
+    for latlon in (PARIS, BERLIN, ROME, PARIS):
+        assert call_app(app, "GET", MEDIUM, f"latlon={latlon}&freq=1H".encode())[0] == 200
+    assert app._run.cached_files == 2
+
+
+def test_index_ids_are_the_only_source_of_paths(tmp_path):
+    root = tmp_path / "out"
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    point_current(root, "r")
+    index_path = run / "json" / "eu-medium" / "index.json"
+    index = json.loads(index_path.read_text())
+    index["points"][0]["id"] = "../../../../etc/passwd"  # a broken index cannot reach outside
+    index_path.write_text(json.dumps(index))
+    status, _, body = call_app(create_app(root), "GET", MEDIUM, f"latlon={PARIS}&freq=1H".encode())
+    assert status == 404 and json.loads(body)["code"] == "404_002"
+
+
+def test_point_file_splice_and_fallback():
+    compact = b'{"latitude":1.5,"longitude":2.5,"basetime":"t","data":[]}\n'
+    spaced = b'{"latitude": 1.5, "longitude": 2.5, "basetime": "t", "data": []}'
+    reordered = b'{"basetime": "t", "latitude": 1.5, "data": [], "longitude": 2.5}'
+    for data in (compact, spaced, reordered):
+        point = PointFile.from_bytes(data)
+        spliced = json.loads(b"".join(point.splice(b"-3.0", b"4.25")))
+        assert spliced == {"latitude": -3.0, "longitude": 4.25, "basetime": "t", "data": []}
+
+
+def test_parsers():
+    assert parse_query(b"a=1&b=%2B+x&&c&a=2") == {"a": ["1", "2"], "b": ["+ x"], "c": [""]}
+    pairs = parse_pairs("1,2;-3.5,+4|5e0, 6 ", 10)
+    assert [(p.text, p.lat, p.lon) for p in pairs] == [("1,2", 1, 2), ("-3.5,+4", -3.5, 4), ("5e0, 6 ", 5, 6)]
+
+
+def test_operations_table():
+    assert OPERATIONS[MEDIUM].product == "eu-medium" and OPERATIONS[SHORT].product == "eu-short"
+    assert OPERATIONS["/catalog"].product is None
+
+
+# --------------------------------------------------------------------------- property
+
+
+def call_app(app, method: str, path: str, query: bytes, headers: list[tuple[bytes, bytes]] | None = None):
+    """One request through the ASGI callable in-process, raw query bytes untouched."""
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+        "path": path, "raw_path": path.encode(), "query_string": query, "headers": headers or [],
+        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
+    }
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    start, body = sent
+    return start["status"], dict(start["headers"]), body["body"]
+
+
+_TOKENS = [
+    b"latlon", b"freq", b"=", b"&", b";", b"|", b",", b"%", b"%00", b"%ff", b"%fe", b"%2C", b"%3B", b"%7C", b"%2B",
+    b"+", b" ", b"-", b".", b"e", b"E", b"1H", b"15min", b"30min", b"48.8566", b"2.3522", b"52.52", b"13.405",
+    b"40.7128", b"-74.006", b"90", b"-180", b"180.0001", b"1e400", b"nan", b"inf", b"../../etc/passwd", b"\xff",
+    b"\x00", b"%E2%9C%93", b"%C3", b"latlon=48.8566,2.3522", b"&freq=1H", b"&freq=15min",
+]
+_number = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: repr(f).encode()),
+    st.floats(-90, 90).map(lambda f: f"{f:.4f}".encode()),
+    st.integers(-1000, 1000).map(lambda i: str(i).encode()),
+    st.sampled_from([b"48.8566", b"2.3522", b"52.52", b"13.405", b"", b"-", b"1e400", b"0x1"]),
+)
+_pair = st.tuples(_number, _number).map(lambda t: t[0] + b"," + t[1])
+_structured = st.builds(
+    lambda pairs, sep, freq, extra: b"latlon=" + sep.join(pairs) + b"&freq=" + freq + extra,
+    st.lists(_pair, min_size=0, max_size=12),
+    st.sampled_from([b";", b"|", b"%3B", b"%7C", b",", b"&"]),
+    st.sampled_from([b"1H", b"15min", b"30min", b"", b"2H", b"%00", b"1H%ff"]),
+    st.sampled_from([b"", b"&freq=1H", b"&latlon=1,1", b"&x=%zz", b"&&"]),
+)
+_queries = st.one_of(
+    st.lists(st.sampled_from(_TOKENS) | st.binary(max_size=6), max_size=25).map(b"".join),
+    _structured,
+    st.binary(max_size=200),
+    st.text(max_size=60).map(lambda s: quote(s, safe="=&;,|").encode()),
+)
+
+
+@pytest.fixture(scope="module")
+def inprocess_app(tree):
+    return create_app(tree)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    query=_queries,
+    path=st.sampled_from([MEDIUM, SHORT, "/catalog"]),
+    method=st.sampled_from(["GET", "HEAD"]),
+    conditions=st.lists(
+        st.tuples(
+            st.sampled_from([b"if-none-match", b"if-modified-since"]),
+            st.one_of(st.binary(max_size=40), st.sampled_from([b"*", b'W/"x"', b"Sun, 22 Nov 2026 03:41:07 GMT", b"Mon, 99 Foo"])),
+        ),
+        max_size=3,
+    ),
+)
+def test_random_queries_never_5xx(inprocess_app, query, path, method, conditions):
+    status, headers, body = call_app(inprocess_app, method, path, query, conditions)
+    assert status < 500, (query, body)
+    if status == 304:
+        assert body == b"" and b"etag" in headers
+        return
+    assert headers[b"content-type"] == b"application/json"
+    if method == "HEAD":
+        assert body == b""
+        return
+    payload = json.loads(body)
+    if status >= 400:
+        assert set(payload) == {"status", "code", "message"}
+        assert payload["status"] == status and payload["code"].startswith(str(status))
+        assert headers[b"cache-control"] == b"no-store"
+    else:
+        assert status == 200 and isinstance(payload, dict)
