@@ -1,0 +1,324 @@
+"""Decode: GRIB files -> a canonical, dask-backed dataset.
+
+One pass reads only the message headers (ecCodes ``headers_only``) to learn what each
+message is and where it lies; the values are then read lazily, one dask task per message,
+straight from its byte range. That avoids cfgrib's per-variable re-indexing of whole files,
+and lets the extract stage fuse decode and interpolation so a full grid is never held for
+longer than one message.
+
+The model's encoding table (``sources/<model>.py``) maps messages onto catalogue names;
+here accumulations and since-start averages become interval values, units become SI.
+"""
+
+from __future__ import annotations
+
+import bz2
+import logging
+import os
+import shutil
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import dask
+import dask.array as da
+import eccodes
+import numpy as np
+import xarray as xr
+
+from .catalogue import variable
+from .sources.base import GribField, Processing
+
+log = logging.getLogger(__name__)
+
+LEVEL_DIMS = {"heightAboveGround": "height", "isobaricInhPa": "plev"}
+
+
+class DecodeError(RuntimeError):
+    """A file or message that cannot be turned into canonical fields."""
+
+
+@dataclass(frozen=True)
+class GridKey:
+    """The geometry of a regular lat/lon grid, as the message header states it."""
+
+    nj: int
+    ni: int
+    lat_first: float
+    lon_first: float
+    lat_last: float
+    lon_last: float
+
+    @property
+    def lats(self) -> np.ndarray:
+        """Latitudes in ascending order (values are flipped to match)."""
+        lo, hi = sorted((self.lat_first, self.lat_last))
+        return np.linspace(lo, hi, self.nj)
+
+    @property
+    def lons(self) -> np.ndarray:
+        """Monotonic longitudes starting in [-180, 180) (they may run past 180 on global grids)."""
+        span = (self.lon_last - self.lon_first) % 360.0
+        start = (self.lon_first + 180.0) % 360.0 - 180.0
+        return start + np.linspace(0.0, span, self.ni)
+
+    @property
+    def north_first(self) -> bool:
+        return self.lat_first > self.lat_last
+
+
+@dataclass(frozen=True)
+class Message:
+    path: Path
+    offset: int
+    length: int
+    shortName: str
+    typeOfLevel: str
+    level: int
+    stepType: str
+    start_minutes: int
+    end_minutes: int
+    init: datetime
+    grid: GridKey | None  # None for grids this decoder does not handle
+
+
+def plain_grib(path: Path) -> Path:
+    """Return a readable GRIB path, decompressing upstream ``.bz2`` files once beside them."""
+    if path.suffix != ".bz2":
+        return path
+    target = path.with_suffix("")
+    if not target.exists() or target.stat().st_mtime < path.stat().st_mtime:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        with bz2.open(path, "rb") as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(tmp, target)
+    return target
+
+
+def _grid_key(h) -> GridKey | None:
+    if eccodes.codes_get(h, "gridType") != "regular_ll":
+        return None
+    get = eccodes.codes_get
+    return GridKey(
+        nj=get(h, "Nj"), ni=get(h, "Ni"),
+        lat_first=round(get(h, "latitudeOfFirstGridPointInDegrees"), 6),
+        lon_first=round(get(h, "longitudeOfFirstGridPointInDegrees"), 6),
+        lat_last=round(get(h, "latitudeOfLastGridPointInDegrees"), 6),
+        lon_last=round(get(h, "longitudeOfLastGridPointInDegrees"), 6),
+    )
+
+
+def index_file(path: Path) -> list[Message]:
+    """Read the headers of every message in a GRIB file (no values are decoded)."""
+    path = plain_grib(Path(path))
+    out: list[Message] = []
+    with open(path, "rb") as f:
+        while True:
+            try:
+                h = eccodes.codes_grib_new_from_file(f, headers_only=True)
+            except eccodes.CodesInternalError as exc:
+                raise DecodeError(f"{path}: unreadable GRIB after {len(out)} messages: {exc}") from exc
+            if h is None:
+                break
+            try:
+                eccodes.codes_set(h, "stepUnits", "m")
+                date, time_ = eccodes.codes_get(h, "dataDate"), eccodes.codes_get(h, "dataTime")
+                init = datetime(date // 10000, date // 100 % 100, date % 100, time_ // 100,
+                                time_ % 100, tzinfo=timezone.utc)
+                out.append(Message(
+                    path=path,
+                    offset=int(eccodes.codes_get(h, "offset")),
+                    length=int(eccodes.codes_get(h, "totalLength")),
+                    shortName=eccodes.codes_get(h, "shortName"),
+                    typeOfLevel=eccodes.codes_get(h, "typeOfLevel"),
+                    level=int(eccodes.codes_get(h, "level")),
+                    stepType=eccodes.codes_get(h, "stepType"),
+                    start_minutes=int(eccodes.codes_get(h, "startStep", ktype=int)),
+                    end_minutes=int(eccodes.codes_get(h, "endStep", ktype=int)),
+                    init=init,
+                    grid=_grid_key(h),
+                ))
+            finally:
+                eccodes.codes_release(h)
+    return out
+
+
+def read_values(path: Path, offset: int, length: int, nj: int, ni: int, north_first: bool) -> np.ndarray:
+    """Decode one message's values into a (lat ascending, lon) float32 array, NaN where missing."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        raw = f.read(length)
+    if len(raw) != length:
+        raise DecodeError(f"{path}: message at byte {offset} is truncated")
+    h = eccodes.codes_new_from_message(raw)
+    try:
+        values = eccodes.codes_get_values(h)
+        if eccodes.codes_get(h, "bitmapPresent"):
+            values[values == eccodes.codes_get(h, "missingValue")] = np.nan
+    finally:
+        eccodes.codes_release(h)
+    grid = values.astype(np.float32, copy=False).reshape(nj, ni)
+    return grid[::-1] if north_first else grid
+
+
+def _lazy(msg: Message) -> da.Array:
+    g = msg.grid
+    task = dask.delayed(read_values, pure=True)(msg.path, msg.offset, msg.length, g.nj, g.ni,
+                                                g.north_first)
+    return da.from_delayed(task, shape=(g.nj, g.ni), dtype=np.float32)
+
+
+def _matches(row: GribField, msg: Message) -> bool:
+    return (row.shortName == msg.shortName and row.typeOfLevel == msg.typeOfLevel
+            and (row.levels is None or msg.level in row.levels))
+
+
+def _deaccumulate(stack: da.Array, steps_min: np.ndarray, row: GribField) -> da.Array:
+    """Since-start accumulations or averages -> value of the interval ending at each step."""
+    seconds = steps_min.astype(np.float64) * 60.0
+    prev = np.concatenate([[0.0], seconds[:-1]])
+    shape = (-1,) + (1,) * (stack.ndim - 1)
+    dt = (seconds - prev).reshape(shape)
+    previous = da.concatenate([da.zeros_like(stack[:1]), stack[:-1]], axis=0)
+    if row.processing is Processing.ACCUM_SINCE_START:
+        amount = stack - previous
+    else:  # AVG_SINCE_START: mean over (prev, step] from two since-start means
+        amount = (stack * seconds.reshape(shape) - previous * prev.reshape(shape)) / np.where(dt > 0, dt, np.nan)
+        if not row.per_second:
+            return da.where(dt > 0, amount, np.nan)
+    if row.per_second:
+        amount = amount / np.where(dt > 0, dt, np.nan)
+    return da.where(dt > 0, amount, np.nan)
+
+
+def _component(row: GribField, msgs: list[Message], levels: list[int] | None) -> dict[int, da.Array]:
+    """One table row's canonical planes, ([level,] lat, lon), keyed by the step (minutes) they end at."""
+    if row.processing is Processing.CONSTANT:
+        first = min(msgs, key=lambda m: m.end_minutes)
+        return {first.end_minutes: _lazy(first) * np.float32(row.scale) + np.float32(row.offset)}
+    by_key = {(m.end_minutes, m.level): m for m in msgs}
+    own_steps = np.array(sorted({m.end_minutes for m in msgs}))
+    lv = levels if levels is not None else [msgs[0].level]
+    grid = msgs[0].grid
+    blank = da.full((grid.nj, grid.ni), np.nan, dtype=np.float32)
+
+    def plane(step, level):
+        m = by_key.get((step, level))
+        return _lazy(m) if m is not None else blank
+
+    own = da.stack([da.stack([plane(s, l) for l in lv]) for s in own_steps])  # (t, L, y, x)
+    if row.processing in (Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START):
+        own = _deaccumulate(own, own_steps, row)
+    own = (own * np.float32(row.scale) + np.float32(row.offset)).astype(np.float32)
+    if levels is None:
+        own = own[:, 0]
+    return {int(s): own[i] for i, s in enumerate(own_steps)}
+
+
+def _combine(rows: list[GribField], rows_msgs: dict, levels: list[int] | None,
+             times_min: np.ndarray | None) -> da.Array:
+    """Rows of one variable on the run's time axis: at each step, the sum of the rows present.
+
+    So true components add up (ICON SNOW_GSP + SNOW_CON) while alternative encodings that
+    never coexist at a step (IFS 10fg3 up to 144 h, 10fg after) each fill their own steps.
+    """
+    planes: dict[int, list[da.Array]] = defaultdict(list)
+    for r in rows:
+        for step, plane in _component(r, rows_msgs[r], levels).items():
+            planes[step].append(plane)
+    if times_min is None:  # constant field
+        return _sum(next(iter(planes.values())))
+    shape = next(iter(planes.values()))[0].shape
+    blank = da.full(shape, np.nan, dtype=np.float32)
+    return da.stack([_sum(planes[t]) if t in planes else blank for t in times_min])
+
+
+def _sum(parts: Iterable[da.Array]) -> da.Array:
+    parts = list(parts)
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "",
+           attrs: dict | None = None) -> xr.Dataset:
+    """Decode a model run's files into the canonical dataset.
+
+    Dims: ``time`` (valid time), optional ``height``/``plev``, ``lat`` (ascending), ``lon``.
+    Messages that no table row names are skipped (and counted in the log); fields on a grid
+    other than the run's main grid raise, since one model run has one grid.
+    """
+    messages = [m for path in files for m in index_file(Path(path))]
+    rows_msgs: dict[GribField, list[Message]] = defaultdict(list)
+    unused = 0
+    for m in messages:
+        hit = False
+        for row in fields:
+            if _matches(row, m):
+                rows_msgs[row].append(m)
+                hit = True
+        unused += not hit
+    if not rows_msgs:
+        raise DecodeError(f"{model or 'run'}: no message matches the encoding table")
+    if unused:
+        log.info("%s: %d messages not in the encoding table were skipped", model, unused)
+    grids = {m.grid for ms in rows_msgs.values() for m in ms}
+    if None in grids or len(grids) != 1:
+        raise DecodeError(f"{model}: expected one regular lat/lon grid, found {grids}")
+    grid = grids.pop()
+    inits = {m.init for ms in rows_msgs.values() for m in ms}
+    if len(inits) != 1:
+        raise DecodeError(f"{model}: messages of several runs mixed: {sorted(inits)}")
+    init = inits.pop()
+    times_min = np.array(sorted({m.end_minutes for row, ms in rows_msgs.items()
+                                 if row.processing is not Processing.CONSTANT for m in ms}))
+
+    by_var: dict[str, list[GribField]] = defaultdict(list)
+    for row in rows_msgs:
+        by_var[row.var].append(row)
+    data_vars = {}
+    level_coords: dict[str, list[int]] = {}
+    for var, rows in by_var.items():
+        spec = variable(var)
+        first = rows[0]
+        if first.processing is Processing.CONSTANT:
+            arr, dims = _combine(rows, rows_msgs, None, None), ("lat", "lon")
+        elif first.levels is None:
+            arr, dims = _combine(rows, rows_msgs, None, times_min), ("time", "lat", "lon")
+        else:
+            # Rows with the same levels are components to add (SNOW_GSP + SNOW_CON); rows with
+            # other levels extend the level axis (10u, 100u, 200u).
+            groups: dict[tuple[int, ...], list[GribField]] = defaultdict(list)
+            for r in rows:
+                groups[tuple(sorted({m.level for m in rows_msgs[r]}))].append(r)
+            levels = sorted(lv for key in groups for lv in key)
+            if len(set(levels)) != len(levels):
+                raise DecodeError(f"{model}: {var} has overlapping level sets {list(groups)}")
+            parts = [_combine(group, rows_msgs, list(key), times_min) for key, group in sorted(groups.items())]
+            arr = da.concatenate(parts, axis=1)
+            dim = LEVEL_DIMS[first.typeOfLevel]
+            if level_coords.setdefault(dim, levels) != levels:
+                raise DecodeError(f"{model}: {var} levels {levels} differ from {level_coords[dim]}")
+            dims = ("time", dim, "lat", "lon")
+        attrs = {"units": spec.units, "long_name": spec.long_name}
+        if first.processing is not Processing.CONSTANT:
+            # The steps at which this variable exists: interval values span (previous, step].
+            attrs["steps_minutes"] = sorted({m.end_minutes for r in rows for m in rows_msgs[r]})
+        data_vars[var] = xr.Variable(dims, arr, attrs=attrs)
+
+    coords = {
+        "time": np.array([np.datetime64(init.replace(tzinfo=None), "ns") + np.timedelta64(int(t), "m")
+                          for t in times_min], dtype="datetime64[ns]"),
+        "lat": grid.lats, "lon": grid.lons,
+    }
+    coords.update({dim: np.array(levels) for dim, levels in level_coords.items()})
+    ds = xr.Dataset(data_vars, coords=coords)
+    if "height" in ds.coords:
+        ds["height"].attrs.update(units="m", long_name="height above ground")
+    if "plev" in ds.coords:
+        ds["plev"].attrs.update(units="hPa", long_name="pressure level")
+    ds.attrs.update(model=model, init=init.isoformat(), **(attrs or {}))
+    return ds
