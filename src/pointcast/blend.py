@@ -1,0 +1,65 @@
+"""Blend: several models on one 15-minute axis -> one seamless series per product.
+
+Models are taken in the product's priority order (highest resolution first). At each time
+and point a variable comes from the first model that has it there. Where a model ends (its
+horizon, or the edge of its domain in time), states cross-fade linearly into the next model
+over the last `SEAM` of the higher-resolution model, so no jump appears at the seam; interval
+quantities (precipitation, radiation, gust) switch at the seam without fading, so each
+interval's amount comes from exactly one model and totals stay consistent.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import xarray as xr
+
+from .catalogue import Temporal, VARIABLES
+
+SEAM = np.timedelta64(3, "h")
+
+
+def blend(members: Sequence[tuple[str, xr.Dataset]]) -> tuple[xr.Dataset, dict[str, list[str]]]:
+    """Members are (model id, resampled dataset) in priority order, all on the same time axis.
+
+    Returns the blended dataset and, per variable, the model that supplied each time step at
+    the first point (for the manifest's account of the seams).
+    """
+    names = []
+    for _, ds in members:
+        names += [n for n in ds.data_vars if n not in names]
+    times = members[0][1].time.values
+    out = xr.Dataset(coords=members[0][1].coords)
+    used: dict[str, list[str]] = {}
+    for name in names:
+        have = [(m, ds[name]) for m, ds in members if name in ds]
+        template = have[0][1]
+        result = np.full(template.shape, np.nan, dtype=np.float64)
+        source = np.full(template.shape, -1, dtype=np.int16)
+        for rank, (model, arr) in reversed(list(enumerate(have))):
+            values = arr.transpose(*template.dims).values.astype(np.float64)
+            valid = ~np.isnan(values)
+            if VARIABLES[name].temporal is Temporal.STATE:
+                weight = _fade_weight(valid, times)
+                mixed = np.where(np.isnan(result), values, weight * values + (1 - weight) * result)
+                result = np.where(valid, mixed, result)
+            else:
+                result = np.where(valid, values, result)
+            source = np.where(valid, rank, source)
+        out[name] = (template.dims, result.astype(np.float32), template.attrs)
+        first = source.reshape(len(times), -1)[:, 0]
+        used[name] = [have[i][0] if i >= 0 else "" for i in first]
+    return out, used
+
+
+def _fade_weight(valid: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """1 inside a model's span, falling linearly to 0 over its last SEAM (per point)."""
+    flat = valid.reshape(len(times), -1)
+    last = np.where(flat.any(axis=0), len(times) - 1 - np.argmax(flat[::-1], axis=0), -1)
+    end = times[np.clip(last, 0, None)]
+    remaining = (end[None, :] - times[:, None]) / SEAM
+    weight = np.clip(remaining, 0.0, 1.0)
+    # A model whose span is the whole axis (it reaches the end) is not faded out.
+    weight[:, last == len(times) - 1] = 1.0
+    return weight.reshape(valid.shape)

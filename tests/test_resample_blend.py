@@ -1,0 +1,99 @@
+"""Resampling keeps totals and the sun's schedule; blending picks models by lead time."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from pointcast import physics
+from pointcast.blend import SEAM, blend
+from pointcast.interp import BASE_STEP, aggregate, base_axis, resample
+
+INIT = np.datetime64("2026-06-21T00:00", "ns")
+LATS = np.array([48.85, 60.17])
+LONS = np.array([2.35, 24.94])
+
+
+def point_ds(var, values, steps_h, init=INIT, interval=True, extra_dims=()):
+    times = init + (np.array(steps_h) * 3600).astype("timedelta64[s]")
+    ds = xr.Dataset(coords={"time": times.astype("datetime64[ns]"), "point": ["paris", "helsinki"]})
+    ds[var] = (("time", "point") + extra_dims, np.asarray(values, dtype=np.float32))
+    if interval:
+        ds[var].attrs["steps_minutes"] = [int(h * 60) for h in steps_h]
+    ds.attrs["init"] = str(init.astype("datetime64[s]")) + "+00:00"
+    return ds
+
+
+def test_accumulation_totals_kept_from_irregular_steps():
+    steps = [3, 6, 9, 12, 18, 24]
+    amounts = np.array([[1.2, 0.0], [3.0, 0.6], [0.0, 0.3], [0.6, 0.0], [6.0, 1.2], [0.0, 2.4]])
+    ds = point_ds("tp", amounts, steps)
+    axis = base_axis(INIT, INIT + np.timedelta64(24, "h") - BASE_STEP)
+    out = resample(ds, axis, LATS, LONS)
+    np.testing.assert_allclose(out.tp.sum("time").values, amounts.sum(axis=0), rtol=1e-5)
+    # The 3 h amount is spread evenly over its twelve quarter hours.
+    np.testing.assert_allclose(out.tp.values[:12, 0], 0.1, rtol=1e-5)
+    # Hourly aggregation keeps the totals too.
+    hourly = aggregate(out, INIT, np.timedelta64(1, "h"), 24)
+    np.testing.assert_allclose(hourly.tp.sum("time").values, amounts.sum(axis=0), rtol=1e-5)
+
+
+def test_state_interpolation_is_monotone_and_exact_at_samples():
+    steps = [0, 3, 6, 9]
+    temps = np.array([[280.0, 270.0], [284.0, 271.0], [284.5, 275.0], [281.0, 275.0]])
+    ds = point_ds("t2m", temps, steps, interval=False)
+    axis = base_axis(INIT, INIT + np.timedelta64(9, "h"))
+    out = resample(ds, axis, LATS, LONS)
+    np.testing.assert_allclose(out.t2m.values[::12], temps, rtol=1e-6)
+    # PCHIP does not overshoot the samples between them.
+    seg = out.t2m.values[12:25, 0]
+    assert seg.max() <= 284.5 + 1e-4 and seg.min() >= 284.0 - 1e-4
+    # No extrapolation beyond the model's last step.
+    longer = resample(ds, base_axis(INIT, INIT + np.timedelta64(10, "h")), LATS, LONS)
+    assert np.isnan(longer.t2m.values[-1]).all()
+
+
+def test_radiation_zero_at_night_and_energy_kept():
+    steps = list(range(3, 49, 3))
+    axis = base_axis(INIT, INIT + np.timedelta64(48, "h") - BASE_STEP)
+    clear = physics.clear_sky_ghi_mean(LATS, LONS, axis, 900.0)
+    # 3-hour means of a 70 % clear-sky day.
+    three = clear.reshape(16, 12, 2).mean(axis=1) * 0.7
+    ds = point_ds("ssrd", three, steps)
+    out = resample(ds, axis, LATS, LONS)
+    np.testing.assert_allclose(out.ssrd.values.reshape(16, 12, 2).mean(axis=1), three, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(out.ssrd.values, 0.7 * clear, rtol=1e-4, atol=1e-3)
+    night = clear <= 0
+    assert night.any() and (out.ssrd.values[night] == 0).all()
+
+
+def test_gust_held_over_its_interval():
+    ds = point_ds("gust", [[10.0, 5.0], [20.0, 7.0]], [1, 2])
+    axis = base_axis(INIT, INIT + np.timedelta64(2, "h") - BASE_STEP)
+    out = resample(ds, axis, LATS, LONS)
+    np.testing.assert_allclose(out.gust.values[:, 0], [10] * 4 + [20] * 4)
+    hourly = aggregate(out, INIT, np.timedelta64(1, "h"), 2)
+    np.testing.assert_allclose(hourly.gust.values[:, 1], [5, 7])
+
+
+def _member(values, n):
+    times = base_axis(INIT, INIT + (n - 1) * BASE_STEP)
+    ds = xr.Dataset({"t2m": (("time", "point"), values), "tp": (("time", "point"), values)},
+                    coords={"time": times, "point": ["a", "b"]})
+    return ds
+
+
+def test_blend_priority_seam_and_fallback():
+    n = 96  # 24 h
+    hi = np.full((n, 2), 10.0)
+    hi[48:, :] = np.nan  # the high-resolution model ends after 12 h
+    hi[:, 1] = np.nan  # and does not cover point b at all (outside its domain)
+    lo = np.full((n, 2), 20.0)
+    out, used = blend([("hi", _member(hi, n)), ("lo", _member(lo, n))])
+    t = out.t2m.values
+    steps_in_seam = int(SEAM / BASE_STEP)
+    assert (t[: 48 - steps_in_seam, 0] == 10).all()  # before the seam: high-res only
+    assert (np.diff(t[47 - steps_in_seam:48, 0]) > 0).all()  # linear cross-fade
+    assert (t[48:, 0] == 20).all() and (t[:, 1] == 20).all()
+    # Interval quantities switch without fading.
+    assert (out.tp.values[:48, 0] == 10).all() and (out.tp.values[48:, 0] == 20).all()
+    assert used["tp"][0] == "hi" and used["tp"][-1] == "lo"
