@@ -1,0 +1,236 @@
+"""European common forecasts (spec 4.1 medium range, 4.2 short range).
+
+Elements of spec 2.1 from the blended canonical series. Interval elements (precipitation,
+snowfall, radiation, gust, precipitation probability) describe the step that *starts* at the
+entry's datetime, as rates (kg/m2/h), means (W/m2) or maxima; states are instantaneous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import xarray as xr
+
+from .. import codes, physics
+from ..config import ProductConfig
+from ..interp import aggregate
+from .base import ProductOutput, RunContext, dumps, iso
+
+FREQ_STEPS = {"1H": np.timedelta64(60, "m"), "30min": np.timedelta64(30, "m"),
+              "15min": np.timedelta64(15, "m")}
+HEIGHTS = (10.0, 100.0, 200.0)
+KELVIN = 273.15
+
+
+@dataclass(frozen=True)
+class Element:
+    key: str
+    unit: str
+    decimals: int | None  # None: integer
+    valid: tuple[float, float]
+    compute: Callable[["Fields"], np.ndarray]
+    long_name: str
+
+
+class Fields:
+    """Canonical series of one product step, with the derived quantities shared by elements."""
+
+    def __init__(self, ds: xr.Dataset, step: np.timedelta64):
+        self.ds = ds
+        self.hours = step / np.timedelta64(1, "h")
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.ds:  # no model of the blend has it: NaN, which validation rejects
+            return np.full((self.ds.sizes["time"], self.ds.sizes["point"]), np.nan)
+        return self.ds[name].transpose("time", "point", ...).values.astype(np.float64)
+
+    def at(self, name: str, height: float) -> np.ndarray:
+        return self.ds[name].sel(height=height).transpose("time", "point").values.astype(np.float64)
+
+    def wind(self, height: float) -> tuple[np.ndarray, np.ndarray]:
+        return self.at("wind_u", height), self.at("wind_v", height)
+
+    def temp(self, height: float) -> np.ndarray:
+        return self["t2m"] if height == 2 else self.at("air_temperature", height)
+
+    def dewpoint(self) -> np.ndarray:
+        return np.minimum(self["d2m"], self["t2m"])
+
+    def pressure(self, height: float) -> np.ndarray:
+        """Hypsometric pressure at `height` above ground from surface pressure and the layer's temperature."""
+        return physics.pressure_at_height(self["sp"], self["t2m"], self.temp(height), height)
+
+    def rate(self, name: str) -> np.ndarray:
+        return self[name] / self.hours
+
+    def direct(self) -> np.ndarray:
+        return np.minimum(self["fdir"], self["ssrd"])
+
+
+def _wind_elements() -> list[Element]:
+    out = []
+    for comp, label, fn in (
+        ("u_windspd", "eastward wind", lambda f, h: f.wind(h)[0]),
+        ("v_windspd", "northward wind", lambda f, h: f.wind(h)[1]),
+        # Rounded here so that 359.97 becomes 0.0, not 360.0, in the published [0, 360) range.
+        ("windir", "wind direction (from, clockwise from north)",
+         lambda f, h: np.round(physics.wind_direction(*f.wind(h)), 1) % 360.0),
+        ("windspd", "wind speed", lambda f, h: physics.wind_speed(*f.wind(h))),
+    ):
+        for h in HEIGHTS:
+            unit = "degree" if comp == "windir" else "m/s"
+            valid = (0.0, 360.0) if comp == "windir" else ((0.0, 150.0) if comp == "windspd" else (-150.0, 150.0))
+            out.append(Element(f"{comp}_{int(h)}m", unit, 1 if comp == "windir" else 2, valid,
+                               (lambda f, h=h, fn=fn: fn(f, h)), f"{label} at {int(h)} m"))
+    return out
+
+
+ELEMENTS: tuple[Element, ...] = (
+    Element("humidity", "%", None, (0, 100),
+            lambda f: np.round(100 * physics.relative_humidity(f["t2m"], f.dewpoint())), "relative humidity at 2 m"),
+    Element("snowfall", "kg/m2/h", 2, (0, 200), lambda f: np.minimum(f.rate("sf"), f.rate("tp")),
+            "snowfall rate (water equivalent)"),
+    Element("precipitation", "kg/m2/h", 2, (0, 300), lambda f: f.rate("tp"), "precipitation rate"),
+    Element("temp_2m", "°C", 2, (-90, 65), lambda f: f.temp(2) - KELVIN, "temperature at 2 m"),
+    Element("temp_100m", "°C", 2, (-90, 65), lambda f: f.temp(100) - KELVIN, "temperature at 100 m"),
+    Element("temp_200m", "°C", 2, (-90, 65), lambda f: f.temp(200) - KELVIN, "temperature at 200 m"),
+    Element("dewpoint_temperature", "°C", 2, (-100, 40), lambda f: f.dewpoint() - KELVIN,
+            "dewpoint temperature at 2 m"),
+    Element("pressure_sfc", "hPa", 1, (400, 1100), lambda f: f["sp"] / 100, "surface pressure"),
+    Element("pressure_100m", "hPa", 1, (400, 1100), lambda f: f.pressure(100) / 100, "pressure at 100 m"),
+    Element("pressure_200m", "hPa", 1, (400, 1100), lambda f: f.pressure(200) / 100, "pressure at 200 m"),
+    Element("sea_surface_pressure", "hPa", 1, (850, 1100), lambda f: f["msl"] / 100,
+            "mean sea level pressure"),
+    *_wind_elements(),
+    Element("total_solar_radiation", "W/m2", 1, (0, 1400), lambda f: f["ssrd"], "global radiation"),
+    Element("solar_radiation_dir", "W/m2", 1, (0, 1400), lambda f: f.direct(), "direct radiation (horizontal)"),
+    Element("solar_radiation_diff", "W/m2", 1, (0, 1400), lambda f: f["ssrd"] - f.direct(), "diffuse radiation"),
+    Element("windgust", "m/s", 2, (0, 150),
+            lambda f: np.maximum(f["gust"], physics.wind_speed(*f.wind(10))), "wind gust at 10 m"),
+    Element("total_cloud_cover", "%", 1, (0, 100), lambda f: f["tcc"], "total cloud cover"),
+    Element("precipitation_proba", "%", 0, (0, 100), lambda f: f["pop"], "probability of precipitation"),
+    Element("visibility", "m", 0, (0, 100000), lambda f: f["vis"], "visibility"),
+    Element("air_density", "kg/m3", 3, (0.5, 1.6),
+            lambda f: physics.air_density(f["sp"], f["t2m"], f.dewpoint()), "air density at the surface"),
+)
+
+# Spec 2.1 order of the data entry keys.
+ORDER = ("datetime", "weather_type", "humidity", "snowfall", "precipitation", "temp_2m", "temp_100m",
+         "temp_200m", "dewpoint_temperature", "pressure_sfc", "pressure_100m", "pressure_200m",
+         "sea_surface_pressure", "u_windspd_10m", "u_windspd_100m", "u_windspd_200m",
+         "v_windspd_10m", "v_windspd_100m", "v_windspd_200m", "windir_10m", "windir_100m",
+         "windir_200m", "windspd_10m", "windspd_100m", "windspd_200m", "total_solar_radiation",
+         "solar_radiation_dir", "solar_radiation_diff", "windgust", "total_cloud_cover",
+         "precipitation_proba", "visibility", "air_density")
+BY_KEY = {e.key: e for e in ELEMENTS}
+UNITS = {"datetime": "UTC", "weather_type": "NA", **{e.key: e.unit for e in ELEMENTS}}
+assert set(ORDER) == set(UNITS), "every spec element has exactly one definition"
+
+
+def elements(ds: xr.Dataset, step: np.timedelta64) -> dict[str, np.ndarray]:
+    """Every numeric element (time, point) plus weather_type labels for one product step."""
+    f = Fields(ds, step)
+    out = {e.key: e.compute(f) for e in ELEMENTS}
+    out["weather_type"] = codes.weather_type(out["total_cloud_cover"], out["precipitation"],
+                                             out["snowfall"], out["temp_2m"], out["visibility"],
+                                             f["cape"])
+    return out
+
+
+class EuCommon:
+    """4.1 and 4.2: the same elements over the product's horizon at 1H, 30min and 15min."""
+
+    def __init__(self, product_id: str, path: str):
+        self.id = product_id
+        self.path = path
+
+    def heights(self, cfg: ProductConfig) -> list[float]:
+        return list(HEIGHTS)
+
+    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput:
+        start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
+        points = list(cfg.points)
+        files: dict[str, bytes] = {}
+        finest = None
+        for freq in cfg.freqs:
+            step = FREQ_STEPS[freq]
+            count = int(np.timedelta64(cfg.horizon_hours, "h") / step)
+            ds = aggregate(series, start, step, count)
+            values = elements(ds, step)
+            stamps = [iso(t) for t in ds.time.values]
+            for j, p in enumerate(points):
+                files[f"{self.id}/{freq}/{p.id}.json"] = self._render(p, freq, stamps, values, j, ctx)
+            if finest is None or step < finest[0]:
+                finest = (step, ds, values)
+        files[f"{self.id}/index.json"] = self._index(cfg, ctx)
+        step, ds, values = finest
+        return ProductOutput(files=files, archive=self._archive(ds, values, cfg, ctx, step))
+
+    def _render(self, p, freq, stamps, values, j, ctx: RunContext) -> bytes:
+        columns = {}
+        for key in ORDER[1:]:
+            col = values[key][:, j]
+            if key == "weather_type":
+                columns[key] = list(col)
+                continue
+            dec = BY_KEY[key].decimals
+            columns[key] = [int(v) for v in col] if dec is None else [round(float(v), dec) + 0.0 for v in col]
+        data = [{"datetime": s, **{k: columns[k][i] for k in ORDER[1:]}} for i, s in enumerate(stamps)]
+        # latitude/longitude first and basetime next: the server splices the request's coordinates.
+        obj = {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
+               "updated_time": iso(ctx.updated), "freq": freq,
+               "unit": {k: UNITS[k] for k in ORDER}, "data": data}
+        return dumps(obj)
+
+    def _index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
+        from ..grids import grid_for
+
+        grid = grid_for(self.id)
+        return dumps({
+            "product": self.id, "path": self.path, "grid": grid.name,
+            "basetime": iso(ctx.basetime), "updated_time": iso(ctx.updated),
+            "next_update": iso(ctx.next_update), "freqs": list(cfg.freqs),
+            "points": [{"id": p.id, "name": p.name, "lat": p.lat, "lon": p.lon,
+                        "cell": grid.cell_key(p.lat, p.lon), "elevation": p.elevation,
+                        "hub_heights": list(p.hub_heights)} for p in cfg.points],
+        })
+
+    def _archive(self, ds, values, cfg, ctx: RunContext, step) -> xr.Dataset:
+        init = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
+        lead = (ds.time.values - init).astype("timedelta64[ns]")
+        out = xr.Dataset(coords={
+            "init_time": ("init_time", [init]),
+            "point": ("point", [p.id for p in cfg.points]),
+            "lead_time": ("lead_time", lead),
+            "latitude": ("point", [p.lat for p in cfg.points]),
+            "longitude": ("point", [p.lon for p in cfg.points]),
+        })
+        for e in ELEMENTS:
+            out[e.key] = (("init_time", "point", "lead_time"), values[e.key].T[None].astype(np.float32),
+                          {"units": e.unit.replace("°C", "degC"), "long_name": e.long_name,
+                           "valid_min": e.valid[0], "valid_max": e.valid[1]})
+        labels = codes.WEATHER_TYPES
+        index = {label: i for i, label in enumerate(codes.WEATHER_TYPES)}
+        # -1 marks a label that could not be decided (a missing input): validation rejects it.
+        coded = np.vectorize(lambda label: index.get(label, -1), otypes=[np.int8])(values["weather_type"])
+        out["weather_type"] = (("init_time", "point", "lead_time"), coded.T[None],
+                               {"long_name": "weather type (WMO 4677 family label)",
+                                "valid_min": 0, "valid_max": len(labels) - 1,
+                                "flag_values": np.arange(len(labels), dtype=np.int8),
+                                "flag_meanings": " ".join(l.lower().replace(" ", "_") for l in labels)})
+        out["init_time"].attrs.update(long_name="model run time (basetime)", standard_name="forecast_reference_time")
+        out["lead_time"].attrs.update(long_name="time since init_time", standard_name="forecast_period")
+        out["latitude"].attrs.update(units="degrees_north", standard_name="latitude")
+        out["longitude"].attrs.update(units="degrees_east", standard_name="longitude")
+        out.attrs.update(
+            title=f"pointcast {self.id}", Conventions="CF-1.10", product=self.id,
+            time_step=f"{int(step / np.timedelta64(1, 'm'))} min",
+            interval_convention="interval elements describe [time, time + time_step)",
+            models=dumps(ctx.models).decode(),
+            synthetic=int(any(m.get("synthetic") for m in ctx.models.values())),
+        )
+        if out.attrs["synthetic"]:
+            out.attrs["comment"] = "SYNTHETIC DATA from the embedded sample source, not a real forecast"
+        return out
