@@ -1,0 +1,99 @@
+"""ECMWF IFS, as ECMWF open data publishes it (``data.ecmwf.int/forecasts``).
+
+Grid: 0.25 degree regular lat/lon, global, rows from 90 N to 90 S, columns from 180 W to
+179.75 E (GRIB2 stores the first longitude as 180.0; ecCodes reports it as -180..179.75).
+Runs at 00/06/12/18 UTC. Steps: 0-144 h every 3 h, then 150-360 h every 6 h for the 00 and
+12 UTC runs; the 06 and 18 UTC runs stop at 144 h (``steps_for_run``). ``IFS.steps`` holds the
+full 00/12 UTC set, so ``IFS.horizon`` is 360 h.
+
+The table below is written from what ecCodes 2.50 *decodes* from ECMWF's GRIB2 encoding
+(``shortName``, ``typeOfLevel``), checked by ``tests/test_sample_source.py`` against the files
+the sample source writes. Points worth knowing:
+
+* 100 m and 200 m winds decode as their own parameters (``100u``/``100v``, ``200u``/``200v``),
+  not as ``u`` at a height level, so the canonical ``u``/``v`` on height levels has one row per
+  level (10 m, 100 m, 200 m). The 10 m message serves both ``u10`` and ``u`` at 10 m.
+* The wind gust is the maximum over the interval since the previous step. ecCodes matches a
+  3-hour maximum (steps 3-144, stepRange e.g. ``141-144``) to ``10fg3`` (paramId 228028) and a
+  6-hour maximum (steps 150-360, e.g. ``144-150``) to ``10fg`` (paramId 49), so ``gust`` has two
+  rows; exactly one of them is present at any step > 0 and none at step 0.
+* ``tp`` and ``sf`` are metres (of water equivalent) accumulated from the start of the run
+  (stepRange ``0-<step>``), ``ssrd``/``fdir`` J m-2 accumulated from the start.
+* ``tcc`` is encoded as paramId 228164 (WMO 0/6/1), which decodes in per cent.
+* Surface geopotential ``z`` is written at step 0 only (time-invariant).
+
+How a decoder combines rows (the convention the tables of all models follow): for a canonical
+variable, the value at (level, step) is the **sum over the rows of that variable whose message
+is present at that (level, step)**. Rows with different levels therefore stack along the level
+axis (``u`` at 10/100/200 m), alternative encodings that never coexist at one step select
+themselves (``10fg3``/``10fg``), and true components add up (ICON ``SNOW_GSP`` + ``SNOW_CON``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from .base import GribField, ModelSpec, Processing, RegularGrid, hours
+
+G = 9.80665  # m s-2, converts geopotential (m2 s-2) to geopotential height (m)
+
+PRESSURE_LEVELS: tuple[int, ...] = (1000, 925, 850, 700)  # hPa
+HEIGHT_LEVELS: tuple[int, ...] = (10, 100, 200)  # m above ground
+
+_SHORT = hours(*range(0, 145, 3))
+_LONG = hours(*range(150, 361, 6))
+
+
+def steps_for_run(hour: int) -> tuple[timedelta, ...]:
+    """Output steps of the IFS run starting at ``hour`` UTC (00/12: 360 h, 06/18: 144 h)."""
+    if hour not in (0, 6, 12, 18):
+        raise ValueError(f"IFS has no {hour:02d} UTC run")
+    return _SHORT + _LONG if hour in (0, 12) else _SHORT
+
+
+_I, _A, _X, _C = (Processing.INSTANT, Processing.ACCUM_SINCE_START, Processing.INTERVAL,
+                  Processing.CONSTANT)
+
+FIELDS: tuple[GribField, ...] = (
+    GribField("t2m", "2t", "heightAboveGround"),
+    GribField("d2m", "2d", "heightAboveGround"),
+    GribField("sp", "sp", "surface"),
+    GribField("msl", "msl", "meanSea"),
+    GribField("u10", "10u", "heightAboveGround"),
+    GribField("v10", "10v", "heightAboveGround"),
+    GribField("u", "10u", "heightAboveGround", (10,)),
+    GribField("u", "100u", "heightAboveGround", (100,)),
+    GribField("u", "200u", "heightAboveGround", (200,)),
+    GribField("v", "10v", "heightAboveGround", (10,)),
+    GribField("v", "100v", "heightAboveGround", (100,)),
+    GribField("v", "200v", "heightAboveGround", (200,)),
+    # Maximum since the previous step: 3 h up to 144 h (10fg3), 6 h after (10fg).
+    GribField("gust", "10fg3", "heightAboveGround", processing=_X),
+    GribField("gust", "10fg", "heightAboveGround", processing=_X),
+    # m (of water equivalent) accumulated since the start -> kg m-2.
+    GribField("tp", "tp", "surface", processing=_A, scale=1000.0),
+    GribField("sf", "sf", "surface", processing=_A, scale=1000.0),
+    # J m-2 accumulated since the start -> interval mean W m-2.
+    GribField("ssrd", "ssrd", "surface", processing=_A, per_second=True),
+    GribField("fdir", "fdir", "surface", processing=_A, per_second=True),
+    GribField("tcc", "tcc", "entireAtmosphere"),
+    GribField("vis", "vis", "surface"),
+    GribField("cape", "mucape", "mostUnstableParcel"),
+    # Surface geopotential (m2 s-2) at step 0 -> surface height (m).
+    GribField("orog", "z", "surface", processing=_C, scale=1.0 / G),
+    GribField("t_pl", "t", "isobaricInhPa", PRESSURE_LEVELS),
+    GribField("u_pl", "u", "isobaricInhPa", PRESSURE_LEVELS),
+    GribField("v_pl", "v", "isobaricInhPa", PRESSURE_LEVELS),
+    GribField("z_pl", "gh", "isobaricInhPa", PRESSURE_LEVELS),  # gpm
+)
+
+IFS = ModelSpec(
+    id="ifs",
+    name="ECMWF IFS HRES (open data, 0.25 deg)",
+    grid=RegularGrid(lat_first=90.0, lon_first=-180.0, lat_last=-90.0, lon_last=179.75,
+                     dlat=0.25, dlon=0.25),
+    steps=_SHORT + _LONG,
+    fields=FIELDS,
+    run_hours=(0, 6, 12, 18),
+    resolution_km=9.0,  # native O1280; the published grid is 0.25 deg (~28 km)
+)

@@ -1,0 +1,1261 @@
+"""The embedded sample source: deterministic synthetic model runs written as real GRIB2.
+
+``make run`` works offline because of this source. It stands in for the real upstreams and
+writes what they write, byte for byte in format if not in content:
+
+* IFS as ECMWF open data: one GRIB2 file per step holding every field of that step,
+  ``<YYYYMMDD>/<HH>z/ifs/0p25/oper/<YYYYMMDDHH>0000-<step>h-oper-fc.grib2``, and beside it the
+  ``.index`` file (JSON lines with ``_offset``/``_length`` and the MARS keys). Centre ``ecmf``,
+  MARS local section (class od, type fc, stream oper, expver 0001), CCSDS packing
+  (``grid_ccsds``, 16 bits, as ECMWF open data; the eccodes wheel writes it), accumulations as
+  product definition template 8 with stepRange ``0-<step>``, the gust as the maximum over the
+  previous 3 h (``141-144``) or 6 h (``144-150``).
+* ICON-EU and ICON-D2 as DWD's open-data tree, one bz2-compressed GRIB2 file per parameter,
+  step (and level): ``icon-eu/grib/<HH>/<param>/icon-eu_europe_regular-lat-lon_single-level_
+  <YYYYMMDDHH>_<SSS>_<PARAM>.grib2.bz2``, ``..._pressure-level_<YYYYMMDDHH>_<SSS>_<LEVEL>_<PARAM>``,
+  ``..._time-invariant_<YYYYMMDDHH>_<PARAM>``; ICON-D2 ``icon-d2/grib/<HH>/<param>/icon-d2_germany_
+  regular-lat-lon_single-level_<YYYYMMDDHH>_<SSS>_2d_<param>.grib2.bz2`` (pressure levels
+  ``..._pressure-level_<YYYYMMDDHH>_<SSS>_<LEVEL>_<param>``, constants ``..._time-invariant_
+  <YYYYMMDDHH>_000_0_<param>``). Centre ``edzw``, ``grid_simple`` 16-bit packing,
+  accumulations (TOT_PREC, SNOW_*) with typeOfStatisticalProcessing 1, radiation means since
+  the start (ASWDIR_S, ASWDIFD_S) with 0, VMAX_10M with 2 (maximum over the hour before the
+  step, also where ICON-EU's steps are 3-hourly, e.g. ``83-84``, as DWD publishes it). Every
+  DWD step is encoded in minutes (indicatorOfUnitOfTimeRange 0), the hourly ones too, as in
+  DWD's files; GRIB2 tables version 19, local tables version 1, earth shape 6, ICON-EU
+  generating process 2 (checked against real ICON-EU files in ``/work/shared/data``).
+  **15-minute files**: the ICON-D2 file of hour ``SSS`` of a 15-minute field holds four
+  messages, the quarter hours ``SSS-1``:15, :30, :45 and ``SSS``:00 (the ``000`` file holds
+  step 0 only), so the hourly file names are unchanged and a reader that only wants hours
+  takes the last message.
+
+Everything sits under ``<cache>/sample/<model>/<YYYYMMDDHH>/`` with a ``README.txt`` saying the
+data are synthetic and a ``complete`` marker written last (it records the parameters, so a
+second fetch of the same run writes nothing, and a fetch with another scale or area rewrites
+the run). Files are written under a temporary name and renamed.
+
+The weather is one analytic "truth", a function of place and valid time that every model
+samples on its own grid with small model-specific differences (depth and phase of the lows,
+a temperature bias, precipitation efficiency, smoother orography on coarser grids, a phase
+error growing with lead time): a smooth orography (Gaussian ridges at the real mountain
+ranges, zero over sea), temperature by latitude and season with a diurnal cycle by local solar
+time, a -6.5 K/km lapse rate, a train of lows (20-30 hPa, eastwards at 10 m/s) with
+geostrophic winds turned towards low pressure near the ground, hypsometric surface pressure
+and pressure-level heights, log wind profiles, humidity and cloud around the lows, precipitation
+only under cloud above 80 %, snow below about 1 degC, clear-sky radiation (Haurwitz) reduced by
+cloud, gusts, visibility and CAPE. Accumulations, means and maxima are integrated over
+sub-steps of at most 30 minutes (15 for ICON-D2's quarter hours), so they never decrease, and
+interval means are zero when the sun stayed down.
+
+Choices a reader of the files should know: interval fields (the gust maxima) start at the
+first step after 0 (no interval ends at step 0); IFS surface geopotential is written at step 0
+only; overcast is 99.99 % so that 16-bit packing never decodes above 100 %; the DWD local
+section (254) is not written (this ecCodes cannot encode it).
+
+Nothing depends on the wall clock or on unseeded randomness: the same model, init time, scale,
+area and steps give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import bz2
+import json
+import logging
+import math
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import eccodes
+import numpy as np
+
+from .base import FetchedRun, GribField, ModelSpec, Processing, RunRef
+
+log = logging.getLogger(__name__)
+
+GENERATOR = "pointcast-sample/1"
+SYNTHETIC_NOTE = ("SYNTHETIC DATA: written by pointcast's embedded sample source from an "
+                  "analytic weather model; this is not a real forecast.")
+
+DEFAULT_SCALE = 4
+DEFAULT_AREA = (-25.0, 30.0, 45.0, 72.0)  # west, south, east, north
+
+UTC = timezone.utc
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+R_EARTH = 6.371e6  # m
+OMEGA = 7.292e-5  # s-1
+G = 9.80665  # m s-2
+RD = 287.05  # J kg-1 K-1
+LAPSE = 0.0065  # K m-1
+RHO = 1.2  # kg m-3, near-surface air density for the geostrophic wind
+SUB_STEP_MIN = 30  # longest integration sub-step of accumulated and interval fields
+# DWD's legacy regular lat/lon tree: simple packing, 16 bits. (DWD moved ICON output to
+# "grid_ccsds" on 16 June 2026; ecCodes reads both, so readers must not assume either.)
+DWD_PACKING = "grid_simple"
+ECMWF_PACKING = "grid_ccsds"
+
+# ------------------------------------------------------------------------------------------
+# Grids actually written: the operational grid, cropped to the area, every Nth row/column.
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SampleGrid:
+    """A regular lat/lon grid in file order (rows along ``lats``, columns along ``lons``)."""
+
+    lats: np.ndarray  # 1-D, first row first
+    lons: np.ndarray  # 1-D, -180..180
+    dlat: float  # positive increments
+    dlon: float
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.lats), len(self.lons)
+
+    @property
+    def south_to_north(self) -> bool:
+        return len(self.lats) < 2 or self.lats[1] > self.lats[0]
+
+
+def _axis(first: float, last: float, step: float) -> np.ndarray:
+    n = round(abs(last - first) / step) + 1
+    sign = 1.0 if last >= first else -1.0
+    return np.round(first + sign * step * np.arange(n), 6)
+
+
+def sample_grid(model: ModelSpec, scale: int, area: tuple[float, float, float, float]) -> SampleGrid:
+    """Crop ``model``'s grid to ``area`` (west, south, east, north) and keep every ``scale``-th
+    row and column, counted from the first row/column of the operational grid (so coarser
+    samples are subsets of finer ones)."""
+    west, south, east, north = area
+    g = model.grid
+    lat = _axis(g.lat_first, g.lat_last, g.dlat)
+    lon = _axis(g.lon_first, g.lon_last, g.dlon)
+    eps = 1e-6
+    rows = np.nonzero((lat >= south - eps) & (lat <= north + eps)
+                      & (np.arange(len(lat)) % scale == 0))[0]
+    cols = np.nonzero((lon >= west - eps) & (lon <= east + eps)
+                      & (np.arange(len(lon)) % scale == 0))[0]
+    if len(rows) < 2 or len(cols) < 2:
+        raise ValueError(f"sample area {area} leaves fewer than 2x2 points of {model.id}'s grid "
+                         f"at scale {scale}")
+    return SampleGrid(lats=lat[rows], lons=lon[cols], dlat=g.dlat * scale, dlon=g.dlon * scale)
+
+
+# ------------------------------------------------------------------------------------------
+# Sun
+# ------------------------------------------------------------------------------------------
+
+
+def hours_since_epoch(when: datetime) -> float:
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return (when - EPOCH).total_seconds() / 3600.0
+
+
+def _solar_terms(th: float) -> tuple[float, float]:
+    """Declination (rad) and equation of time (minutes) at ``th`` hours since 2000-01-01."""
+    days = th / 24.0
+    gam = 2.0 * math.pi * (days % 365.2422) / 365.2422
+    decl = (0.006918 - 0.399912 * math.cos(gam) + 0.070257 * math.sin(gam)
+            - 0.006758 * math.cos(2 * gam) + 0.000907 * math.sin(2 * gam)
+            - 0.002697 * math.cos(3 * gam) + 0.00148 * math.sin(3 * gam))
+    eqt = 229.18 * (0.000075 + 0.001868 * math.cos(gam) - 0.032077 * math.sin(gam)
+                    - 0.014615 * math.cos(2 * gam) - 0.040849 * math.sin(2 * gam))
+    return decl, eqt
+
+
+def local_solar_hour(lon: np.ndarray | float, th: float) -> np.ndarray:
+    """True local solar time (h) at longitude ``lon`` (deg) and ``th`` hours since 2000."""
+    _, eqt = _solar_terms(th)
+    return np.mod(th % 24.0 + eqt / 60.0 + np.asarray(lon) / 15.0, 24.0)
+
+
+def cos_zenith(lat: np.ndarray | float, lon: np.ndarray | float, th: float) -> np.ndarray:
+    """Cosine of the solar zenith angle (broadcasts ``lat`` against ``lon``)."""
+    decl, _ = _solar_terms(th)
+    phi = np.radians(lat)
+    ha = np.radians((local_solar_hour(lon, th) - 12.0) * 15.0)
+    return np.sin(phi) * math.sin(decl) + np.cos(phi) * math.cos(decl) * np.cos(ha)
+
+
+# ------------------------------------------------------------------------------------------
+# The synthetic weather
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """How one model departs from the shared truth."""
+
+    depth: float = 1.0  # depth of the lows
+    phase_h_per_day: float = 0.0  # lows late (+) or early (-) by this many hours per forecast day
+    bias_k: float = 0.0  # temperature bias
+    precip: float = 1.0  # precipitation efficiency
+    cloud: float = 1.0
+    cape: float = 1.0  # IFS publishes most-unstable CAPE (larger than mixed-layer CAPE)
+
+
+FLAVOURS: dict[str, Flavour] = {
+    "ifs": Flavour(depth=0.97, phase_h_per_day=0.25, bias_k=-0.15, precip=0.92, cloud=0.98,
+                   cape=1.15),
+    "icon-eu": Flavour(depth=1.03, phase_h_per_day=-0.2, bias_k=0.25, precip=1.05),
+    "icon-d2": Flavour(depth=1.01, phase_h_per_day=-0.1, bias_k=0.1, precip=1.1, cloud=1.02),
+}
+
+# Mountain ranges as Gaussian ridges: lat, lon, height (m), sigma along/across (km), azimuth of
+# the ridge axis (deg clockwise from north).
+RIDGES: tuple[tuple[float, float, float, float, float, float], ...] = (
+    (45.8, 7.0, 2300, 130, 55, 15),  # western Alps
+    (46.5, 9.8, 2500, 190, 65, 75),  # central Alps
+    (47.2, 13.2, 1900, 200, 65, 90),  # eastern Alps
+    (42.7, 0.8, 1800, 210, 45, 100),  # Pyrenees
+    (60.8, 8.0, 1300, 200, 90, 15),  # southern Scandinavian mountains
+    (63.3, 11.8, 1000, 220, 75, 30),
+    (66.5, 15.5, 1000, 230, 70, 35),
+    (69.0, 19.5, 900, 200, 60, 55),
+    (49.2, 20.5, 1100, 170, 50, 90),  # western Carpathians (Tatra)
+    (47.8, 24.8, 1000, 200, 55, 135),  # eastern Carpathians
+    (45.5, 25.0, 1400, 170, 45, 80),  # southern Carpathians
+    (31.3, -6.8, 2300, 300, 80, 60),  # High Atlas
+    (34.8, 1.0, 1300, 380, 90, 75),  # Tell/Saharan Atlas
+    (57.0, -4.6, 650, 110, 60, 40),  # Scottish Highlands
+    (43.0, 12.6, 1200, 330, 50, 135),  # Apennines
+    (43.6, 18.0, 1300, 330, 70, 130),  # Dinaric Alps
+    (42.6, 24.0, 1400, 240, 60, 90),  # Balkan/Rila
+    (40.4, -3.8, 700, 380, 260, 60),  # Iberian Meseta
+    (37.1, -3.2, 1700, 110, 40, 80),  # Sierra Nevada
+    (45.3, 2.9, 900, 120, 100, 0),  # Massif Central
+    (48.2, 8.2, 800, 90, 40, 15),  # Black Forest
+    (50.3, 13.0, 700, 120, 45, 60),  # Ore Mountains
+    (64.8, -18.5, 800, 150, 110, 90),  # Iceland
+    (42.8, 44.0, 2800, 350, 70, 115),  # Caucasus
+    (39.0, 34.0, 1100, 520, 260, 90),  # Anatolian plateau
+    (38.5, 44.5, 1800, 300, 150, 90),  # Armenian highlands
+    (42.0, -110.0, 2200, 1300, 320, 160),  # Rocky Mountains
+    (-20.0, -68.0, 3700, 2500, 200, 175),  # Andes
+    (33.0, 86.0, 4800, 1300, 550, 95),  # Tibet and Himalaya
+    (9.0, 39.0, 2000, 500, 320, 30),  # Ethiopian highlands
+    (-26.0, 27.0, 1300, 800, 500, 45),  # southern African plateau
+    (73.0, -40.0, 2600, 1000, 480, 170),  # Greenland ice sheet
+    (-80.0, 45.0, 2800, 2000, 1200, 90),  # East Antarctica
+)
+
+
+class LandMask:
+    """Land and sea at 1/40 degree, and the land fraction of 0.25-degree cells smoothed by one
+    cell, derived from the 1 km mask of ``global_land_mask``.
+
+    The package keeps its full mask (~1 GB) in memory once imported, so the mask is streamed
+    from the package's ``.npz`` instead (every 3rd row and column) and the result, 13 MB of
+    packed bits, is kept in memory and under ``<cache>/sample/`` for the next process."""
+
+    RES = 40  # cells per degree
+    FILE = "landmask-40.npy"
+
+    def __init__(self, bits: np.ndarray):
+        from scipy.ndimage import gaussian_filter
+
+        if bits.shape != (180 * self.RES, 360 * self.RES // 8):
+            raise ValueError(f"land mask has shape {bits.shape}")
+        self.bits = bits  # packed along longitude, rows from 90 N, columns from 180 W
+        land = np.unpackbits(bits, axis=1).reshape(720, self.RES // 4, 1440, self.RES // 4)
+        frac = land.mean(axis=(1, 3), dtype=np.float64)
+        self.frac025 = gaussian_filter(frac, sigma=1.0, mode=("nearest", "wrap"))
+
+    @classmethod
+    def load(cls, cache_root: Path | None = None) -> "LandMask":
+        global _LAND_MASK
+        if _LAND_MASK is not None:
+            return _LAND_MASK
+        path = Path(cache_root) / "sample" / cls.FILE if cache_root is not None else None
+        bits = None
+        if path is not None and path.exists():
+            try:
+                bits = np.load(path, allow_pickle=False)
+            except (OSError, ValueError):
+                bits = None
+        if bits is None:
+            bits = cls._derive()
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+                with open(tmp, "wb") as fh:
+                    np.save(fh, bits, allow_pickle=False)
+                os.replace(tmp, path)
+        _LAND_MASK = cls(bits)
+        return _LAND_MASK
+
+    @classmethod
+    def _derive(cls) -> np.ndarray:
+        import importlib.util
+        import zipfile
+
+        from numpy.lib import format as npformat
+
+        spec = importlib.util.find_spec("global_land_mask")
+        if spec is None or spec.origin is None:
+            raise RuntimeError("global_land_mask is not installed")
+        npz = Path(spec.origin).parent / "globe_combined_mask_compressed.npz"
+        keep = 120 // cls.RES  # the package's mask has 120 cells per degree
+        rows = []
+        with zipfile.ZipFile(npz) as zf, zf.open("mask.npy") as fh:
+            version = npformat.read_magic(fh)
+            read_header = (npformat.read_array_header_1_0 if version == (1, 0)
+                           else npformat.read_array_header_2_0)
+            (nrow, ncol), fortran, dtype = read_header(fh)
+            if fortran or dtype != np.bool_ or (nrow, ncol) != (180 * 120, 360 * 120):
+                raise RuntimeError(f"unexpected land mask layout {nrow}x{ncol} {dtype}")
+            block = 720
+            for _ in range(nrow // block):
+                water = np.frombuffer(fh.read(block * ncol), dtype=np.uint8).reshape(block, ncol)
+                rows.append(water[1::keep, 1::keep] == 0)
+        return np.packbits(np.concatenate(rows), axis=1)
+
+    def is_land(self, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+        """Land (True) at the grid of ``lat`` x ``lon`` (1-D arrays, degrees)."""
+        n = self.RES
+        i = np.clip(np.floor((90.0 - np.asarray(lat)) * n), 0, 180 * n - 1).astype(np.intp)
+        j = np.mod(np.floor((np.asarray(lon) + 180.0) * n), 360 * n).astype(np.intp)
+        byte = self.bits[i[:, None], (j >> 3)[None, :]]
+        return ((byte >> (7 - (j & 7))[None, :]) & 1).astype(bool)
+
+    def fraction(self, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+        """Smoothed land fraction (0..1), bilinear between 0.25-degree cells."""
+        from scipy.ndimage import map_coordinates
+
+        frac = self.frac025
+        padded = np.concatenate([frac[:, -1:], frac, frac[:, :1]], axis=1)
+        lat2, lon2 = np.broadcast_arrays(np.asarray(lat)[:, None], np.asarray(lon)[None, :])
+        i = (89.875 - lat2) / 0.25
+        j = (lon2 + 179.875) / 0.25 + 1.0
+        return map_coordinates(padded, [i.ravel(), j.ravel()], order=1,
+                                mode="nearest").reshape(lat2.shape)
+
+
+_LAND_MASK: LandMask | None = None
+
+
+def _orography(lat: np.ndarray, lon: np.ndarray, land: np.ndarray, landfrac: np.ndarray,
+               grid_km: float) -> np.ndarray:
+    """Surface height (m): smooth ridges plus a low plateau over land, 0 over sea. A model with
+    a coarser grid sees the ridges smoothed by its grid spacing (lower, wider)."""
+    phi = np.radians(lat)[:, None]
+    h = 120.0 * np.clip(landfrac, 0.0, 1.0) ** 2
+    for rlat, rlon, height, along, across, azimuth in RIDGES:
+        sa, sc = math.hypot(along, grid_km), math.hypot(across, grid_km)
+        margin = 5.0 * max(sa, sc) / 111.2  # degrees of latitude beyond which it is ~0
+        if rlat < lat.min() - margin or rlat > lat.max() + margin:
+            continue
+        peak = height * along * across / (sa * sc)
+        dlon = np.radians((lon - rlon + 180.0) % 360.0 - 180.0)[None, :]
+        x = R_EARTH / 1000.0 * np.cos(phi) * dlon  # km east
+        y = R_EARTH / 1000.0 * (phi - math.radians(rlat))  # km north
+        az = math.radians(azimuth)
+        a = x * math.sin(az) + y * math.cos(az)
+        c = x * math.cos(az) - y * math.sin(az)
+        h = h + peak * np.exp(-0.5 * ((a / sa) ** 2 + (c / sc) ** 2))
+    return np.where(land, h, 0.0)
+
+
+def _hash01(*ints: int) -> float:
+    """A deterministic number in [0, 1) from integers (no floating-point platform effects)."""
+    v = 0x9E3779B9
+    for i in ints:
+        v = (v ^ (i & 0xFFFFFFFF)) * 0x01000193 % 2**32
+        v = (v ^ (v >> 15)) * 0x2C1B3C6D % 2**32
+    return ((v ^ (v >> 12)) % 2**32) / 2**32
+
+
+@dataclass(frozen=True)
+class Blob:
+    """A Gaussian pressure anomaly: amp > 0 is a low (Pa below the background), amp < 0 a high."""
+
+    lat: float
+    lon: float
+    amp: float
+    radius: float  # m
+    moist: float = 0.0  # weight of its humidity (fronts, warm conveyor belt), 0..1
+    hemi: int = 1
+
+
+LOW_PERIOD_H = 90.0  # a new low every 90 h in each hemisphere
+LOW_LIFE_H = 216.0
+LOW_SPEED = 10.0  # m s-1 eastwards
+
+
+def lows(th: float, depth: float = 1.0) -> list[Blob]:
+    """The travelling lows alive at ``th`` (hours since 2000) plus the stationary centres."""
+    out: list[Blob] = [
+        Blob(37.0, -32.0, -700.0, 1.3e6),  # Azores high
+        Blob(63.0, -28.0, 600.0, 1.2e6),  # Icelandic low
+    ]
+    for hemi, phase0 in ((1, 11.0), (-1, 47.0)):
+        kmax = math.floor((th - phase0) / LOW_PERIOD_H)
+        kmin = math.ceil((th - phase0 - LOW_LIFE_H) / LOW_PERIOD_H)
+        for k in range(kmin, kmax + 1):
+            age = th - phase0 - k * LOW_PERIOD_H
+            if not 0.0 <= age < LOW_LIFE_H:
+                continue
+            r = [_hash01(k, hemi, salt) for salt in range(4)]
+            life = math.sin(math.pi * age / LOW_LIFE_H)
+            lat = hemi * (46.0 + 8.0 * r[0] + 7.0 * age / LOW_LIFE_H)
+            lon0 = -52.0 + 18.0 * r[1] if hemi > 0 else -180.0 + 360.0 * r[1]
+            lon = lon0 + math.degrees(LOW_SPEED * age * 3600.0
+                                      / (R_EARTH * math.cos(math.radians(lat))))
+            lon = (lon + 180.0) % 360.0 - 180.0
+            amp = depth * (1800.0 + 1200.0 * r[2]) * life ** 0.8
+            radius = (550e3 + 300e3 * r[3]) * (0.75 + 0.25 * life)
+            out.append(Blob(lat, lon, amp, radius, moist=life ** 0.5, hemi=hemi))
+    return out
+
+
+def _zonal_msl(lat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Zonal-mean sea-level pressure (Pa) and its northward gradient (Pa m-1)."""
+    s = np.abs(lat)
+    sign = np.where(lat >= 0, 1.0, -1.0)
+    e1 = 1000.0 * np.exp(-(((s - 33.0) / 13.0) ** 2))
+    e2 = -900.0 * np.exp(-(((s - 62.0) / 11.0) ** 2))
+    p = 101325.0 + e1 + e2
+    dp_ddeg = e1 * (-2.0 * (s - 33.0) / 13.0 ** 2) + e2 * (-2.0 * (s - 62.0) / 11.0 ** 2)
+    return p, sign * dp_ddeg * (180.0 / math.pi) / R_EARTH
+
+
+def dewpoint(t: np.ndarray, rh: np.ndarray) -> np.ndarray:
+    """Dewpoint (K) from temperature (K) and relative humidity (0..1), Magnus form."""
+    a, b = 17.625, 243.04
+    tc = t - 273.15
+    gam = np.log(np.clip(rh, 1e-3, 1.0)) + a * tc / (b + tc)
+    return b * gam / (a - gam) + 273.15
+
+
+def relative_humidity(t: np.ndarray, td: np.ndarray) -> np.ndarray:
+    a, b = 17.625, 243.04
+    tc, tdc = t - 273.15, td - 273.15
+    return np.exp(a * tdc / (b + tdc) - a * tc / (b + tc))
+
+
+class Weather:
+    """The shared truth sampled on one model's grid (float32 arithmetic on (lat, lon) arrays;
+    latitude-only terms are (n, 1) columns and longitude-only terms (1, m) rows)."""
+
+    def __init__(self, model: ModelSpec, grid: SampleGrid, land: "LandMask"):
+        f4 = np.float32
+        self.model = model
+        self.flavour = FLAVOURS.get(model.id, Flavour())
+        lat, lon = grid.lats.astype(float), grid.lons.astype(float)
+        self.lat_range = (float(lat.min()), float(lat.max()))
+        self.lat = lat[:, None].astype(f4)
+        self.lon = lon[None, :].astype(f4)
+        phi = np.radians(lat)[:, None]
+        self.phi = phi.astype(f4)
+        self.sinphi, self.cosphi = np.sin(phi).astype(f4), np.cos(phi).astype(f4)
+        self.tanphi = np.tan(np.clip(phi, -1.5707, 1.5707)).astype(f4)
+        self.rcos = (R_EARTH * np.cos(phi)).astype(f4)
+        lf = np.clip(land.fraction(lat, lon), 0.0, 1.0)
+        self.landfrac = lf.astype(f4)
+        self.land = land.is_land(lat, lon)
+        self.orog = _orography(lat, lon, self.land, lf, model.grid.dlat * 111.2).astype(f4)
+        # Roughness length: sea, land, more over mountains.
+        z0_land = 0.05 + 0.25 * np.clip(self.orog / 2000.0, 0.0, 1.0)
+        self.z0 = np.exp(math.log(2e-4) * (1 - lf) + np.log(z0_land) * lf).astype(f4)
+        sign = np.where(lat >= 0, 1.0, -1.0)[:, None]
+        f = 2.0 * OMEGA * np.sin(phi)
+        fmin = 2.0 * OMEGA * math.sin(math.radians(15.0))
+        tropics = 1.0 - np.exp(-((lat[:, None] / 10.0) ** 2))
+        self.geo = (tropics / (RHO * sign * np.maximum(np.abs(f), fmin))).astype(f4)
+        self.trades = (-6.0 * (1.0 - tropics)).astype(f4)
+        msl_zonal, dpdy_zonal = _zonal_msl(lat[:, None])
+        self.msl_zonal, self.dpdy_zonal = msl_zonal.astype(f4), dpdy_zonal.astype(f4)
+        # Friction: slower and turned towards low pressure near the ground, more over land.
+        turn = np.radians(18.0 + 14.0 * lf) * sign
+        self.k_cos = ((0.72 - 0.22 * lf) * np.cos(turn)).astype(f4)
+        self.k_sin = ((0.72 - 0.22 * lf) * np.sin(turn)).astype(f4)
+        # Climate: annual-mean sea-level temperature by latitude (300 K at the equator, 282 K
+        # at 50 deg, 250 K at the poles), a warm north-east Atlantic and a warm Iberia/Maghreb;
+        # seasonal amplitude growing with latitude and continentality; drier subtropics.
+        la, lo = lat[:, None], lon[None, :]
+        gulf = np.exp(-(((la - 60.0) / 12.0) ** 2) - (((lo + 10.0) / 28.0) ** 2))
+        iberia = np.exp(-(((la - 37.0) / 7.0) ** 2) - (((lo + 3.0) / 9.0) ** 2))
+        self.t_annual = (300.0 - 50.0 * (np.abs(la) / 90.0) ** 1.74 + 4.0 * gulf + 3.0 * iberia
+                         + self.flavour.bias_k).astype(f4)
+        self.t_season_amp = (sign * (2.0 + 10.5 * np.abs(np.sin(phi)) * (0.3 + 0.7 * lf))
+                             ).astype(f4)
+        self.rh_base = (0.74 - 0.1 * lf
+                        - 0.2 * np.exp(-(((np.abs(la) - 27.0) / 9.0) ** 2))).astype(f4)
+        # K, half the clear-sky daily range (dry air widens it, see surface()).
+        self.diurnal_amp = (0.5 + 5.5 * lf).astype(f4)
+        self.t_lapse = (LAPSE * self.orog).astype(f4)
+        self.clear_alt = (1.0 + 0.06 * np.clip(self.orog, 0.0, 4000.0) / 1000.0).astype(f4)
+        self.cape_base = (0.25 + 0.25 * (1.0 - lf)).astype(f4)
+
+    # -- the state at the surface ----------------------------------------------------------
+
+    def surface(self, th: float, lead_h: float, full: bool = True) -> dict[str, np.ndarray]:
+        """Surface fields at ``th`` hours since 2000 (``lead_h`` into the run). ``full=False``
+        skips what only the output steps need (visibility)."""
+        fl, lf = self.flavour, self.landfrac
+        decl, eqt = _solar_terms(th)
+        lst = np.mod(self.lon / 15.0 + (th % 24.0 + eqt / 60.0), 24.0)  # (1, m)
+        cz = self.sinphi * math.sin(decl) + self.cosphi * math.cos(decl) * np.cos(
+            (lst - 12.0) * (math.pi / 12.0))
+        h0 = np.degrees(np.arccos(np.clip(-self.tanphi * math.tan(decl), -1.0, 1.0)))
+        sunrise = 12.0 - h0 / 15.0  # (n, 1), local solar hours
+        rise = 15.0 - sunrise
+        tau = np.mod(lst - sunrise, 24.0)
+        # -1 at sunrise, +1 at 15 h local solar time: two cosine halves.
+        shape = np.cos(np.where(tau < rise, tau * (math.pi / rise) + math.pi,
+                                (tau - rise) * (math.pi / (24.0 - rise))))
+        noon = np.clip(np.cos(self.phi - decl), 0.05, 1.0)
+
+        # Pressure: zonal background plus the lows and highs, with analytic gradients.
+        th_low = th - fl.phase_h_per_day * lead_h / 24.0
+        shape2 = shape.shape
+        msl = np.broadcast_to(self.msl_zonal, shape2).copy()
+        dpdx = np.zeros(shape2, np.float32)
+        dpdy = np.broadcast_to(self.dpdy_zonal, shape2).copy()
+        moist = np.zeros(shape2, np.float32)
+        warm = np.zeros(shape2, np.float32)
+        for b in lows(th_low, fl.depth):
+            reach = math.degrees(5.0 * b.radius / R_EARTH)
+            if b.lat + reach < self.lat_range[0] or b.lat - reach > self.lat_range[1]:
+                continue
+            dlon = np.radians(np.mod(self.lon - b.lon + 180.0, 360.0) - 180.0)
+            x = self.rcos * dlon
+            y = R_EARTH * (self.phi - math.radians(b.lat))
+            inv = 1.0 / (b.radius * b.radius)
+            r2 = x * x + y * y
+            ag = b.amp * np.exp(r2 * (-0.5 * inv))
+            msl -= ag
+            dpdx += ag * x * inv
+            dpdy += ag * y * inv
+            if b.moist > 0.0:
+                r = b.radius
+                # Warm conveyor belt north-east of the centre, cold front trailing south-west.
+                xs, ys = x - 0.45 * r, y - b.hemi * 0.3 * r
+                core = np.exp((xs * xs + ys * ys) * (-0.5 / (1.1 * r) ** 2))
+                dx, dy = -0.5, -0.866 * b.hemi
+                along = (x * dx + y * dy - 1.3 * r) * (1.0 / (1.1 * r))
+                across = (y * dx - x * dy) * (1.0 / (0.22 * r))
+                front = np.exp(-0.5 * across * across - along * along)
+                np.maximum(moist, b.moist * np.maximum(0.34 * core, 0.3 * front), out=moist)
+                warm += (3.0 * b.moist / r) * x * np.exp(r2 * (-0.5 / (1.6 * r) ** 2))
+        # Geostrophic wind: cyclonic around lows (counter-clockwise in the north).
+        ug = np.clip(self.trades - dpdy * self.geo, -60.0, 60.0)
+        vg = np.clip(dpdx * self.geo, -60.0, 60.0)
+
+        # Temperature, humidity, cloud.
+        season = math.cos(2.0 * math.pi * (th / 24.0 - 199.0) / 365.2422)
+        rh_env = np.clip(self.rh_base + moist, 0.25, 0.995)
+        x_ls = np.clip((rh_env - 0.62) * (1.0 / 0.31), 0.0, 1.0)
+        c_ls = x_ls * (0.6 + 0.4 * x_ls)
+        t_sl = self.t_annual + self.t_season_amp * season + warm  # daily mean at sea level
+        t_mean2 = t_sl - self.t_lapse
+        td = dewpoint(t_mean2, rh_env)
+        heat = np.maximum(shape, 0.0) * np.clip(cz + 0.2, 0.0, 1.0)
+        convpot = np.clip((td - 283.15) * 0.1, 0.0, 1.0) * lf * heat
+        cloud = np.clip((c_ls + 0.45 * convpot * (1.0 - c_ls)) * fl.cloud, 0.0, 1.0)
+        dry = 1.0 + 1.5 * np.clip(0.7 - rh_env, 0.0, 0.4)
+        diurnal = self.diurnal_amp * dry * (1.0 - 0.6 * cloud) * (0.3 + 0.7 * noon) * shape
+        t2m = t_mean2 + diurnal
+        d2m = np.minimum(td, t2m)
+
+        # Precipitation (mm/h): only where the cloud cover exceeds 80 %.
+        wet = np.clip((cloud - 0.8) * 5.0, 0.0, 1.0)
+        strat = 1.5 * wet * np.sqrt(wet)
+        conv = 6.0 * convpot * convpot * wet
+        rate = (strat + conv) * fl.precip
+        snowfrac = np.clip((275.15 - t2m) * 0.5, 0.0, 1.0)
+        snow = rate * snowfrac
+        conv_share = conv * fl.precip / np.maximum(rate, 1e-12)
+
+        # Radiation (W m-2): Haurwitz clear sky, reduced by cloud; direct <= global.
+        czp = np.maximum(cz, 0.0)
+        clear = np.where(cz > 0.0, 1098.0 * czp * np.exp(-0.057 / np.maximum(czp, 0.01)), 0.0)
+        clear *= self.clear_alt
+        c3 = cloud * cloud * cloud
+        ghi = clear * (1.0 - 0.75 * c3 * np.sqrt(cloud))
+        clr = 1.0 - cloud
+        direct = clear * 0.78 * (1.0 - np.exp(-5.0 * czp)) * clr * clr
+
+        # 10 m wind: geostrophic, slowed and turned by friction, mixed down by day over land.
+        mix = 1.0 + 0.15 * shape * lf
+        u10 = (ug * self.k_cos - vg * self.k_sin) * mix
+        v10 = (ug * self.k_sin + vg * self.k_cos) * mix
+        ws10 = np.hypot(u10, v10)
+
+        # CAPE (J/kg): warm, humid afternoons over land; gusts above the mean wind.
+        moist_c = np.clip((d2m - 279.15) * (1.0 / 14.0), 0.0, 1.4)
+        cape = (fl.cape * 2600.0) * moist_c * np.sqrt(moist_c) * (self.cape_base
+                                                                   + 0.75 * heat * lf)
+        gust = ws10 * (1.3 + 0.25 * heat * lf) + 1.0 + 0.002 * cape * np.minimum(rate, 1.0)
+
+        out = {
+            "t2m": t2m, "d2m": d2m, "msl": msl, "t_sl": t_sl, "diurnal": diurnal,
+            "ug": ug, "vg": vg, "u10": u10, "v10": v10, "shape": shape,
+            # Overcast is 99.99 %: 100 % would decode a hair above 100 after 16-bit packing.
+            "tcc": 99.99 * cloud, "rate": rate, "snow": snow, "conv_share": conv_share,
+            "ghi": ghi, "direct": direct, "gust": gust, "cape": cape,
+        }
+        if full:
+            rh2 = relative_humidity(t2m, d2m)
+            vis_h = 50000.0 * np.sqrt(np.clip(1.0 - rh2, 2e-5, 1.0))
+            vis_p = 45000.0 / (1.0 + 4.0 * rate * (1.0 + 3.0 * snowfrac))
+            out["vis"] = np.clip(np.minimum(np.minimum(vis_h, vis_p), 45000.0), 50.0, 80000.0)
+        return out
+
+    # -- heights above ground and pressure levels ------------------------------------------
+
+    def profile(self, s: Mapping[str, np.ndarray], heights: tuple[int, ...],
+                levels: tuple[int, ...]) -> dict[Any, np.ndarray]:
+        out: dict[Any, np.ndarray] = {}
+        t_sl, msl, orog = s["t_sl"], s["msl"], self.orog
+        out["sp"] = msl * (1.0 - LAPSE * orog / t_sl) ** (G / (RD * LAPSE))
+        night = np.clip(-s["shape"], 0.0, 1.0)
+        expo = 1.0 + 0.35 * night * self.landfrac
+        log10 = np.log(10.0 / self.z0)
+
+        def ratio(z: np.ndarray | float) -> np.ndarray:
+            return (np.log(np.maximum(z, 10.0) / self.z0) / log10) ** expo
+
+        for z in heights:
+            rz = ratio(float(z))
+            out[("u", z)] = s["u10"] * rz
+            out[("v", z)] = s["v10"] * rz
+        for p in levels:
+            zp = t_sl / LAPSE * (1.0 - (p * 100.0 / msl) ** (RD * LAPSE / G))
+            zag = zp - orog
+            rz = ratio(np.clip(zag, 10.0, 300.0))
+            w = np.clip((zag - 200.0) / 1200.0, 0.0, 1.0)
+            shear = 1.0 + 0.4 * (1000.0 - p) / 300.0
+            u = (1.0 - w) * s["u10"] * rz + w * (s["ug"] * shear + 0.012 * (1000.0 - p))
+            v = (1.0 - w) * s["v10"] * rz + w * s["vg"] * shear
+            out[("z_pl", p)] = zp
+            out[("t_pl", p)] = (t_sl - LAPSE * zp
+                                + s["diurnal"] * np.exp(-np.maximum(zag, 0.0) / 500.0))
+            out[("u_pl", p)] = u
+            out[("v_pl", p)] = v
+        return out
+
+
+# ------------------------------------------------------------------------------------------
+# Time integration: the quantities of every output time of a run
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """Everything the writers need at one output time (minutes after the init time)."""
+
+    minute: int
+    main: bool  # a step of the run (not only a 15-minute step)
+    q: dict[Any, np.ndarray]  # canonical quantities
+    interval_start: int | None = None  # start of the gust's window (None at step 0)
+
+
+def integrate(weather: Weather, init: datetime, main_min: list[int], fine_min: list[int],
+              heights: tuple[int, ...], levels: tuple[int, ...],
+              gust_window: int | None = None) -> Iterator[Snapshot]:
+    """Walk the output times of a run in order (``main_min``: the steps, ``fine_min``: the
+    15-minute steps), integrating the fluxes over sub-steps of at most ``SUB_STEP_MIN``
+    minutes (midpoint rule): accumulations and means since the start, and the gust's maximum
+    since the previous step, or over the last ``gust_window`` minutes before the step if
+    that is shorter (DWD's VMAX_10M covers the last hour even where steps are 3-hourly)."""
+    t0 = hours_since_epoch(init)
+    shape = weather.orog.shape
+    acc = {k: np.zeros(shape) for k in ("tp", "sf", "sf_ls", "sf_cv", "ghi", "dir")}
+    gusts: list[tuple[float, np.ndarray]] = []  # (minute, gust) since the previous step
+    mains = set(main_min)
+    prev, prev_main = 0, None
+    for minute in sorted(set(main_min) | set(fine_min)):
+        if minute > prev:
+            n = math.ceil((minute - prev) / SUB_STEP_MIN)
+            dt = (minute - prev) / n
+            for i in range(n):
+                mid = prev + (i + 0.5) * dt
+                s = weather.surface(t0 + mid / 60.0, mid / 60.0, full=False)
+                hours_ = dt / 60.0
+                acc["tp"] += s["rate"] * hours_
+                acc["sf"] += s["snow"] * hours_
+                acc["sf_cv"] += s["snow"] * s["conv_share"] * hours_
+                acc["ghi"] += s["ghi"] * dt * 60.0
+                acc["dir"] += s["direct"] * dt * 60.0
+                gusts.append((mid, s["gust"]))
+        acc["sf_ls"] = acc["sf"] - acc["sf_cv"]
+        q: dict[Any, np.ndarray] = {
+            "tp_acc": acc["tp"].copy(), "sf_acc": acc["sf"].copy(),
+            "sf_ls_acc": acc["sf_ls"].copy(), "sf_cv_acc": acc["sf_cv"].copy(),
+            "ghi_acc": acc["ghi"].copy(), "dir_acc": acc["dir"].copy(),
+            "dif_acc": acc["ghi"] - acc["dir"],
+        }
+        secs = minute * 60.0
+        for key in ("ghi", "dir", "dif"):
+            q[f"{key}_avg"] = q[f"{key}_acc"] / secs if secs > 0 else np.zeros(shape)
+        main = minute in mains
+        snap = Snapshot(minute, main, q)
+        if main:
+            s = weather.surface(t0 + minute / 60.0, minute / 60.0)
+            if prev_main is not None:
+                start = prev_main if gust_window is None else max(prev_main,
+                                                                  minute - gust_window)
+                gmax = s["gust"].copy()
+                for mid, g in gusts:
+                    if mid > start:
+                        np.maximum(gmax, g, out=gmax)
+                q["gust"] = gmax
+                snap.interval_start = start
+            q.update({k: s[k] for k in ("t2m", "d2m", "msl", "u10", "v10", "tcc", "vis", "cape")})
+            q["orog"] = weather.orog
+            q.update(weather.profile(s, heights, levels))
+            gusts = []
+            prev_main = minute
+        prev = minute
+        yield snap
+
+
+# ------------------------------------------------------------------------------------------
+# GRIB encoding
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Product:
+    """One kind of message an upstream writes: a parameter on one level."""
+
+    short_name: str  # as decoded (table value)
+    param: str  # upstream name (DWD) or the short name (ECMWF)
+    type_of_level: str
+    level: int | None  # pressure level (hPa) or height (m) where the rows give one
+    rows: tuple[GribField, ...]
+
+    @property
+    def processing(self) -> Processing:
+        return self.rows[0].processing
+
+    @property
+    def fine(self) -> bool:
+        return any(r.fine for r in self.rows)
+
+    @property
+    def scale(self) -> float:
+        return self.rows[0].scale
+
+    @property
+    def offset(self) -> float:
+        return self.rows[0].offset
+
+
+def products_of(model: ModelSpec) -> list[Product]:
+    """The distinct messages behind a model's table (a message several rows map to, such as
+    ICON's ASWDIR_S or IFS's 10u, is written once)."""
+    groups: dict[tuple, list[GribField]] = {}
+    for row in model.fields:
+        for level in row.levels or (None,):
+            key = (row.shortName, row.param or row.shortName, row.typeOfLevel,
+                   level if row.typeOfLevel == "isobaricInhPa" else None)
+            groups.setdefault(key, []).append(row)
+    out = []
+    for (short, param, tol, level), rows in groups.items():
+        if len({(r.processing, r.scale, r.offset) for r in rows}) != 1:
+            raise ValueError(f"{model.id}: rows of {short}/{param} disagree on processing/scale")
+        out.append(Product(short, param, tol, level, tuple(rows)))
+    return out
+
+
+def _raw(canonical: np.ndarray, product: Product) -> np.ndarray:
+    """Canonical values -> the upstream's encoding (canonical = raw * scale + offset)."""
+    if product.scale == 1.0 and product.offset == 0.0:
+        return canonical
+    return (canonical - product.offset) / product.scale
+
+
+def _quantity(product: Product, kind: str) -> Any:
+    """The canonical quantity a product encodes."""
+    table = _ECMWF_QUANTITY if kind == "ecmwf" else _DWD_QUANTITY
+    key = product.short_name if kind == "ecmwf" else product.param
+    name = table[key]
+    return (name, product.level) if product.type_of_level == "isobaricInhPa" else name
+
+
+_ECMWF_QUANTITY = {
+    "2t": "t2m", "2d": "d2m", "sp": "sp", "msl": "msl", "10u": "u10", "10v": "v10",
+    "100u": ("u", 100), "100v": ("v", 100), "200u": ("u", 200), "200v": ("v", 200),
+    "10fg3": "gust", "10fg": "gust", "tp": "tp_acc", "sf": "sf_acc", "ssrd": "ghi_acc",
+    "fdir": "dir_acc", "tcc": "tcc", "vis": "vis", "mucape": "cape", "z": "orog",
+    "t": "t_pl", "u": "u_pl", "v": "v_pl", "gh": "z_pl",
+}
+# ECMWF encodings, by decoded shortName: the paramId ECMWF writes.
+_ECMWF_PARAM_ID = {
+    "2t": 167, "2d": 168, "sp": 134, "msl": 151, "10u": 165, "10v": 166, "100u": 228246,
+    "100v": 228247, "200u": 228239, "200v": 228240, "10fg3": 228028, "10fg": 49, "tp": 228,
+    "sf": 144, "ssrd": 169, "fdir": 228021, "tcc": 228164, "vis": 3020, "mucape": 228235,
+    "z": 129, "t": 130, "u": 131, "v": 132, "gh": 156,
+}
+# IFS gust: the decoded name follows the length of the maximum's interval (hours).
+_ECMWF_GUST_BY_INTERVAL = {3: "10fg3", 6: "10fg"}
+
+_DWD_QUANTITY = {
+    "T_2M": "t2m", "TD_2M": "d2m", "PS": "sp", "PMSL": "msl", "U_10M": "u10", "V_10M": "v10",
+    "VMAX_10M": "gust", "TOT_PREC": "tp_acc", "SNOW_GSP": "sf_ls_acc", "SNOW_CON": "sf_cv_acc",
+    "ASWDIR_S": "dir_avg", "ASWDIFD_S": "dif_avg", "CLCT": "tcc", "VIS": "vis",
+    "CAPE_ML": "cape", "HSURF": "orog", "T": "t_pl", "U": "u_pl", "V": "v_pl", "FI": "z_pl",
+}
+_H2 = dict(typeOfFirstFixedSurface=103, scaleFactorOfFirstFixedSurface=0,
+           scaledValueOfFirstFixedSurface=2)
+_H10 = dict(typeOfFirstFixedSurface=103, scaleFactorOfFirstFixedSurface=0,
+            scaledValueOfFirstFixedSurface=10)
+_SFC = dict(typeOfFirstFixedSurface=1)
+# DWD encodings (GRIB2 keys as in DWD's parameter database), by DWD parameter name.
+_DWD_KEYS: dict[str, dict[str, int]] = {
+    "T_2M": dict(parameterCategory=0, parameterNumber=0, **_H2),
+    "TD_2M": dict(parameterCategory=0, parameterNumber=6, **_H2),
+    "PS": dict(parameterCategory=3, parameterNumber=0, **_SFC),
+    "PMSL": dict(parameterCategory=3, parameterNumber=1, typeOfFirstFixedSurface=101),
+    "U_10M": dict(parameterCategory=2, parameterNumber=2, **_H10),
+    "V_10M": dict(parameterCategory=2, parameterNumber=3, **_H10),
+    "VMAX_10M": dict(productDefinitionTemplateNumber=8, parameterCategory=2, parameterNumber=22,
+                     typeOfStatisticalProcessing=2, **_H10),
+    "TOT_PREC": dict(productDefinitionTemplateNumber=8, parameterCategory=1, parameterNumber=52,
+                     typeOfStatisticalProcessing=1, **_SFC),
+    "SNOW_GSP": dict(productDefinitionTemplateNumber=8, parameterCategory=1, parameterNumber=56,
+                     typeOfStatisticalProcessing=1, **_SFC),
+    "SNOW_CON": dict(productDefinitionTemplateNumber=8, parameterCategory=1, parameterNumber=55,
+                     typeOfStatisticalProcessing=1, **_SFC),
+    "ASWDIR_S": dict(productDefinitionTemplateNumber=8, parameterCategory=4, parameterNumber=198,
+                     typeOfStatisticalProcessing=0, **_SFC),
+    "ASWDIFD_S": dict(productDefinitionTemplateNumber=8, parameterCategory=4,
+                      parameterNumber=199, typeOfStatisticalProcessing=0, **_SFC),
+    "CLCT": dict(parameterCategory=6, parameterNumber=1, **_SFC),
+    "VIS": dict(parameterCategory=19, parameterNumber=0, **_SFC),
+    "CAPE_ML": dict(parameterCategory=7, parameterNumber=6, typeOfFirstFixedSurface=192),
+    "HSURF": dict(parameterCategory=3, parameterNumber=6, typeOfFirstFixedSurface=1,
+                  typeOfSecondFixedSurface=101),
+    "T": dict(parameterCategory=0, parameterNumber=0),
+    "U": dict(parameterCategory=2, parameterNumber=2),
+    "V": dict(parameterCategory=2, parameterNumber=3),
+    "FI": dict(parameterCategory=3, parameterNumber=4),
+}
+
+
+class Encoder:
+    """GRIB2 messages of one model run: a base message with the grid, centre, reference time
+    and packing, cloned once per product into a template that is reused for every step."""
+
+    def __init__(self, grid: SampleGrid, init: datetime, *, centre: str, packing: str,
+                 bits: int = 16, process_id: int | None = None):
+        self.kind = "ecmwf" if centre == "ecmf" else "dwd"
+        base = eccodes.codes_grib_new_from_samples("GRIB2")
+        s = eccodes.codes_set
+        s(base, "centre", centre)
+        if self.kind == "ecmwf":
+            s(base, "subCentre", 0)
+            s(base, "tablesVersion", 33)
+            s(base, "grib2LocalSectionPresent", 1)
+            s(base, "localDefinitionNumber", 1)
+            s(base, "marsClass", "od")
+            s(base, "marsType", "fc")
+            s(base, "marsStream", "oper")
+            s(base, "experimentVersionNumber", "0001")
+        else:
+            s(base, "subCentre", 255)
+            s(base, "tablesVersion", 19)
+            s(base, "localTablesVersion", 1)
+        s(base, "significanceOfReferenceTime", 1)
+        s(base, "productionStatusOfProcessedData", 0)
+        s(base, "typeOfProcessedData", 1)  # forecast products
+        s(base, "dataDate", int(init.strftime("%Y%m%d")))
+        s(base, "dataTime", int(init.strftime("%H%M")))
+        s(base, "shapeOfTheEarth", 6)
+        nlat, nlon = grid.shape
+        s(base, "Ni", nlon)
+        s(base, "Nj", nlat)
+        s(base, "iScansNegatively", 0)
+        s(base, "jScansPositively", 1 if grid.south_to_north else 0)
+        s(base, "latitudeOfFirstGridPointInDegrees", float(grid.lats[0]))
+        s(base, "longitudeOfFirstGridPointInDegrees", float(grid.lons[0]))
+        s(base, "latitudeOfLastGridPointInDegrees", float(grid.lats[-1]))
+        s(base, "longitudeOfLastGridPointInDegrees", float(grid.lons[-1]))
+        s(base, "iDirectionIncrementInDegrees", grid.dlon)
+        s(base, "jDirectionIncrementInDegrees", grid.dlat)
+        s(base, "typeOfGeneratingProcess", 2)
+        if process_id is not None:
+            s(base, "generatingProcessIdentifier", process_id)
+        s(base, "packingType", packing)
+        s(base, "bitsPerValue", bits)
+        self.bits = bits
+        self._base = base
+        self._templates: dict[tuple, int] = {}
+        self._statistical: dict[tuple, bool] = {}
+
+    def close(self) -> None:
+        for h in self._templates.values():
+            eccodes.codes_release(h)
+        eccodes.codes_release(self._base)
+        self._templates.clear()
+
+    def _template(self, product: Product, minutes: bool) -> int:
+        key = (product.short_name, product.param, product.level, minutes)
+        h = self._templates.get(key)
+        if h is None:
+            h = eccodes.codes_clone(self._base)
+            if self.kind == "ecmwf":
+                eccodes.codes_set(h, "paramId", _ECMWF_PARAM_ID[product.short_name])
+            else:
+                keys = dict(_DWD_KEYS[product.param])
+                eccodes.codes_set(h, "productDefinitionTemplateNumber",
+                                  keys.pop("productDefinitionTemplateNumber", 0))
+                eccodes.codes_set(h, "discipline", 0)
+                for k, v in keys.items():
+                    eccodes.codes_set(h, k, v)
+            if product.type_of_level == "isobaricInhPa":
+                eccodes.codes_set(h, "typeOfLevel", "isobaricInhPa")
+                eccodes.codes_set(h, "level", int(product.level))
+            eccodes.codes_set_long(h, "stepUnits", 0 if minutes else 1)
+            self._statistical[key] = (
+                eccodes.codes_get_long(h, "productDefinitionTemplateNumber") == 8)
+            self._templates[key] = h
+        return h
+
+    def message(self, product: Product, values: np.ndarray, *, end: int, start: int = 0,
+                minutes: bool = False) -> bytes:
+        """Encode ``values`` as ``product`` at step ``end`` (a statistic over ``start``-``end``
+        for accumulations, means and maxima), in hours, or in minutes if ``minutes``.
+
+        The product's template handle is reused: only the step keys and the values change
+        from one message to the next, which keeps the per-message cost near the packing."""
+        h = self._template(product, minutes)
+        if self._statistical[(product.short_name, product.param, product.level, minutes)]:
+            eccodes.codes_set_long(h, "startStep", start)
+            eccodes.codes_set_long(h, "endStep", end)
+        else:
+            eccodes.codes_set_long(h, "forecastTime", end)
+        # A constant field is packed with 0 bits, after which ecCodes would pick 24: reset.
+        eccodes.codes_set_long(h, "bitsPerValue", self.bits)
+        eccodes.codes_set_values(h, np.ascontiguousarray(values, dtype=np.float64).ravel())
+        return eccodes.codes_get_message(h)
+
+
+# ------------------------------------------------------------------------------------------
+# Writing files
+# ------------------------------------------------------------------------------------------
+
+
+class _Writer:
+    """Writes files under the run directory (temporary name, then rename), optionally
+    bz2-compressing them, on a small thread pool (bz2 and file I/O release the GIL)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.files: list[Path] = []
+        self.bytes = 0
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sample-write")
+        self._pending: list[Future] = []
+        self._dirs: set[Path] = set()
+
+    def write(self, rel: str, data: bytes, *, compress: bool = False, data_file: bool = True):
+        path = self.root / rel
+        if path.parent not in self._dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._dirs.add(path.parent)
+        if data_file:
+            self.files.append(path)
+        self._pending.append(self._pool.submit(self._write, path, data, compress))
+        if len(self._pending) > 64:
+            self._drain(32)
+
+    def _write(self, path: Path, data: bytes, compress: bool) -> int:
+        if compress:
+            data = bz2.compress(data, compresslevel=1)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        return len(data)
+
+    def _drain(self, keep: int = 0) -> None:
+        while len(self._pending) > keep:
+            self.bytes += self._pending.pop(0).result()
+
+    def close(self) -> None:
+        try:
+            self._drain()
+        finally:
+            self._pool.shutdown(wait=True)
+
+
+def _ifs_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
+               writer: _Writer) -> None:
+    init = run.init
+    prods = products_of(model)
+    enc = Encoder(grid, init, centre="ecmf", packing=ECMWF_PACKING)
+    heights = tuple(sorted({lv for r in model.fields if r.typeOfLevel == "heightAboveGround"
+                            for lv in (r.levels or ())}))
+    levels = tuple(sorted({lv for r in model.fields if r.typeOfLevel == "isobaricInhPa"
+                           for lv in r.levels or ()}, reverse=True))
+    base = f"{init:%Y%m%d}/{init:%H}z/ifs/0p25/oper"
+    main = [int(s.total_seconds() // 60) for s in run.steps]
+    try:
+        for snap in integrate(weather, init, main, [], heights, levels):
+            step = snap.minute // 60
+            chunks: list[bytes] = []
+            index: list[str] = []
+            offset = 0
+            for p in prods:
+                proc = p.processing
+                start = 0
+                if proc is Processing.CONSTANT and step != 0:
+                    continue
+                if proc is Processing.INTERVAL:
+                    if snap.interval_start is None:
+                        continue  # no interval ends at step 0
+                    start = snap.interval_start // 60
+                    wanted = _ECMWF_GUST_BY_INTERVAL.get(step - start)
+                    if wanted is None:
+                        raise ValueError(f"no IFS gust encoding for a {step - start} h interval")
+                    if wanted != p.short_name:
+                        continue  # the other gust row encodes this interval
+                values = _raw(snap.q[_quantity(p, "ecmwf")], p)
+                msg = enc.message(p, values, end=step, start=start)
+                chunks.append(msg)
+                entry: dict[str, Any] = {
+                    "domain": "g", "date": f"{init:%Y%m%d}", "time": f"{init:%H%M}",
+                    "expver": "0001", "class": "od", "type": "fc", "stream": "oper",
+                }
+                levtype = "pl" if p.type_of_level == "isobaricInhPa" else "sfc"
+                if proc in (Processing.ACCUM_SINCE_START, Processing.INTERVAL):
+                    entry.update(levtype=levtype, step=str(step))
+                else:
+                    entry["step"] = str(step)
+                    if p.level is not None:
+                        entry["levelist"] = str(p.level)
+                    entry["levtype"] = levtype
+                entry.update(param=p.short_name, _offset=offset, _length=len(msg))
+                index.append(json.dumps(entry))
+                offset += len(msg)
+            name = f"{base}/{init:%Y%m%d%H}0000-{step}h-oper-fc"
+            writer.write(f"{name}.grib2", b"".join(chunks))
+            writer.write(f"{name}.index", ("\n".join(index) + "\n").encode(), data_file=False)
+    finally:
+        enc.close()
+
+
+def _icon_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
+                writer: _Writer) -> None:
+    init = run.init
+    prods = products_of(model)
+    enc = Encoder(grid, init, centre="edzw", packing=DWD_PACKING,
+                  process_id=2 if model.id == "icon-eu" else None)
+    levels = tuple(sorted({lv for r in model.fields if r.typeOfLevel == "isobaricInhPa"
+                           for lv in r.levels or ()}, reverse=True))
+    main = [int(s.total_seconds() // 60) for s in run.steps]
+    last = max(main)
+    hours_written = set(main)
+    # The 15-minute steps that belong to the hour files written: (SSS-1 h, SSS h].
+    fine = [m for m in (int(s.total_seconds() // 60) for s in model.fine_steps)
+            if m <= last and -(-m // 60) * 60 in hours_written]
+    run_id = f"{init:%Y%m%d%H}"
+    d2 = model.id == "icon-d2"
+    prefix = "icon-d2_germany" if d2 else "icon-eu_europe"
+
+    def path(p: Product, step_h: int | None) -> str:
+        name = p.param.lower() if d2 else p.param
+        folder = f"{model.id}/grib/{init:%H}/{p.param.lower()}"
+        if step_h is None:
+            inv = "_000_0" if d2 else ""
+            return (f"{folder}/{prefix}_regular-lat-lon_time-invariant_{run_id}{inv}_"
+                    f"{name}.grib2.bz2")
+        if p.type_of_level == "isobaricInhPa":
+            return (f"{folder}/{prefix}_regular-lat-lon_pressure-level_{run_id}_{step_h:03d}_"
+                    f"{p.level}_{name}.grib2.bz2")
+        level = "_2d" if d2 else ""
+        return (f"{folder}/{prefix}_regular-lat-lon_single-level_{run_id}_{step_h:03d}{level}_"
+                f"{name}.grib2.bz2")
+
+    pending: dict[Product, list[bytes]] = {}  # 15-minute messages waiting for their hour file
+    try:
+        for snap in integrate(weather, init, main, fine, (), levels, gust_window=60):
+            minute = snap.minute
+            for p in prods:
+                proc = p.processing
+                if not snap.main and not p.fine:
+                    continue
+                if proc is Processing.CONSTANT:
+                    if minute == 0:
+                        values = _raw(snap.q[_quantity(p, "dwd")], p)
+                        msg = enc.message(p, values, end=0, minutes=True)
+                        writer.write(path(p, None), msg, compress=True)
+                    continue
+                start = 0
+                if proc is Processing.INTERVAL:
+                    if snap.interval_start is None:
+                        continue
+                    start = snap.interval_start
+                values = _raw(snap.q[_quantity(p, "dwd")], p)
+                # DWD gives every step in minutes (ICON-EU's hourly steps too).
+                msg = enc.message(p, values, end=minute, start=start, minutes=True)
+                pending.setdefault(p, []).append(msg)
+                if snap.main:
+                    writer.write(path(p, minute // 60), b"".join(pending.pop(p)), compress=True)
+        if pending:
+            raise RuntimeError(f"{model.id}: 15-minute messages after the last step")
+    finally:
+        enc.close()
+
+
+# ------------------------------------------------------------------------------------------
+# The source
+# ------------------------------------------------------------------------------------------
+
+
+def _parse_init(value: Any) -> datetime | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() == "latest"):
+        return None
+    if isinstance(value, datetime):
+        when = value
+    elif isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"sample source: init must be 'latest' or an ISO time, got "
+                             f"{value!r}") from None
+    else:
+        raise ValueError(f"sample source: init must be 'latest' or an ISO time, got {value!r}")
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def _floor_run(model: ModelSpec, when: datetime) -> datetime:
+    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    t = when.replace(minute=0, second=0, microsecond=0)
+    for _ in range(48):
+        if t.hour in model.run_hours:
+            return t
+        t -= timedelta(hours=1)
+    raise ValueError(f"model {model.id} has no run hours")
+
+
+@dataclass
+class SampleSource:
+    """Deterministic synthetic runs of the configured models, written like their upstreams."""
+
+    name: str = "sample"
+    scale: int = DEFAULT_SCALE
+    area: tuple[float, float, float, float] = DEFAULT_AREA
+    init: Any = "latest"
+    horizon_hours: float | None = None  # cap on the steps (tests); None = the full horizon
+    _init: datetime | None = field(init=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.scale, bool) or not isinstance(self.scale, int) or self.scale < 1:
+            raise ValueError(f"sample source: scale must be an integer >= 1, got {self.scale!r}")
+        try:
+            area = tuple(float(v) for v in self.area)
+        except (TypeError, ValueError):
+            raise ValueError(f"sample source: area must be [west, south, east, north], got "
+                             f"{self.area!r}") from None
+        if len(area) != 4 or not (area[0] < area[2] and area[1] < area[3]):
+            raise ValueError(f"sample source: area must be [west, south, east, north] with "
+                             f"west < east and south < north, got {self.area!r}")
+        if not (-180 <= area[0] and area[2] <= 180 and -90 <= area[1] and area[3] <= 90):
+            raise ValueError(f"sample source: area {self.area!r} is outside -180..180/-90..90")
+        self.area = area  # type: ignore[assignment]
+        self._init = _parse_init(self.init)
+        if self.horizon_hours is not None and self.horizon_hours < 0:
+            raise ValueError("sample source: horizon_hours must be >= 0")
+
+    @classmethod
+    def from_options(cls, name: str, options: Mapping[str, Any]) -> "SampleSource":
+        known = {"scale", "area", "init", "horizon_hours"}
+        unknown = sorted(set(options) - known - {"type"})
+        if unknown:
+            raise ValueError(f"source {name!r} (sample): unknown option(s) {unknown}; "
+                             f"known: {sorted(known)}")
+        kwargs = {k: v for k, v in options.items() if k in known}
+        return cls(name=name, **kwargs)
+
+    # -- the Source protocol -----------------------------------------------------------------
+
+    def discover(self, model: ModelSpec, now: datetime) -> RunRef:
+        from . import run_steps
+
+        init = _floor_run(model, self._init or now)
+        steps = run_steps(model, init)
+        if self.horizon_hours is not None:
+            steps = tuple(s for s in steps if s <= timedelta(hours=self.horizon_hours))
+        return RunRef(model=model.id, init=init, steps=steps, source="sample", synthetic=True,
+                      complete=True)
+
+    def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
+        if run.model != model.id:
+            raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
+        if not run.steps:
+            raise ValueError(f"run {run.model} {run.init:%Y%m%d%H} has no steps")
+        init = (run.init.replace(tzinfo=UTC) if run.init.tzinfo is None
+                else run.init.astimezone(UTC))
+        run_dir = Path(cache) / "sample" / model.id / f"{init:%Y%m%d%H}"
+        marker = run_dir / "complete"
+        fingerprint = {
+            "generator": GENERATOR, "model": model.id, "init": init.isoformat(),
+            "steps_minutes": [int(s.total_seconds() // 60) for s in run.steps],
+            "scale": self.scale, "area": list(self.area),
+        }
+        notes = (SYNTHETIC_NOTE,
+                 f"sample {model.id} run {init:%Y-%m-%d %H} UTC, scale {self.scale} (every "
+                 f"{self.scale}th row/column of the {model.grid.dlat} deg grid), area "
+                 f"{list(self.area)}")
+        if marker.exists():
+            try:
+                done = json.loads(marker.read_text())
+            except (OSError, ValueError):
+                done = {}
+            if {k: done.get(k) for k in fingerprint} == fingerprint:
+                files = tuple(run_dir / f for f in done.get("files", []))
+                if all(f.exists() for f in files):
+                    return FetchedRun(run=run, files=files, notes=notes)
+            log.info("sample %s %s: cached run differs from the configuration, rewriting",
+                     model.id, run_dir)
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True)
+        grid = sample_grid(model, self.scale, self.area)
+        weather = Weather(model, grid, LandMask.load(cache))
+        writer = _Writer(run_dir)
+        try:
+            writer.write("README.txt", _readme(model, init, grid, self).encode(),
+                         data_file=False)
+            if model.id == "ifs":
+                _ifs_files(run, model, grid, weather, writer)
+            elif model.id in ("icon-eu", "icon-d2"):
+                _icon_files(run, model, grid, weather, writer)
+            else:
+                raise ValueError(f"the sample source has no writer for model {model.id!r}")
+        finally:
+            writer.close()
+        files = tuple(writer.files)  # in step order
+        record = dict(fingerprint, files=[str(f.relative_to(run_dir)) for f in files],
+                      bytes=writer.bytes, note=SYNTHETIC_NOTE)
+        tmp = marker.with_name(f"complete.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record) + "\n")
+        os.replace(tmp, marker)
+        log.info("sample %s %s: %d files, %.1f MB", model.id, f"{init:%Y%m%d%H}", len(files),
+                 writer.bytes / 1e6)
+        return FetchedRun(run=run, files=files, notes=notes)
+
+
+def _readme(model: ModelSpec, init: datetime, grid: SampleGrid, src: SampleSource) -> str:
+    nlat, nlon = grid.shape
+    return (
+        f"{SYNTHETIC_NOTE}\n\n"
+        f"Model stood in for: {model.name} ({model.id}), run {init:%Y-%m-%d %H:%M} UTC.\n"
+        f"Layout, parameter encoding, packing and step conventions follow the real upstream\n"
+        f"(ECMWF open data for IFS, DWD open data for ICON), the values do not.\n"
+        f"Grid: {nlat} x {nlon} points, lat {grid.lats[0]}..{grid.lats[-1]}, "
+        f"lon {grid.lons[0]}..{grid.lons[-1]}, spacing {grid.dlat} x {grid.dlon} deg\n"
+        f"(scale {src.scale}: every {src.scale}th row/column of the operational grid, "
+        f"area {list(src.area)}).\n"
+        f"Generator: {GENERATOR} (pointcast.sources.sample).\n"
+    )

@@ -1,0 +1,703 @@
+"""The embedded sample source: real GRIB2 in the upstreams' layouts, physically consistent.
+
+Runs are small (every 16th row/column, 12 hours) so the module takes seconds. Files are read
+back with ecCodes, and once with cfgrib as an independent reader.
+"""
+
+from __future__ import annotations
+
+import bz2
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import eccodes
+import numpy as np
+import pytest
+
+from pointcast.catalogue import VARIABLES
+from pointcast.sources import ICON_D2, ICON_EU, IFS, MODELS, make_source, run_steps
+from pointcast.sources.base import Processing, RunRef
+from pointcast.sources.ifs import steps_for_run
+from pointcast.sources.sample import (SYNTHETIC_NOTE, SampleSource, cos_zenith, hours_since_epoch,
+                                      lows, products_of, sample_grid)
+
+UTC = timezone.utc
+INIT = "2026-01-15T00:00Z"  # winter: snow in the north, sunrise inside the 12 hours
+NOW = datetime(2026, 1, 15, 17, 40, tzinfo=UTC)
+HORIZON = 12
+
+
+# ------------------------------------------------------------------------------------------
+# Reading helpers
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Msg:
+    file: Path
+    short_name: str
+    type_of_level: str
+    level: int
+    step_type: str
+    units: str
+    start: int  # minutes
+    end: int  # minutes
+    centre: str
+    packing: str
+    step_units: int
+    values: np.ndarray  # (nlat, nlon)
+    lats: np.ndarray | None  # coordinates: on the first message of a file only
+    lons: np.ndarray | None
+
+
+def read(path: Path) -> list[Msg]:
+    data = path.read_bytes()
+    if path.suffix == ".bz2":
+        data = bz2.decompress(data)
+    out, offset = [], 0
+    while offset < len(data):
+        h = eccodes.codes_new_from_message(data[offset:])
+        try:
+            offset += eccodes.codes_get_long(h, "totalLength")
+            step_units = eccodes.codes_get_long(h, "indicatorOfUnitOfTimeRange")
+            nj, ni = eccodes.codes_get_long(h, "Nj"), eccodes.codes_get_long(h, "Ni")
+            meta = dict(
+                file=path, short_name=eccodes.codes_get_string(h, "shortName"),
+                type_of_level=eccodes.codes_get_string(h, "typeOfLevel"),
+                level=eccodes.codes_get_long(h, "level"),
+                step_type=eccodes.codes_get_string(h, "stepType"),
+                units=eccodes.codes_get_string(h, "units"),
+                centre=eccodes.codes_get_string(h, "centre"),
+                packing=eccodes.codes_get_string(h, "packingType"),
+                step_units=step_units,
+                values=eccodes.codes_get_values(h).reshape(nj, ni),
+                lats=None if out else eccodes.codes_get_array(h, "latitudes").reshape(nj, ni),
+                lons=None if out else eccodes.codes_get_array(h, "longitudes").reshape(nj, ni),
+            )
+            # Steps in minutes (after the names: the concepts look at the step's unit).
+            eccodes.codes_set_long(h, "stepUnits", 0)
+            out.append(Msg(start=eccodes.codes_get_long(h, "startStep"),
+                           end=eccodes.codes_get_long(h, "endStep"), **meta))
+        finally:
+            eccodes.codes_release(h)
+    return out
+
+
+class Run:
+    """All messages of a fetched run, addressable by (shortName, level, end minute)."""
+
+    def __init__(self, fetched, model, only: tuple[str, ...] = ()):
+        self.fetched, self.model = fetched, model
+        files = [f for f in fetched.files
+                 if not only or any(f"_{p}." in f.name for p in only)]
+        self.msgs = [m for f in files for m in read(f)]
+        self.by_key: dict[tuple[str, int, int], Msg] = {}
+        for m in self.msgs:
+            key = (m.short_name, m.level, m.end)
+            assert key not in self.by_key, f"duplicate message {key}"
+            self.by_key[key] = m
+
+    def get(self, short: str, minute: int, level: int | None = None) -> np.ndarray:
+        if level is None:
+            level = {"2t": 2, "2d": 2, "10u": 10, "10v": 10, "10fg3": 10, "10fg": 10,
+                     "max_i10fg": 10}.get(short, 0)
+        return self.by_key[(short, level, minute)].values
+
+    def minutes(self, short: str) -> list[int]:
+        return sorted({m.end for m in self.msgs if m.short_name == short})
+
+    @property
+    def main_minutes(self) -> list[int]:
+        return [int(s.total_seconds() // 60) for s in self.fetched.run.steps]
+
+
+def fetch(model, cache, **kw):
+    kw.setdefault("scale", 16)
+    kw.setdefault("init", INIT)
+    kw.setdefault("horizon_hours", HORIZON)
+    src = SampleSource(**kw)
+    run = src.discover(model, NOW)
+    return src.fetch(run, model, cache)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def runs(cache) -> dict[str, Run]:
+    return {mid: Run(fetch(model, cache), model) for mid, model in MODELS.items()}
+
+
+# ------------------------------------------------------------------------------------------
+# Models, configuration, discovery
+# ------------------------------------------------------------------------------------------
+
+
+def test_model_tables_use_catalogue_names_and_sane_grids():
+    assert set(MODELS) == {"ifs", "icon-eu", "icon-d2"}
+    assert IFS.grid.shape == (721, 1440)
+    assert ICON_EU.grid.shape == (657, 1377)
+    assert ICON_D2.grid.shape == (746, 1215)
+    for model in MODELS.values():
+        for row in model.fields:
+            assert row.var in VARIABLES, (model.id, row.var)
+        assert model.steps == tuple(sorted(model.steps))
+    assert not any(r.fine for r in IFS.fields + ICON_EU.fields)
+    assert {r.param for r in ICON_D2.fields if r.fine} == {
+        "TOT_PREC", "SNOW_GSP", "SNOW_CON", "ASWDIR_S", "ASWDIFD_S"}
+    assert ICON_D2.fine_steps[1] - ICON_D2.fine_steps[0] == timedelta(minutes=15)
+    assert ICON_D2.fine_steps[-1] == timedelta(hours=48)
+    # IFS: 3-hourly to 144 h, then 6-hourly to 360 h for 00/12; 06/18 stop at 144 h.
+    assert steps_for_run(0)[-1] == timedelta(hours=360)
+    assert steps_for_run(6)[-1] == timedelta(hours=144)
+    assert timedelta(hours=147) not in steps_for_run(12)
+    assert IFS.horizon == timedelta(hours=360)
+    assert ICON_EU.steps[78] == timedelta(hours=78) and ICON_EU.steps[79] == timedelta(hours=81)
+    assert ICON_EU.horizon == timedelta(hours=120) and ICON_D2.horizon == timedelta(hours=48)
+    assert "vis" not in {r.var for r in ICON_D2.fields} and "u" not in {r.var for r in
+                                                                          ICON_EU.fields}
+
+
+def test_make_source_builds_the_sample_and_names_unknown_types():
+    cfg = SimpleNamespace(type="sample", options={"scale": 8, "area": [-10, 40, 20, 60],
+                                                  "init": "latest"})
+    src = make_source("sample", cfg)
+    assert isinstance(src, SampleSource)
+    assert src.scale == 8 and src.area == (-10.0, 40.0, 20.0, 60.0) and src.name == "sample"
+    with pytest.raises(ValueError, match="'nomads'"):
+        make_source("x", SimpleNamespace(type="nomads", options={}))
+    with pytest.raises(ValueError, match="colour"):
+        make_source("x", SimpleNamespace(type="sample", options={"colour": "red"}))
+    with pytest.raises(ValueError):
+        SampleSource(scale=0)
+    with pytest.raises(ValueError):
+        SampleSource(area=(10, 40, -10, 60))
+
+
+def test_discover_returns_the_latest_run_of_each_model():
+    src = SampleSource()
+    got = {mid: src.discover(m, NOW) for mid, m in MODELS.items()}
+    assert got["ifs"].init == datetime(2026, 1, 15, 12, tzinfo=UTC)
+    assert got["icon-eu"].init == datetime(2026, 1, 15, 12, tzinfo=UTC)
+    assert got["icon-d2"].init == datetime(2026, 1, 15, 15, tzinfo=UTC)
+    for mid, run in got.items():
+        assert run.model == mid and run.source == "sample"
+        assert run.synthetic and run.complete
+        assert run.steps == run_steps(MODELS[mid], run.init)
+    assert got["ifs"].steps[-1] == timedelta(hours=360)
+    # 06/18 UTC IFS runs stop at 144 h; a configured init is floored to the model's runs.
+    six = SampleSource(init="2026-01-15T07:30:00+00:00").discover(IFS, NOW)
+    assert six.init.hour == 6 and six.steps[-1] == timedelta(hours=144)
+    d2 = SampleSource(init=datetime(2026, 1, 15, 4)).discover(ICON_D2, NOW)
+    assert d2.init == datetime(2026, 1, 15, 3, tzinfo=UTC)
+    capped = SampleSource(horizon_hours=6).discover(ICON_EU, NOW)
+    assert capped.steps == tuple(timedelta(hours=h) for h in range(7))
+
+
+# ------------------------------------------------------------------------------------------
+# Layout, names, encoding
+# ------------------------------------------------------------------------------------------
+
+
+def test_files_are_laid_out_like_the_upstreams(runs, cache):
+    ifs_dir = cache / "sample" / "ifs" / "2026011500"
+    names = [f.relative_to(ifs_dir).as_posix() for f in runs["ifs"].fetched.files]
+    assert names == [f"20260115/00z/ifs/0p25/oper/20260115000000-{h}h-oper-fc.grib2"
+                     for h in (0, 3, 6, 9, 12)]  # in step order
+    for f in runs["ifs"].fetched.files:
+        assert f.with_suffix(".index").exists()
+
+    eu_dir = cache / "sample" / "icon-eu" / "2026011500"
+    eu = {f.relative_to(eu_dir).as_posix() for f in runs["icon-eu"].fetched.files}
+    base = "icon-eu/grib/00"
+    assert (f"{base}/t_2m/icon-eu_europe_regular-lat-lon_single-level_2026011500_007_T_2M"
+            ".grib2.bz2") in eu
+    assert (f"{base}/fi/icon-eu_europe_regular-lat-lon_pressure-level_2026011500_012_850_FI"
+            ".grib2.bz2") in eu
+    assert f"{base}/hsurf/icon-eu_europe_regular-lat-lon_time-invariant_2026011500_HSURF" \
+           ".grib2.bz2" in eu
+    assert f"{base}/vmax_10m/icon-eu_europe_regular-lat-lon_single-level_2026011500_000_" \
+           "VMAX_10M.grib2.bz2" not in eu  # interval fields start at the first step
+    per_step = len(products_of(ICON_EU)) - 1  # every product but HSURF, at 13 steps,
+    assert len(eu) == 13 * per_step - 1 + 1  # minus VMAX_10M at step 0, plus HSURF once
+
+    d2_dir = cache / "sample" / "icon-d2" / "2026011500"
+    d2 = {f.relative_to(d2_dir).as_posix() for f in runs["icon-d2"].fetched.files}
+    base = "icon-d2/grib/00"
+    assert (f"{base}/tot_prec/icon-d2_germany_regular-lat-lon_single-level_2026011500_003_2d_"
+            "tot_prec.grib2.bz2") in d2
+    assert (f"{base}/t/icon-d2_germany_regular-lat-lon_pressure-level_2026011500_005_700_t"
+            ".grib2.bz2") in d2
+    assert (f"{base}/hsurf/icon-d2_germany_regular-lat-lon_time-invariant_2026011500_000_0_"
+            "hsurf.grib2.bz2") in d2
+
+    for mid, run in runs.items():
+        run_dir = cache / "sample" / mid / "2026011500"
+        assert "SYNTHETIC" in (run_dir / "README.txt").read_text()
+        marker = json.loads((run_dir / "complete").read_text())
+        assert marker["model"] == mid and marker["scale"] == 16
+        assert run.fetched.notes[0] == SYNTHETIC_NOTE
+        assert run.fetched.run.synthetic
+        assert not list(run_dir.rglob("*.tmp"))
+        for f in run.fetched.files:
+            if f.suffix == ".bz2":
+                assert f.read_bytes()[:3] == b"BZh"
+            else:
+                assert f.read_bytes()[:4] == b"GRIB"
+
+
+UNITS = {
+    "ecmf": {"2t": "K", "2d": "K", "sp": "Pa", "msl": "Pa", "10u": "m s**-1",
+             "10v": "m s**-1", "100u": "m s**-1", "100v": "m s**-1", "200u": "m s**-1",
+             "200v": "m s**-1", "10fg3": "m s**-1", "10fg": "m s**-1", "tp": "m",
+             "sf": "m of water equivalent", "ssrd": "J m**-2", "fdir": "J m**-2", "tcc": "%",
+             "vis": "m", "mucape": "J kg**-1", "z": "m**2 s**-2", "t": "K", "u": "m s**-1",
+             "v": "m s**-1", "gh": "gpm"},
+    "edzw": {"2t": "K", "2d": "K", "sp": "Pa", "prmsl": "Pa", "10u": "m s**-1",
+             "10v": "m s**-1", "max_i10fg": "m s**-1", "tp": "kg m**-2", "lsfwe": "kg m**-2",
+             "csfwe": "kg m**-2", "ASWDIR_S": "W m-2", "ASWDIFD_S": "W m-2", "CLCT": "%",
+             "vis": "m", "CAPE_ML": "J kg-1", "HSURF": "m", "t": "K", "u": "m s**-1",
+             "v": "m s**-1", "z": "m**2 s**-2"},
+}
+STEP_TYPE = {Processing.INSTANT: "instant", Processing.CONSTANT: "instant",
+             Processing.ACCUM_SINCE_START: "accum", Processing.AVG_SINCE_START: "avg",
+             Processing.INTERVAL: "max"}
+
+
+def expected_minutes(run: Run, row) -> list[int]:
+    main = run.main_minutes
+    if row.processing is Processing.CONSTANT:
+        return [0]
+    if row.processing is Processing.INTERVAL:
+        ends = main[1:]
+        if run.model.id == "ifs":  # 10fg3 ends 3-h maxima, 10fg 6-h maxima
+            length = {"10fg3": 180, "10fg": 360}[row.shortName]
+            ends = [e for s, e in zip(main, main[1:]) if e - s == length]
+        return ends
+    if row.fine:
+        return [int(s.total_seconds() // 60) for s in run.model.fine_steps
+                if s.total_seconds() // 60 <= main[-1]]
+    return main
+
+
+@pytest.mark.parametrize("mid", ["ifs", "icon-eu", "icon-d2"])
+def test_every_table_row_is_present_at_every_step_as_decoded(runs, mid):
+    run = runs[mid]
+    centre = "ecmf" if mid == "ifs" else "edzw"
+    packing = "grid_ccsds" if mid == "ifs" else "grid_simple"
+    seen = {(m.short_name, m.type_of_level, m.level, m.end) for m in run.msgs}
+    for row in run.model.fields:
+        levels = row.levels or (
+            {"2t": 2, "2d": 2, "10u": 10, "10v": 10, "10fg3": 10, "10fg": 10,
+             "max_i10fg": 10}.get(row.shortName, 0),)
+        for minute in expected_minutes(run, row):
+            for level in levels:
+                assert (row.shortName, row.typeOfLevel, level, minute) in seen, (
+                    mid, row, level, minute)
+    for m in run.msgs:
+        assert m.centre == centre and m.packing == packing
+        assert m.units == UNITS[centre][m.short_name], (m.short_name, m.units)
+        rows = [r for r in run.model.fields if r.shortName == m.short_name
+                and r.typeOfLevel == m.type_of_level]
+        assert rows, f"{mid}: message {m.short_name}/{m.type_of_level} maps to no row"
+        assert m.step_type == STEP_TYPE[rows[0].processing], (m.short_name, m.step_type)
+        if rows[0].processing in (Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START):
+            assert m.start == 0
+        if rows[0].processing is Processing.INTERVAL:
+            assert m.end > m.start and m.start in run.main_minutes
+    # IFS gust: the maximum over the previous 3 h; ICON's over the previous hour.
+    gust = [m for m in run.msgs if m.step_type == "max"]
+    assert {m.end - m.start for m in gust} == ({180} if mid == "ifs" else {60})
+
+
+def test_icon_d2_quarter_hours_share_the_hourly_file_in_minutes(runs):
+    run = runs["icon-d2"]
+    f3 = next(f for f in run.fetched.files if f.name.endswith("_003_2d_tot_prec.grib2.bz2"))
+    msgs = read(f3)
+    assert [(m.start, m.end) for m in msgs] == [(0, 135), (0, 150), (0, 165), (0, 180)]
+    assert all(m.step_units == 0 for m in msgs)  # minutes
+    f0 = next(f for f in run.fetched.files if f.name.endswith("_000_2d_aswdir_s.grib2.bz2"))
+    assert [m.end for m in read(f0)] == [0]
+    t2m = next(f for f in run.fetched.files if f.name.endswith("_003_2d_t_2m.grib2.bz2"))
+    assert [(m.end, m.step_units) for m in read(t2m)] == [(180, 0)]  # minutes, as DWD
+
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real-grib"
+
+
+def _keys(path: Path, keys: tuple[str, ...]) -> dict:
+    data = path.read_bytes()
+    if path.suffix == ".bz2":
+        data = bz2.decompress(data)
+    h = eccodes.codes_new_from_message(data)
+    try:
+        return {k: eccodes.codes_get(h, k) for k in keys}
+    finally:
+        eccodes.codes_release(h)
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="no real GRIB samples beside the checkout")
+def test_icon_headers_match_real_dwd_files(runs):
+    keys = ("centre", "subCentre", "tablesVersion", "localTablesVersion", "shapeOfTheEarth",
+            "typeOfGeneratingProcess", "generatingProcessIdentifier",
+            "productionStatusOfProcessedData", "typeOfProcessedData",
+            "significanceOfReferenceTime", "packingType", "bitsPerValue", "gridType",
+            "jScansPositively", "iScansNegatively", "indicatorOfUnitOfTimeRange")
+    real = _keys(REAL / "test_icon_europe_001_CLCL.grib2", keys)
+    ours = next(f for f in runs["icon-eu"].fetched.files if f.name.endswith("_001_CLCT.grib2.bz2"))
+    assert _keys(ours, keys) == real
+    # The radiation mean since the start: same template, zero-width at step 0.
+    stat = ("productDefinitionTemplateNumber", "typeOfStatisticalProcessing", "stepType",
+            "bitsPerValue", "indicatorOfUnitOfTimeRange", "stepRange")
+    real = _keys(REAL / "test_icon_europe_000_ASOB_S.grib2", stat)
+    ours = next(f for f in runs["icon-eu"].fetched.files
+                if f.name.endswith("_000_ASWDIR_S.grib2.bz2"))
+    assert _keys(ours, stat) == real
+    # At scale 1 the sample grid is DWD's grid.
+    grid = ("Ni", "Nj", "latitudeOfFirstGridPointInDegrees", "longitudeOfFirstGridPointInDegrees",
+            "latitudeOfLastGridPointInDegrees", "longitudeOfLastGridPointInDegrees",
+            "iDirectionIncrementInDegrees", "jDirectionIncrementInDegrees")
+    real = _keys(REAL / "test_icon_europe_001_CLCL.grib2", grid)
+    g = sample_grid(ICON_EU, 1, (-180.0, -90.0, 180.0, 90.0))
+    assert (g.shape[1], g.shape[0], g.lats[0], g.lons[0] % 360, g.lats[-1], g.lons[-1],
+            g.dlon, g.dlat) == tuple(real.values())
+
+
+def test_ifs_index_lines_point_at_their_messages(runs):
+    for f in runs["ifs"].fetched.files:
+        data = f.read_bytes()
+        lines = [json.loads(x) for x in f.with_suffix(".index").read_text().splitlines()]
+        offset = 0
+        for entry in lines:
+            assert entry["_offset"] == offset
+            offset += entry["_length"]
+            assert {entry[k] for k in ("domain", "class", "type", "stream", "expver")} == {
+                "g", "od", "fc", "oper", "0001"}
+            assert entry["date"] == "20260115" and entry["time"] == "0000"
+            h = eccodes.codes_new_from_message(data[entry["_offset"]:entry["_offset"]
+                                                    + entry["_length"]])
+            try:
+                assert eccodes.codes_get_long(h, "totalLength") == entry["_length"]
+                assert eccodes.codes_get_string(h, "shortName") == entry["param"]
+                assert eccodes.codes_get_long(h, "endStep") == int(entry["step"])
+                assert entry["step"] == f.name.split("-")[1][:-1]
+                if entry["levtype"] == "pl":
+                    assert eccodes.codes_get_string(h, "typeOfLevel") == "isobaricInhPa"
+                    assert eccodes.codes_get_long(h, "level") == int(entry["levelist"])
+                else:
+                    assert "levelist" not in entry
+                for k, v in (("mars.class", "od"), ("mars.type", "fc"),
+                             ("mars.stream", "oper"), ("mars.expver", "0001")):
+                    assert eccodes.codes_get_string(h, k) == v
+            finally:
+                eccodes.codes_release(h)
+        assert offset == len(data)
+
+
+def test_ifs_gust_is_a_6h_maximum_after_144h(tmp_path):
+    fetched = fetch(IFS, tmp_path, scale=32, horizon_hours=156)
+    run = Run(fetched, IFS)
+    assert [m.end // 60 for m in run.msgs if m.short_name == "10fg"] == [150, 156]
+    assert [(m.start // 60, m.end // 60) for m in run.msgs
+            if m.short_name == "10fg"] == [(144, 150), (150, 156)]
+    assert max(m.end for m in run.msgs if m.short_name == "10fg3") == 144 * 60
+    assert all(m.step_units == 1 for m in run.msgs)
+
+
+def test_icon_eu_gust_covers_the_last_hour_also_in_the_3_hourly_range(tmp_path):
+    fetched = fetch(ICON_EU, tmp_path, scale=32, horizon_hours=84)
+    run = Run(fetched, ICON_EU, only=("VMAX_10M", "U_10M", "V_10M"))
+    windows = {m.end // 60: (m.start // 60, m.end // 60) for m in run.msgs
+               if m.short_name == "max_i10fg"}
+    assert windows[78] == (77, 78) and windows[81] == (80, 81) and windows[84] == (83, 84)
+    assert sorted(windows) == list(range(1, 79)) + [81, 84]
+
+
+def test_grids_cover_the_area_at_the_requested_spacing(runs):
+    ifs = runs["ifs"].get("2t", 0)
+    m = runs["ifs"].by_key[("2t", 2, 0)]
+    assert m.lats[0, 0] == 70.0 and m.lats[-1, 0] == 30.0  # every 16th row from 90 N
+    assert np.allclose(np.diff(m.lats[:, 0]), -4.0)
+    assert np.allclose(np.mod(m.lons[0], 360.0), np.mod(np.arange(-24.0, 45.0, 4.0), 360.0))
+    assert ifs.shape == (11, 18)
+    eu = runs["icon-eu"].by_key[("2t", 2, 0)]
+    assert eu.lats[0, 0] == 30.5 and np.allclose(np.diff(eu.lats[:, 0]), 1.0)
+    assert eu.lons[0, 0] == -23.5 and np.allclose(np.diff(eu.lons[0]), 1.0)
+    d2 = runs["icon-d2"].by_key[("2t", 2, 0)]
+    assert d2.lats[0, 0] == pytest.approx(43.18) and d2.lons[0, 0] == pytest.approx(-3.94)
+    assert np.allclose(np.diff(d2.lats[:, 0]), 0.32)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
+def test_cfgrib_reads_the_ifs_files_independently(runs):
+    cfgrib = pytest.importorskip("cfgrib")
+    run = runs["ifs"]
+    path = next(f for f in run.fetched.files if f.name.endswith("-6h-oper-fc.grib2"))
+    datasets = cfgrib.open_datasets(str(path), backend_kwargs={"indexpath": ""})
+    names = {v for ds in datasets for v in ds.data_vars}
+    assert {"t2m", "d2m", "sp", "msl", "u10", "v10", "u100", "v100", "u200", "v200", "tp",
+            "sf", "ssrd", "fdir", "tcc", "vis", "mucape", "t", "u", "v", "gh"} <= names
+    ds = next(ds for ds in datasets if "t2m" in ds)
+    np.testing.assert_allclose(ds["t2m"].values, run.get("2t", 360), rtol=0, atol=1e-9)
+    pl = next(ds for ds in datasets if "gh" in ds)
+    assert list(pl["isobaricInhPa"].values) == [1000, 925, 850, 700]
+    np.testing.assert_allclose(pl["gh"].sel(isobaricInhPa=850).values,
+                               run.get("gh", 360, 850), atol=1e-9)
+    acc = next(ds for ds in datasets if "tp" in ds)
+    assert acc["tp"].attrs["GRIB_stepType"] == "accum"
+
+
+# ------------------------------------------------------------------------------------------
+# Physical consistency
+# ------------------------------------------------------------------------------------------
+
+ACCUMULATED = {"ifs": ["tp", "sf", "ssrd", "fdir"],
+               "icon-eu": ["tp", "lsfwe", "csfwe"], "icon-d2": ["tp", "lsfwe", "csfwe"]}
+
+
+@pytest.mark.parametrize("mid", ["ifs", "icon-eu", "icon-d2"])
+def test_accumulations_never_decrease(runs, mid):
+    run = runs[mid]
+    for short in ACCUMULATED[mid] + (["ASWDIR_S", "ASWDIFD_S"] if mid != "ifs" else []):
+        minutes = run.minutes(short)
+        assert minutes[0] == 0
+        prev = None
+        for minute in minutes:
+            total = run.get(short, minute)
+            if short.startswith("ASW"):
+                total = total * minute * 60.0  # mean since the start -> J m-2
+            assert total.min() >= 0.0
+            if prev is not None:
+                tol = 1e-3 * max(1.0, float(np.abs(total).max()))
+                assert (total - prev >= -tol).all(), (short, minute)
+            prev = total
+    tp_row = run.model.field_for("tp")
+    total = run.get("tp", run.minutes("tp")[-1]) * tp_row.scale  # kg m-2
+    assert (total > 0.5).any()  # it does rain somewhere
+
+
+@pytest.mark.parametrize("mid", ["ifs", "icon-eu", "icon-d2"])
+def test_dewpoint_never_exceeds_temperature_and_values_are_in_range(runs, mid):
+    run = runs[mid]
+    for minute in run.main_minutes:
+        assert (run.get("2d", minute) <= run.get("2t", minute) + 0.02).all()
+    # Every message, converted to the canonical unit, lies in the catalogue's valid range.
+    for m in run.msgs:
+        row = next(r for r in run.model.fields if r.shortName == m.short_name
+                   and r.typeOfLevel == m.type_of_level)
+        value = m.values * row.scale + row.offset
+        if row.processing is Processing.ACCUM_SINCE_START:
+            continue  # totals; the interval amounts are checked below
+        if row.processing is Processing.AVG_SINCE_START or row.per_second:
+            lo, hi = VARIABLES["ssrd"].valid_range
+        else:
+            lo, hi = VARIABLES[row.var].valid_range
+        assert lo <= value.min() and value.max() <= hi, (m.short_name, m.end,
+                                                         value.min(), value.max())
+
+
+def _interval_means(run: Run, short: str, avg: bool):
+    """(start, end, mean flux W m-2) for consecutive output times of a radiation field."""
+    minutes = run.minutes(short)
+    out = []
+    for a, b in zip(minutes, minutes[1:]):
+        if avg:
+            energy = run.get(short, b) * b * 60.0 - run.get(short, a) * a * 60.0
+        else:
+            energy = run.get(short, b) - run.get(short, a)
+        out.append((a, b, energy / ((b - a) * 60.0)))
+    return out
+
+
+@pytest.mark.parametrize("mid", ["ifs", "icon-eu", "icon-d2"])
+def test_radiation_follows_the_sun_and_direct_stays_below_global(runs, mid):
+    run = runs[mid]
+    init = hours_since_epoch(datetime(2026, 1, 15, tzinfo=UTC))
+    if mid == "ifs":
+        glob = _interval_means(run, "ssrd", avg=False)
+        direct = _interval_means(run, "fdir", avg=False)
+    else:
+        dirs = _interval_means(run, "ASWDIR_S", avg=True)
+        difs = _interval_means(run, "ASWDIFD_S", avg=True)
+        glob = [(a, b, d + f) for (a, b, d), (_, _, f) in zip(dirs, difs)]
+        direct = dirs
+        assert all((f > -0.5).all() for (_, _, f) in difs)
+    lat = run.by_key[("2t", 2, 0)].lats
+    lon = run.by_key[("2t", 2, 0)].lons
+    night_seen = day_seen = False
+    for (a, b, g), (_, _, d) in zip(glob, direct):
+        assert (d <= g + 0.5).all() and (d >= -0.5).all()
+        sun = np.max([cos_zenith(lat, lon, init + t / 60.0)
+                      for t in np.linspace(a, b, 13)], axis=0)
+        night = sun < 0.0
+        if night.any():
+            night_seen = True
+            assert np.abs(g[night]).max() < 0.5, (a, b)
+        day = sun > 0.3
+        if day.any():
+            day_seen = True
+            assert g[day].mean() > 30.0
+    assert night_seen and day_seen
+
+
+@pytest.mark.parametrize("mid", ["ifs", "icon-eu", "icon-d2"])
+def test_precipitation_falls_from_cloud_and_snow_when_cold(runs, mid):
+    run = runs[mid]
+    tcc = {"ifs": "tcc"}.get(mid, "CLCT")
+    main = run.main_minutes
+    wet_total = snowy = 0
+    for a, b in zip(main, main[1:]):
+        amount = run.get("tp", b) - run.get("tp", a)
+        if mid == "ifs":
+            amount = amount * 1000.0
+            snow = (run.get("sf", b) - run.get("sf", a)) * 1000.0
+        else:
+            snow = (run.get("lsfwe", b) + run.get("csfwe", b)
+                    - run.get("lsfwe", a) - run.get("csfwe", a))
+        wet = amount > 0.1
+        wet_total += int(wet.sum())
+        snowy += int((snow > 0.1).sum())
+        cloud = np.maximum(run.get(tcc, a), run.get(tcc, b))
+        assert (cloud[wet] >= 60.0).all(), (a, b, cloud[wet].min())
+        clear = cloud < 30.0  # clear at both ends of the interval: dry
+        assert (amount[clear] < 1e-3).all()
+        assert (snow <= amount + 0.01).all()
+        t2m = np.minimum(run.get("2t", a), run.get("2t", b))
+        assert (t2m[snow > 0.05] < 276.5).all()
+        warm = np.minimum(run.get("2t", a), run.get("2t", b)) > 277.2
+        assert (snow[warm] < 0.01).all()
+    assert wet_total > 0 and snowy > 0  # January: rain and snow
+
+
+def test_winds_rise_with_height_and_gusts_exceed_the_mean_wind(runs):
+    run = runs["ifs"]
+    for minute in run.main_minutes:
+        ws = {z: np.hypot(run.get(f"{z}u", minute, z), run.get(f"{z}v", minute, z))
+              for z in (10, 100, 200)}
+        assert ws[100].mean() > 1.1 * ws[10].mean()
+        assert ws[200].mean() > ws[100].mean()
+        assert (ws[100] >= ws[10] - 0.01).all()
+        gh = [run.get("gh", minute, p) for p in (1000, 925, 850, 700)]
+        assert all((hi > lo).all() for lo, hi in zip(gh, gh[1:]))
+        t850, t700 = run.get("t", minute, 850), run.get("t", minute, 700)
+        lapse = (t850 - t700) / (gh[3] - gh[2])
+        low = run.get("z", 0) / 9.80665 < 500.0  # 850 hPa well above the boundary layer
+        assert np.abs(lapse[low] - 0.0065).max() < 0.0015  # K per m
+    for mid, name in (("ifs", "10fg3"), ("icon-eu", "max_i10fg"), ("icon-d2", "max_i10fg")):
+        r = runs[mid]
+        for minute in r.minutes(name):
+            ws10 = np.hypot(r.get("10u", minute), r.get("10v", minute))
+            assert (r.get(name, minute) >= ws10 - 0.02).all()
+
+
+@pytest.mark.parametrize("mid", ["ifs", "icon-eu", "icon-d2"])
+def test_surface_pressure_is_hypsometric_over_the_orography(runs, mid):
+    run = runs[mid]
+    if mid == "ifs":
+        orog = run.get("z", 0) / 9.80665
+    else:
+        orog = run.get("HSURF", 0)
+    msl_name = "msl" if mid == "ifs" else "prmsl"
+    assert orog.min() >= 0.0 and orog.max() > 500.0
+    for minute in run.main_minutes:
+        msl, sp, t2m = run.get(msl_name, minute), run.get("sp", minute), run.get("2t", minute)
+        t_mean = t2m + 0.0065 * orog / 2.0
+        expected = msl * np.exp(-9.80665 * orog / (287.05 * t_mean))
+        # t2m stands in for the mean temperature of the layer (it carries the diurnal cycle).
+        assert np.abs(sp / expected - 1.0).max() < 0.01
+        assert np.abs(sp / msl - 1.0).max() > 0.1  # the mountains are there
+        assert (np.abs(sp - msl)[orog == 0.0] < 1.0).all()
+        assert 95000 < msl.min() and msl.max() < 105000
+
+
+def test_lows_travel_east_at_about_10_m_per_s():
+    th = hours_since_epoch(datetime(2026, 1, 15, tzinfo=UTC))
+    now = [b for b in lows(th) if b.moist > 0 and b.hemi == 1]
+    later = [b for b in lows(th + 6.0) if b.moist > 0 and b.hemi == 1]
+    assert now and all(20.0 <= b.amp <= 3000.0 for b in now)
+    assert max(b.amp for b in lows(th + 24 * 5) if b.moist > 0) > 2000.0  # 20-30 hPa deep
+    for b in now:
+        nxt = min(later, key=lambda c: abs(c.lat - b.lat) + abs(c.lon - b.lon))
+        dx = math.radians((nxt.lon - b.lon + 180) % 360 - 180) * 6.371e6 * math.cos(
+            math.radians((b.lat + nxt.lat) / 2))
+        assert 8.0 < dx / (6 * 3600) < 12.0
+
+
+def test_winds_turn_counter_clockwise_around_a_low(tmp_path):
+    # A low centred in the ICON-EU domain: the 10 m wind circles it cyclonically.
+    fetched = fetch(ICON_EU, tmp_path, scale=8, horizon_hours=0,
+                    init="2026-01-16T00:00Z")
+    run = Run(fetched, ICON_EU, only=("PMSL", "U_10M", "V_10M"))
+    msl = run.get("prmsl", 0)
+    i, j = np.unravel_index(np.argmin(msl), msl.shape)
+    assert 5 < i < msl.shape[0] - 6 and 5 < j < msl.shape[1] - 6, "low not inside the domain"
+    u, v = run.get("10u", 0), run.get("10v", 0)
+    k = 4  # grid points (0.5 deg) from the centre
+    assert v[i, j + k] > 0 and v[i, j - k] < 0  # northward east of it, southward west of it
+    assert u[i + k, j] < 0 and u[i - k, j] > 0  # rows run south -> north: westward north of it
+
+
+def test_cape_is_largest_on_warm_humid_afternoons(tmp_path):
+    fetched = fetch(ICON_EU, tmp_path, scale=16, horizon_hours=24,
+                    init="2026-07-10T00:00Z")
+    run = Run(fetched, ICON_EU, only=("CAPE_ML", "T_2M", "TD_2M"))
+    lon = run.by_key[("2t", 2, 0)].lons
+    # 13-14 UTC is early afternoon in central Europe, 02 UTC the middle of the night.
+    afternoon, night = run.get("CAPE_ML", 14 * 60), run.get("CAPE_ML", 2 * 60)
+    europe = (lon > 0) & (lon < 30)
+    assert afternoon[europe].mean() > 2.0 * night[europe].mean()
+    assert afternoon.max() > 500.0
+    td = run.get("2d", 14 * 60)
+    assert afternoon[td > 288.0].mean() > afternoon[td < 280.0].mean()
+
+
+# ------------------------------------------------------------------------------------------
+# Determinism and idempotence
+# ------------------------------------------------------------------------------------------
+
+
+def _tree(root: Path) -> dict[str, Path]:
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_two_fetches_into_two_caches_are_byte_identical(tmp_path):
+    for model in (IFS, ICON_D2):
+        a = fetch(model, tmp_path / "a", scale=32, horizon_hours=3)
+        b = fetch(model, tmp_path / "b", scale=32, horizon_hours=3)
+        assert [f.relative_to(tmp_path / "a") for f in a.files] == [
+            f.relative_to(tmp_path / "b") for f in b.files]
+    ta, tb = _tree(tmp_path / "a"), _tree(tmp_path / "b")
+    assert ta.keys() == tb.keys() and len(ta) > 50
+    for rel in ta:
+        assert ta[rel].read_bytes() == tb[rel].read_bytes(), rel
+
+
+def test_a_second_fetch_writes_nothing(runs, cache):
+    before = {rel: p.stat().st_mtime_ns for rel, p in _tree(cache).items()}
+    again = {mid: fetch(model, cache) for mid, model in MODELS.items()}
+    after = {rel: p.stat().st_mtime_ns for rel, p in _tree(cache).items()}
+    assert after == before
+    for mid, fetched in again.items():
+        assert fetched.files == runs[mid].fetched.files
+
+
+def test_another_configuration_rewrites_the_run(tmp_path):
+    first = fetch(ICON_D2, tmp_path, scale=32, horizon_hours=2)
+    second = fetch(ICON_D2, tmp_path, scale=32, horizon_hours=4)
+    assert len(second.files) > len(first.files)
+    marker = json.loads((tmp_path / "sample/icon-d2/2026011500/complete").read_text())
+    assert marker["steps_minutes"][-1] == 240
+    assert all(f.exists() for f in second.files)
+
+
+def test_fetch_rejects_a_run_of_another_model(tmp_path):
+    run = RunRef(model="ifs", init=datetime(2026, 1, 15, tzinfo=UTC),
+                 steps=(timedelta(0),), source="sample")
+    with pytest.raises(ValueError):
+        SampleSource().fetch(run, ICON_EU, tmp_path)
