@@ -1,0 +1,234 @@
+"""The whole cycle for real: sample GRIB -> Prefect flow -> published JSON and Zarr -> HTTP."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+import xarray as xr
+
+from pointcast import codes
+from pointcast.products.eu_common import ORDER, UNITS
+
+
+
+SPEC_UNITS = {
+    "datetime": "UTC", "weather_type": "NA", "humidity": "%", "snowfall": "kg/m2/h",
+    "precipitation": "kg/m2/h", "temp_2m": "°C", "temp_100m": "°C", "temp_200m": "°C",
+    "dewpoint_temperature": "°C", "pressure_sfc": "hPa", "pressure_100m": "hPa",
+    "pressure_200m": "hPa", "sea_surface_pressure": "hPa",
+    **{f"{c}_{h}m": u for c, u in (("u_windspd", "m/s"), ("v_windspd", "m/s"), ("windir", "degree"),
+                                     ("windspd", "m/s")) for h in (10, 100, 200)},
+    "total_solar_radiation": "W/m2", "solar_radiation_dir": "W/m2", "solar_radiation_diff": "W/m2",
+    "windgust": "m/s", "total_cloud_cover": "%", "precipitation_proba": "%", "visibility": "m",
+    "air_density": "kg/m3",
+}
+COUNTS = {("eu-short", "1H"): 72, ("eu-short", "30min"): 144, ("eu-short", "15min"): 288,
+          ("eu-medium", "1H"): 336, ("eu-medium", "30min"): 672, ("eu-medium", "15min"): 1344}
+
+
+def run_dir(root: Path) -> Path:
+    return root / "runs" / (root / "current").readlink().name
+
+
+def load(root: Path, product: str, freq: str, point: str) -> dict:
+    return json.loads((run_dir(root) / "json" / product / freq / f"{point}.json").read_bytes())
+
+
+def test_unit_table_is_the_spec():
+    assert UNITS == SPEC_UNITS and list(ORDER) == list(SPEC_UNITS)
+
+
+def test_published_run_is_complete_and_says_synthetic(published):
+    cfg, root, run_id = published
+    assert (root / "current").is_symlink() and run_dir(root).name == run_id
+    manifest = json.loads((run_dir(root) / "manifest.json").read_text())
+    assert manifest["synthetic"] is True and "SYNTHETIC" in manifest["notice"]
+    assert set(manifest["models"]) == {"ifs", "icon-eu", "icon-d2"}
+    validation = json.loads((run_dir(root) / "validation.json").read_text())
+    assert validation["ok"] is True and validation["errors"] == []
+    points = [line.split(",")[0] for line in (cfg.parent / "points" / "europe.csv").read_text().splitlines()[1:]
+              if line and not line.startswith("#")]
+    for (product, freq) in COUNTS:
+        for pid in points:
+            assert (run_dir(root) / "json" / product / freq / f"{pid}.json").is_file()
+            assert (run_dir(root) / "json" / product / freq / f"{pid}.json.gz").is_file()
+
+
+@pytest.mark.parametrize("product,freq", sorted(COUNTS))
+def test_forecast_objects_follow_the_spec(published, product, freq):
+    _, root, _ = published
+    manifest = json.loads((run_dir(root) / "manifest.json").read_text())
+    for pid in ("paris", "hornsea-1", "zugspitze", "lisbon", "helsinki"):
+        obj = load(root, product, freq, pid)
+        assert list(obj) == ["latitude", "longitude", "basetime", "updated_time", "freq", "unit", "data"]
+        assert obj["freq"] == freq and obj["unit"] == SPEC_UNITS
+        assert obj["basetime"] == manifest["products"][product]["basetime"]
+        base = datetime.fromisoformat(obj["basetime"])
+        assert obj["basetime"].endswith("+00:00") and obj["updated_time"].endswith("+00:00")
+        assert len(obj["data"]) == COUNTS[(product, freq)]
+        step = {"1H": 3600, "30min": 1800, "15min": 900}[freq]
+        for i, entry in enumerate(obj["data"]):
+            assert list(entry) == list(SPEC_UNITS)
+            when = datetime.fromisoformat(entry["datetime"])
+            assert entry["datetime"].endswith("+00:00") and (when - base).total_seconds() == i * step
+            _physically_consistent(entry)
+
+
+def _physically_consistent(e: dict) -> None:
+    assert e["weather_type"] in codes.WEATHER_TYPES
+    assert isinstance(e["humidity"], int) and 0 <= e["humidity"] <= 100
+    assert e["dewpoint_temperature"] <= e["temp_2m"] + 0.011
+    assert e["pressure_sfc"] > e["pressure_100m"] > e["pressure_200m"]
+    assert 0 <= e["snowfall"] <= e["precipitation"] + 0.011
+    for h in (10, 100, 200):
+        u, v, spd, d = (e[f"u_windspd_{h}m"], e[f"v_windspd_{h}m"], e[f"windspd_{h}m"], e[f"windir_{h}m"])
+        assert abs(math.hypot(u, v) - spd) <= 0.015
+        assert 0 <= d < 360
+        if spd > 1:  # direction the wind blows FROM: u = -spd sin(dir), v = -spd cos(dir)
+            assert abs(-spd * math.sin(math.radians(d)) - u) < 0.05 * spd + 0.02
+            assert abs(-spd * math.cos(math.radians(d)) - v) < 0.05 * spd + 0.02
+    assert e["windgust"] >= e["windspd_10m"] - 0.011
+    assert abs(e["solar_radiation_dir"] + e["solar_radiation_diff"] - e["total_solar_radiation"]) <= 0.15
+    assert 0 <= e["total_cloud_cover"] <= 100 and 0 <= e["precipitation_proba"] <= 100
+    assert e["visibility"] >= 0 and 0.9 < e["air_density"] < 1.5
+
+
+def test_radiation_follows_the_sun(published):
+    _, root, _ = published
+    data = load(root, "eu-short", "1H", "paris")["data"]
+    night = [e for e in data if datetime.fromisoformat(e["datetime"]).hour in (20, 21, 22, 23, 0, 1, 2, 3, 4)]
+    day = [e for e in data if datetime.fromisoformat(e["datetime"]).hour in (10, 11, 12)]
+    assert night and all(e["total_solar_radiation"] == 0 for e in night)
+    assert max(e["total_solar_radiation"] for e in day) > 50
+
+
+def test_short_and_medium_agree_and_wind_rises_with_height(published):
+    _, root, _ = published
+    short = load(root, "eu-short", "1H", "hornsea-1")["data"]
+    medium = load(root, "eu-medium", "1H", "hornsea-1")["data"][:72]
+    assert [e["temp_2m"] for e in short] == [e["temp_2m"] for e in medium]
+    mean = {h: np.mean([e[f"windspd_{h}m"] for e in short]) for h in (10, 100, 200)}
+    assert mean[10] < mean[100] < mean[200]
+
+
+def test_resolutions_agree(published):
+    """Hourly totals equal the sum of the quarter hours; states coincide at the full hour."""
+    _, root, _ = published
+    hourly = load(root, "eu-short", "1H", "berlin")["data"]
+    quarter = load(root, "eu-short", "15min", "berlin")["data"]
+    for i, e in enumerate(hourly[:48]):
+        parts = quarter[4 * i:4 * i + 4]
+        assert e["temp_2m"] == parts[0]["temp_2m"]
+        assert abs(e["precipitation"] - np.mean([p["precipitation"] for p in parts])) <= 0.02
+        assert abs(e["total_solar_radiation"] - np.mean([p["total_solar_radiation"] for p in parts])) <= 0.2
+
+
+def test_zarr_archive(published):
+    _, root, _ = published
+    ds = xr.open_zarr(root / "zarr" / "eu-short.zarr")
+    assert set(ds.dims) >= {"init_time", "point", "lead_time"} and ds.sizes["init_time"] == 1
+    assert ds.attrs["synthetic"] == 1 and "SYNTHETIC" in ds.attrs["comment"]
+    assert ds.temp_2m.attrs["units"] == "degC" and ds.sizes["lead_time"] == 288
+    quarter = load(root, "eu-short", "15min", "paris")["data"]
+    np.testing.assert_allclose(ds.temp_2m.sel(point="paris").isel(init_time=0).values,
+                               [e["temp_2m"] for e in quarter], atol=0.006)
+
+
+def test_rerun_of_the_same_model_runs_changes_nothing(published):
+    from flows.cycle import cycle
+
+    cfg, root, run_id = published
+    files = sorted((run_dir(root) / "json").rglob("*.json"))
+    before = {p: p.stat().st_mtime_ns for p in files[:50]}
+    assert cycle(str(cfg)) == run_id
+    assert {p: p.stat().st_mtime_ns for p in files[:50]} == before
+    assert xr.open_zarr(root / "zarr" / "eu-short.zarr").sizes["init_time"] == 1
+    assert len([d for d in (root / "runs").iterdir() if not d.name.startswith((".", "failed"))]) == 1
+
+
+def _variant(cfg: Path, name: str, old: str, new: str) -> Path:
+    text = cfg.read_text()
+    assert old in text
+    path = cfg.parent / name
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_cycle_failing_validation_is_kept_aside_and_not_served(published):
+    """ICON-D2 alone cannot cover Lisbon: the run fails validation, goes to runs/failed/."""
+    from flows.cycle import cycle
+
+    cfg, root, run_id = published
+    bad = _variant(cfg, "d2-only.toml", 'models = ["icon-d2", "icon-eu", "ifs"]\nfreqs = ["1H", "30min", "15min"]\nhorizon_hours = 72',
+                   'models = ["icon-d2"]\nfreqs = ["1H", "30min", "15min"]\nhorizon_hours = 48')
+    state = cycle(str(bad), return_state=True)
+    assert state.is_failed()
+    assert (root / "current").readlink().name == run_id
+    failed = list((root / "runs" / "failed").iterdir())
+    assert len(failed) == 1
+    report = json.loads((failed[0] / "validation.json").read_text())
+    assert report["ok"] is False and any("NaN" in e for e in report["errors"])
+
+
+def test_cycle_failing_before_validation_leaves_the_previous_run_served(published):
+    """No model run reaches a 400 h horizon: the flow fails early, nothing changes."""
+    from flows.cycle import cycle
+
+    cfg, root, run_id = published
+    runs_before = sorted(p.name for p in (root / "runs").iterdir())
+    bad = _variant(cfg, "too-long.toml", "horizon_hours = 336", "horizon_hours = 400")
+    state = cycle(str(bad), return_state=True)
+    assert state.is_failed() and "400 h horizon" in str(state.message)
+    assert (root / "current").readlink().name == run_id
+    assert sorted(p.name for p in (root / "runs").iterdir()) == runs_before
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_served_over_http(published):
+    from pointcast.server import server_config
+
+    _, root, _ = published
+    port = _free_port()
+    server = uvicorn.Server(server_config(root, "127.0.0.1", port))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            time.sleep(0.05)
+        base = f"http://127.0.0.1:{port}"
+        r = httpx.get(f"{base}/V1/forecast/short-range/common",
+                      params={"latlon": "48.8566,2.3522;52.52,13.405", "freq": "1H"})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+        body = r.json()
+        assert list(body) == ["48.8566,2.3522", "52.52,13.405"]
+        stored = load(root, "eu-short", "1H", "paris")
+        assert body["48.8566,2.3522"]["data"] == stored["data"]
+        assert body["52.52,13.405"]["latitude"] == 52.52
+        r = httpx.get(f"{base}/V1/forecast/medium-range/common", params={"latlon": "48.85,2.35", "freq": "15min"})
+        assert r.status_code == 200 and len(r.json()["48.85,2.35"]["data"]) == 1344
+        r = httpx.get(f"{base}/V1/forecast/short-range/common", params={"latlon": "40.0,-30.0", "freq": "1H"})
+        assert r.status_code == 403 and r.json()["code"] == "403_001"
+        r = httpx.get(f"{base}/V1/forecast/short-range/common", params={"latlon": "47.0,8.0", "freq": "1H"})
+        assert r.status_code == 404 and r.json()["code"] == "404_002"
+        catalog = httpx.get(f"{base}/catalog").json()
+        assert catalog and "paris" in json.dumps(catalog)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
