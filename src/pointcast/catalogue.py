@@ -80,9 +80,18 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
        "atmosphere_convective_available_potential_energy", nonnegative=True),
     _v("orog", "m", "model surface height above sea level", (-500.0, 9000.0), C,
        "surface_altitude"),
+    _v("lcc", "%", "low cloud cover", (0.0, 100.0), S, "low_type_cloud_area_fraction",
+       nonnegative=True),
+    _v("ssr", "W m-2", "net shortwave radiation at the surface, interval mean", (0.0, 1400.0), R,
+       "surface_net_downward_shortwave_flux", nonnegative=True),
     # Wind on height-above-ground levels (10, 100, 200 m where a source publishes them).
     _v("u", "m s-1", "eastward wind on height levels", (-150.0, 150.0), S, "eastward_wind"),
     _v("v", "m s-1", "northward wind on height levels", (-150.0, 150.0), S, "northward_wind"),
+    # Model-level fields (ICON): wind on full levels, and the height of the half levels above
+    # sea level (HHL, time-invariant), from which each full level's height above ground follows.
+    _v("u_ml", "m s-1", "eastward wind on model levels", (-150.0, 150.0), S, "eastward_wind"),
+    _v("v_ml", "m s-1", "northward wind on model levels", (-150.0, 150.0), S, "northward_wind"),
+    _v("hhl", "m", "height of model half levels above sea level", (-500.0, 80000.0), C),
     # Pressure-level fields, for the profile above the surface.
     _v("t_pl", "K", "temperature on pressure levels", (170.0, 340.0), S, "air_temperature"),
     _v("u_pl", "m s-1", "eastward wind on pressure levels", (-150.0, 150.0), S, "eastward_wind"),

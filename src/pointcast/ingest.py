@@ -33,7 +33,8 @@ from .sources.base import GribField, Processing
 
 log = logging.getLogger(__name__)
 
-LEVEL_DIMS = {"heightAboveGround": "height", "isobaricInhPa": "plev"}
+LEVEL_DIMS = {"heightAboveGround": "height", "isobaricInhPa": "plev",
+              "generalVerticalLayer": "mlev", "generalVertical": "hlev"}
 
 
 class DecodeError(RuntimeError):
@@ -82,6 +83,7 @@ class Message:
     end_minutes: int
     init: datetime
     grid: GridKey | None  # None for grids this decoder does not handle
+    edition: int = 2
 
 
 def plain_grib(path: Path) -> Path:
@@ -139,6 +141,7 @@ def index_file(path: Path) -> list[Message]:
                     end_minutes=int(eccodes.codes_get(h, "endStep", ktype=int)),
                     init=init,
                     grid=_grid_key(h),
+                    edition=int(eccodes.codes_get(h, "edition")),
                 ))
             finally:
                 eccodes.codes_release(h)
@@ -172,7 +175,8 @@ def _lazy(msg: Message) -> da.Array:
 
 def _matches(row: GribField, msg: Message) -> bool:
     return (row.shortName == msg.shortName and row.typeOfLevel == msg.typeOfLevel
-            and (row.levels is None or msg.level in row.levels))
+            and (row.levels is None or msg.level in row.levels)
+            and (row.edition is None or row.edition == msg.edition))
 
 
 def _deaccumulate(stack: da.Array, steps_min: np.ndarray, row: GribField) -> da.Array:
@@ -196,8 +200,11 @@ def _deaccumulate(stack: da.Array, steps_min: np.ndarray, row: GribField) -> da.
 def _component(row: GribField, msgs: list[Message], levels: list[int] | None) -> dict[int, da.Array]:
     """One table row's canonical planes, ([level,] lat, lon), keyed by the step (minutes) they end at."""
     if row.processing is Processing.CONSTANT:
-        first = min(msgs, key=lambda m: m.end_minutes)
-        return {first.end_minutes: _lazy(first) * np.float32(row.scale) + np.float32(row.offset)}
+        first_step = min(m.end_minutes for m in msgs)
+        by_level = {m.level: m for m in msgs if m.end_minutes == first_step}
+        planes = [_lazy(by_level[lv]) for lv in (levels or [msgs[0].level])]
+        arr = (planes[0] if levels is None else da.stack(planes)) * np.float32(row.scale) + np.float32(row.offset)
+        return {first_step: arr}
     by_key = {(m.end_minutes, m.level): m for m in msgs}
     own_steps = np.array(sorted({m.end_minutes for m in msgs}))
     lv = levels if levels is not None else [msgs[0].level]
@@ -284,10 +291,11 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     for var, rows in by_var.items():
         spec = variable(var)
         first = rows[0]
-        if first.processing is Processing.CONSTANT:
-            arr, dims = _combine(rows, rows_msgs, None, None), ("lat", "lon")
-        elif first.levels is None:
-            arr, dims = _combine(rows, rows_msgs, None, times_min), ("time", "lat", "lon")
+        constant = first.processing is Processing.CONSTANT
+        axis = None if constant else times_min
+        if first.levels is None:
+            arr = _combine(rows, rows_msgs, None, axis)
+            dims = ("lat", "lon") if constant else ("time", "lat", "lon")
         else:
             # Rows with the same levels are components to add (SNOW_GSP + SNOW_CON); rows with
             # other levels extend the level axis (10u, 100u, 200u).
@@ -297,12 +305,12 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
             levels = sorted(lv for key in groups for lv in key)
             if len(set(levels)) != len(levels):
                 raise DecodeError(f"{model}: {var} has overlapping level sets {list(groups)}")
-            parts = [_combine(group, rows_msgs, list(key), times_min) for key, group in sorted(groups.items())]
-            arr = da.concatenate(parts, axis=1)
+            parts = [_combine(group, rows_msgs, list(key), axis) for key, group in sorted(groups.items())]
+            arr = da.concatenate(parts, axis=0 if constant else 1)
             dim = LEVEL_DIMS[first.typeOfLevel]
             if level_coords.setdefault(dim, levels) != levels:
                 raise DecodeError(f"{model}: {var} levels {levels} differ from {level_coords[dim]}")
-            dims = ("time", dim, "lat", "lon")
+            dims = (dim, "lat", "lon") if constant else ("time", dim, "lat", "lon")
         attrs = {"units": spec.units, "long_name": spec.long_name}
         if first.processing is not Processing.CONSTANT:
             # The steps at which this variable exists: interval values span (previous, step].

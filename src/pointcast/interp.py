@@ -32,6 +32,8 @@ BASE_STEP = np.timedelta64(15, "m")
 POP_RADIUS_KM = 25.0  # neighbourhood radius of the precipitation probability
 POP_THRESHOLD_MM_H = 0.1  # wet when the interval's rate reaches this
 KM_PER_DEG = 111.195
+# Fields that only feed the vertical profile; the point dataset carries the profile's result.
+PROFILE_INPUTS = {"u", "v", "t_pl", "u_pl", "v_pl", "z_pl", "u_ml", "v_ml", "hhl", "orog"}
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float]) -> xr.Da
 
     out = xr.Dataset(coords={"time": ds.time.values, "point": points.ids})
     for name, val in values.items():
-        if name in {"u", "v", "t_pl", "u_pl", "v_pl", "z_pl", "orog"}:
+        if name in PROFILE_INPUTS:
             continue
         out[name] = (("time", "point"), val)
     orog = values.get("orog", np.zeros(len(points), dtype=np.float32))
@@ -214,6 +216,15 @@ def _profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
             if "t_pl" in values:
                 temp_h.append(above)
                 temp_v.append(values["t_pl"][:, k])
+    if "u_ml" in values and "hhl" in values:
+        # ICON model levels: full level L lies halfway between half levels L and L + 1.
+        half = {int(lv): k for k, lv in enumerate(ds.hlev.values)}
+        for k, level in enumerate(ds.mlev.values):
+            top, bottom = values["hhl"][half[int(level)]], values["hhl"][half[int(level) + 1]]
+            above = (0.5 * (top + bottom) - orog).astype(np.float64)
+            wind_h.append(np.broadcast_to(above, (t_len, p_len)))
+            wind_u.append(values["u_ml"][:, k])
+            wind_v.append(values["v_ml"][:, k])
     if not wind_h:
         return
     zs, us, vs = (np.stack(a, axis=-1) for a in (wind_h, wind_u, wind_v))

@@ -39,6 +39,7 @@ class GribField:
     per_second: bool = False  # divide the de-accumulated amount by the interval (J m-2 -> W m-2)
     fine: bool = False  # published on the model's fine (sub-hourly) steps too
     param: str | None = None  # upstream parameter name where it differs (DWD file names)
+    edition: int | None = None  # GRIB edition this encoding belongs to (None: any)
 
 
 @dataclass(frozen=True)
