@@ -232,3 +232,42 @@ def test_served_over_http(published):
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+WIND_UNITS = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
+
+
+@pytest.mark.parametrize("freq", ["1H", "30min", "15min"])
+def test_windpack_heights_are_precomputed_and_consistent(published, freq):
+    from pointcast.products.eu_wind import LADDER
+
+    cfg, root, _ = published
+    index = json.loads((run_dir(root) / "json" / "eu-wind" / "index.json").read_text())
+    hornsea = next(p for p in index["points"] if p["id"] == "hornsea-1")
+    assert set(LADDER) <= set(hornsea["heights"]) and set(hornsea["hub_heights"]) <= set(hornsea["heights"])
+    assert hornsea["hub_heights"], "the offshore farm has a configured hub height"
+    short = load(root, "eu-short", freq, "hornsea-1")["data"]
+    means = []
+    for h in hornsea["heights"]:
+        obj = json.loads((run_dir(root) / "json" / "eu-wind" / freq / "hornsea-1" / f"{h:g}m.json").read_text())
+        assert list(obj) == ["latitude", "longitude", "basetime", "updated_time", "freq", "hub_height", "unit", "data"]
+        assert obj["hub_height"] == f"{h:g}m" and obj["unit"] == WIND_UNITS and obj["freq"] == freq
+        assert len(obj["data"]) == COUNTS[("eu-short", freq)]
+        for e, s in zip(obj["data"], short):
+            assert list(e) == list(WIND_UNITS) and e["datetime"] == s["datetime"]
+            assert abs(math.hypot(e["u_windspd"], e["v_windspd"]) - e["windspd"]) <= 0.015
+            assert 0 <= e["windir"] < 360
+            if e["windspd"] > 1:
+                assert abs(-e["windspd"] * math.sin(math.radians(e["windir"])) - e["u_windspd"]) < 0.05 * e["windspd"] + 0.02
+            if h == 100:
+                assert e["windspd"] == s["windspd_100m"] and e["windir"] == s["windir_100m"]
+        means.append(np.mean([e["windspd"] for e in obj["data"]]))
+    assert all(b > a for a, b in zip(means, means[1:])), means
+
+
+def test_windpack_archive_has_heights(published):
+    _, root, _ = published
+    ds = xr.open_zarr(root / "zarr" / "eu-wind.zarr")
+    assert ds.windspd.dims == ("init_time", "point", "lead_time", "height")
+    assert ds.sizes["lead_time"] == 288 and 10.0 in ds.height.values and 300.0 in ds.height.values
+    np.testing.assert_allclose(ds.windspd.values, np.hypot(ds.u_windspd.values, ds.v_windspd.values), atol=1e-4)

@@ -33,6 +33,8 @@ class Product(Protocol):
 
     def heights(self, cfg: ProductConfig) -> list[float]: ...
 
+    def expected_files(self, cfg: ProductConfig) -> list[str]: ...
+
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput: ...
 
 
@@ -45,3 +47,47 @@ def iso(t) -> str:
 
 def dumps(obj) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def render_index(product_id: str, path: str, cfg: ProductConfig, ctx: RunContext,
+                 point_extra=lambda p: {}, **extra) -> bytes:
+    """`index.json` of a product: its points with their grid cells, and the run's times."""
+    from ..grids import grid_for
+
+    grid = grid_for(product_id)
+    return dumps({
+        "product": product_id, "path": path, "grid": grid.name,
+        "basetime": iso(ctx.basetime), "updated_time": iso(ctx.updated),
+        "next_update": iso(ctx.next_update), "freqs": list(cfg.freqs), **extra,
+        "points": [{"id": p.id, "name": p.name, "lat": p.lat, "lon": p.lon,
+                    "cell": grid.cell_key(p.lat, p.lon), "elevation": p.elevation,
+                    "hub_heights": list(p.hub_heights), **point_extra(p)} for p in cfg.points],
+    })
+
+
+def archive_frame(product_id: str, cfg: ProductConfig, ctx: RunContext, times: np.ndarray,
+                  step: np.timedelta64, **coords) -> xr.Dataset:
+    """The archive dataset's coordinates and CF/global attributes, before its variables."""
+    init = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
+    out = xr.Dataset(coords={
+        "init_time": ("init_time", [init]),
+        "point": ("point", [p.id for p in cfg.points]),
+        "lead_time": ("lead_time", (times - init).astype("timedelta64[ns]")),
+        **coords,
+        "latitude": ("point", [p.lat for p in cfg.points]),
+        "longitude": ("point", [p.lon for p in cfg.points]),
+    })
+    out["init_time"].attrs.update(long_name="model run time (basetime)", standard_name="forecast_reference_time")
+    out["lead_time"].attrs.update(long_name="time since init_time", standard_name="forecast_period")
+    out["latitude"].attrs.update(units="degrees_north", standard_name="latitude")
+    out["longitude"].attrs.update(units="degrees_east", standard_name="longitude")
+    out.attrs.update(
+        title=f"pointcast {product_id}", Conventions="CF-1.10", product=product_id,
+        time_step=f"{int(step / np.timedelta64(1, 'm'))} min",
+        interval_convention="interval elements describe [time, time + time_step)",
+        models=dumps(ctx.models).decode(),
+        synthetic=int(any(m.get("synthetic") for m in ctx.models.values())),
+    )
+    if out.attrs["synthetic"]:
+        out.attrs["comment"] = "SYNTHETIC DATA from the embedded sample source, not a real forecast"
+    return out

@@ -16,7 +16,7 @@ import xarray as xr
 from .. import codes, physics
 from ..config import ProductConfig
 from ..interp import aggregate
-from .base import ProductOutput, RunContext, dumps, iso
+from .base import ProductOutput, RunContext, archive_frame, dumps, iso, render_index
 
 FREQ_STEPS = {"1H": np.timedelta64(60, "m"), "30min": np.timedelta64(30, "m"),
               "15min": np.timedelta64(15, "m")}
@@ -139,6 +139,14 @@ def elements(ds: xr.Dataset, step: np.timedelta64) -> dict[str, np.ndarray]:
     return out
 
 
+def _number(value: float, decimals: int | None) -> float | int | None:
+    """A JSON number rounded to the element's precision; None (null) for a gap, which the
+    validation gate rejects before anything is published."""
+    if not np.isfinite(value):
+        return None
+    return int(value) if decimals is None else round(float(value), decimals) + 0.0
+
+
 class EuCommon:
     """4.1 and 4.2: the same elements over the product's horizon at 1H, 30min and 15min."""
 
@@ -175,8 +183,7 @@ class EuCommon:
             if key == "weather_type":
                 columns[key] = list(col)
                 continue
-            dec = BY_KEY[key].decimals
-            columns[key] = [int(v) for v in col] if dec is None else [round(float(v), dec) + 0.0 for v in col]
+            columns[key] = [_number(v, BY_KEY[key].decimals) for v in col]
         data = [{"datetime": s, **{k: columns[k][i] for k in ORDER[1:]}} for i, s in enumerate(stamps)]
         # latitude/longitude first and basetime next: the server splices the request's coordinates.
         obj = {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
@@ -184,29 +191,14 @@ class EuCommon:
                "unit": {k: UNITS[k] for k in ORDER}, "data": data}
         return dumps(obj)
 
-    def _index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
-        from ..grids import grid_for
+    def expected_files(self, cfg: ProductConfig) -> list[str]:
+        return [f"{self.id}/{freq}/{p.id}.json" for freq in cfg.freqs for p in cfg.points]
 
-        grid = grid_for(self.id)
-        return dumps({
-            "product": self.id, "path": self.path, "grid": grid.name,
-            "basetime": iso(ctx.basetime), "updated_time": iso(ctx.updated),
-            "next_update": iso(ctx.next_update), "freqs": list(cfg.freqs),
-            "points": [{"id": p.id, "name": p.name, "lat": p.lat, "lon": p.lon,
-                        "cell": grid.cell_key(p.lat, p.lon), "elevation": p.elevation,
-                        "hub_heights": list(p.hub_heights)} for p in cfg.points],
-        })
+    def _index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
+        return render_index(self.id, self.path, cfg, ctx)
 
     def _archive(self, ds, values, cfg, ctx: RunContext, step) -> xr.Dataset:
-        init = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
-        lead = (ds.time.values - init).astype("timedelta64[ns]")
-        out = xr.Dataset(coords={
-            "init_time": ("init_time", [init]),
-            "point": ("point", [p.id for p in cfg.points]),
-            "lead_time": ("lead_time", lead),
-            "latitude": ("point", [p.lat for p in cfg.points]),
-            "longitude": ("point", [p.lon for p in cfg.points]),
-        })
+        out = archive_frame(self.id, cfg, ctx, ds.time.values, step)
         for e in ELEMENTS:
             out[e.key] = (("init_time", "point", "lead_time"), values[e.key].T[None].astype(np.float32),
                           {"units": e.unit.replace("°C", "degC"), "long_name": e.long_name,
@@ -220,17 +212,4 @@ class EuCommon:
                                 "valid_min": 0, "valid_max": len(labels) - 1,
                                 "flag_values": np.arange(len(labels), dtype=np.int8),
                                 "flag_meanings": " ".join(l.lower().replace(" ", "_") for l in labels)})
-        out["init_time"].attrs.update(long_name="model run time (basetime)", standard_name="forecast_reference_time")
-        out["lead_time"].attrs.update(long_name="time since init_time", standard_name="forecast_period")
-        out["latitude"].attrs.update(units="degrees_north", standard_name="latitude")
-        out["longitude"].attrs.update(units="degrees_east", standard_name="longitude")
-        out.attrs.update(
-            title=f"pointcast {self.id}", Conventions="CF-1.10", product=self.id,
-            time_step=f"{int(step / np.timedelta64(1, 'm'))} min",
-            interval_convention="interval elements describe [time, time + time_step)",
-            models=dumps(ctx.models).decode(),
-            synthetic=int(any(m.get("synthetic") for m in ctx.models.values())),
-        )
-        if out.attrs["synthetic"]:
-            out.attrs["comment"] = "SYNTHETIC DATA from the embedded sample source, not a real forecast"
         return out

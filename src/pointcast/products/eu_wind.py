@@ -1,0 +1,106 @@
+"""European short-range wind at hub height (spec 4.3, windpack).
+
+For every point, the default ladder of heights and the point's own hub heights are
+precomputed at 1H, 30min and 15min over the product's horizon. Wind at a height comes from the
+extract stage's vertical profile (10 m wind, the source's height levels, ICON model levels and
+pressure levels), then blending and resampling exactly like the common products, so that
+windpack at 100 m equals `windspd_100m` of 4.2. The server answers any other height between
+10 m and 300 m from the two precomputed heights around it (log-profile rule, docs/api.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .. import physics
+from ..config import ProductConfig
+from ..interp import aggregate
+from .base import ProductOutput, RunContext, archive_frame, dumps, iso, render_index
+from .eu_common import FREQ_STEPS, _number
+
+LADDER = (10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 180.0, 200.0, 250.0, 300.0)
+UNITS = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
+
+
+def point_heights(point) -> list[float]:
+    """The heights precomputed for a point: the ladder and its configured hub heights."""
+    return sorted(set(LADDER) | set(point.hub_heights))
+
+
+def height_name(h: float) -> str:
+    return f"{h:g}m"
+
+
+class EuWind:
+    def __init__(self, product_id: str, path: str):
+        self.id = product_id
+        self.path = path
+
+    def heights(self, cfg: ProductConfig) -> list[float]:
+        return sorted({h for p in cfg.points for h in point_heights(p)})
+
+    def expected_files(self, cfg: ProductConfig) -> list[str]:
+        return [f"{self.id}/{freq}/{p.id}/{height_name(h)}.json"
+                for freq in cfg.freqs for p in cfg.points for h in point_heights(p)]
+
+    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput:
+        start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
+        files: dict[str, bytes] = {}
+        finest = None
+        for freq in cfg.freqs:
+            step = FREQ_STEPS[freq]
+            count = int(np.timedelta64(cfg.horizon_hours, "h") / step)
+            ds = aggregate(series[["wind_u", "wind_v"]], start, step, count)
+            wind = _wind(ds)
+            stamps = [iso(t) for t in ds.time.values]
+            heights = list(ds.height.values)
+            for j, p in enumerate(cfg.points):
+                for h in point_heights(p):
+                    k = heights.index(h)
+                    files[f"{self.id}/{freq}/{p.id}/{height_name(h)}.json"] = self._render(
+                        p, freq, h, stamps, {name: arr[:, j, k] for name, arr in wind.items()}, ctx)
+            if finest is None or step < finest[0]:
+                finest = (step, ds, wind)
+        files[f"{self.id}/index.json"] = self._index(cfg, ctx)
+        step, ds, wind = finest
+        return ProductOutput(files=files, archive=self._archive(ds, wind, cfg, ctx, step))
+
+    def _render(self, p, freq, h, stamps, cols, ctx: RunContext) -> bytes:
+        decimals = {"windspd": 2, "windir": 1, "u_windspd": 2, "v_windspd": 2}
+        values = {k: [_number(v, decimals[k]) for v in cols[k]] for k in decimals}
+        data = [{"datetime": s, **{k: values[k][i] for k in decimals}} for i, s in enumerate(stamps)]
+        return dumps({"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
+                      "updated_time": iso(ctx.updated), "freq": freq, "hub_height": height_name(h),
+                      "unit": UNITS, "data": data})
+
+    def _index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
+        return render_index(self.id, self.path, cfg, ctx, lambda p: {"heights": point_heights(p)},
+                            height_range_m=[10, 300], ladder=list(LADDER))
+
+    def _archive(self, ds, wind, cfg, ctx: RunContext, step) -> xr.Dataset:
+        out = archive_frame(self.id, cfg, ctx, ds.time.values, step,
+                            height=("height", ds.height.values.astype(np.float64)))
+        meta = {
+            "windspd": ("m s-1", "wind speed", "wind_speed", (0.0, 150.0)),
+            "windir": ("degree", "direction the wind blows from, clockwise from north",
+                       "wind_from_direction", (0.0, 360.0)),
+            "u_windspd": ("m s-1", "eastward wind", "eastward_wind", (-150.0, 150.0)),
+            "v_windspd": ("m s-1", "northward wind", "northward_wind", (-150.0, 150.0)),
+        }
+        for name, (units, long_name, standard, valid) in meta.items():
+            # (time, point, height) -> (init_time, point, lead_time, height)
+            values = wind[name].transpose(1, 0, 2)[None].astype(np.float32)
+            out[name] = (("init_time", "point", "lead_time", "height"), values,
+                         {"units": units, "long_name": long_name, "standard_name": standard,
+                          "valid_min": valid[0], "valid_max": valid[1]})
+        out["height"].attrs.update(units="m", long_name="height above ground", positive="up")
+        return out
+
+
+def _wind(ds: xr.Dataset) -> dict[str, np.ndarray]:
+    u = ds.wind_u.transpose("time", "point", "height").values.astype(np.float64)
+    v = ds.wind_v.transpose("time", "point", "height").values.astype(np.float64)
+    return {"windspd": physics.wind_speed(u, v),
+            "windir": np.round(physics.wind_direction(u, v), 1) % 360.0,
+            "u_windspd": u, "v_windspd": v}
