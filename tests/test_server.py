@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import socket
 import threading
@@ -33,7 +34,8 @@ from pointcast.server import (
 
 MEDIUM = "/V1/forecast/medium-range/common"
 SHORT = "/V1/forecast/short-range/common"
-PRODUCTS = {"eu-medium": MEDIUM, "eu-short": SHORT}
+WIND = "/V1/forecast/short-range/windpack"
+PRODUCTS = {"eu-medium": MEDIUM, "eu-short": SHORT}  # the common products
 FREQ_STEPS = {"1H": 60, "30min": 30, "15min": 15}
 
 # id, name, lat, lon, elevation, hub_heights
@@ -46,9 +48,43 @@ PARIS = "48.8566,2.3522"
 BERLIN = "52.52,13.405"
 ROME = "41.9028,12.4964"
 MADRID = "40.4168,-3.7038"  # in Europe, no configured point there
+HORNSEA = "53.885,1.791"
 NEW_YORK = "40.7128,-74.006"  # outside the European coverage
 
 UPDATED = datetime(2026, 11, 22, 3, 41, 7, tzinfo=timezone.utc)
+
+# eu-wind: id, name, lat, lon, hub heights, roughness length z0 (m) of the fixture's log profile
+WIND_POINTS = [
+    ("paris", "Paris", 48.8566, 2.3522, [], 0.5),
+    ("hornsea-1", "Hornsea 1", 53.885, 1.791, [113.0], 0.0002),
+    ("berlin", "Berlin", 52.52, 13.405, [112.5, 150.0], 0.3),
+]
+LADDER = [10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 180.0, 200.0, 250.0, 300.0]
+# per step, u(z) = a_u ln(z/z0) and v(z) = a_v ln(z/z0): an exact neutral log profile
+# (west-south-west, south-east, calm, from north, from west, from north-east)
+WIND_STEPS = [(0.8, 0.3), (-0.5, 0.9), (0.0, 0.0), (0.0, -1.1), (1.2, 0.0), (-0.7, -0.7)]
+
+
+def wind_heights(hubs: list[float]) -> list[float]:
+    return sorted(set(LADDER) | set(hubs))
+
+
+def wind_profile(pid: str, step: int, z: float) -> tuple[float, float]:
+    """The fixture's exact (unrounded) components at height z."""
+    n, (_, _, _, _, _, z0) = next((i, p) for i, p in enumerate(WIND_POINTS) if p[0] == pid)
+    a_u, a_v = WIND_STEPS[step]
+    scale = 1.0 + 0.1 * n
+    return a_u * scale * math.log(z / z0), a_v * scale * math.log(z / z0)
+
+
+def direction_from(u: float, v: float) -> float:
+    """Where the wind blows from, degrees clockwise from north."""
+    return (270.0 - math.degrees(math.atan2(v, u))) % 360.0
+
+
+def compact(obj) -> bytes:
+    """The product's JSON style (products/base.py): compact separators, UTF-8."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 # --------------------------------------------------------------------------- the run tree
@@ -107,9 +143,54 @@ def publish_run(root: Path, run_id: str, basetime: datetime, *, next_update: dat
                     ],
                 }
                 (base / freq / f"{pid}.json").write_text(json.dumps(obj, ensure_ascii=False))
+    publish_wind(run / "json" / "eu-wind", basetime, updated, next_update)
     (run / "manifest.json").write_text("{}")
     (run / "validation.json").write_text("{}")
     return run
+
+
+def publish_wind(base: Path, basetime: datetime, updated: datetime, next_update: datetime) -> None:
+    """eu-wind: index.json with each point's heights, one file per freq, point and height."""
+    grid = grid_for("eu-wind")
+    base.mkdir(parents=True)
+    index = {
+        "product": "eu-wind",
+        "path": WIND,
+        "grid": "EPSG:3035 2 km",
+        "basetime": iso(basetime),
+        "updated_time": iso(updated),
+        "next_update": iso(next_update),
+        "freqs": list(FREQ_STEPS),
+        "height_range_m": [10, 300],
+        "ladder": LADDER,
+        "points": [
+            {"id": pid, "name": name, "lat": lat, "lon": lon, "cell": grid.cell_key(lat, lon), "elevation": 0.0,
+             "hub_heights": hubs, "heights": wind_heights(hubs)}
+            for pid, name, lat, lon, hubs, _ in WIND_POINTS
+        ],
+    }
+    (base / "index.json").write_bytes(compact(index))
+    for freq, minutes in FREQ_STEPS.items():
+        for pid, _, lat, lon, hubs, _ in WIND_POINTS:
+            (base / freq / pid).mkdir(parents=True)
+            for h in wind_heights(hubs):
+                data = []
+                for step in range(len(WIND_STEPS)):
+                    u, v = wind_profile(pid, step, h)
+                    speed = math.hypot(u, v)
+                    data.append({
+                        "datetime": iso(basetime + timedelta(minutes=minutes * step)),
+                        "windspd": round(speed, 2) + 0.0,
+                        "windir": 0.0 if speed == 0 else round(direction_from(u, v), 1) % 360.0,
+                        "u_windspd": round(u, 2) + 0.0,
+                        "v_windspd": round(v, 2) + 0.0,
+                    })
+                obj = {"latitude": lat, "longitude": lon, "basetime": iso(basetime), "updated_time": iso(updated),
+                       "freq": freq, "hub_height": f"{h:g}m",
+                       "unit": {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s",
+                                "v_windspd": "m/s"},
+                       "data": data}
+                (base / freq / pid / f"{h:g}m.json").write_bytes(compact(obj))
 
 
 def point_current(root: Path, run_id: str) -> None:
@@ -121,6 +202,10 @@ def point_current(root: Path, run_id: str) -> None:
 
 def point_file(root: Path, run_id: str, product: str, freq: str, pid: str) -> dict:
     return json.loads((root / "runs" / run_id / "json" / product / freq / f"{pid}.json").read_text())
+
+
+def wind_bytes(root: Path, freq: str, pid: str, h: float, run_id: str = "20261122T00Z") -> bytes:
+    return (root / "runs" / run_id / "json" / "eu-wind" / freq / pid / f"{h:g}m.json").read_bytes()
 
 
 # --------------------------------------------------------------------------- live server
@@ -350,7 +435,7 @@ def test_error_codes(client, path, query, status, code, message):
 
 
 @pytest.mark.parametrize("path", ["/", "/V1", "/V1/forecast/medium-range/common/", "/v1/forecast/medium-range/common",
-                                  "/V1/forecast/short-range/windpack", "/api/v2/global/wx", "/api/v1/ss1wx", "/../etc/passwd",
+                                  "/V1/forecast/short-range/windpack/", "/api/v2/global/wx", "/api/v1/ss1wx", "/../etc/passwd",
                                   "/runs/20261122T00Z/json/eu-medium/index.json", "/current/json/eu-medium/1H/paris.json"])
 def test_unknown_path_404_001(client, path):
     assert_error(client.get(path, params={"latlon": PARIS, "freq": "1H"}), 404, "404_001", "no such resource")
@@ -425,8 +510,8 @@ HOSTILE = [
 @pytest.mark.parametrize("query", HOSTILE, ids=lambda q: repr(q[:40]))
 def test_hostile_queries_never_5xx(live, query):
     _, _, port = live
-    for path in (MEDIUM, SHORT, "/catalog"):
-        status, headers, body = raw_get(port, path.encode() + b"?" + query)
+    for path, extra in ((MEDIUM, b""), (SHORT, b""), ("/catalog", b""), (WIND, b"&hubheight=100m"), (WIND, b"")):
+        status, headers, body = raw_get(port, path.encode() + b"?" + query + extra)
         assert status < 500, (status, body)
         assert "x-injected" not in headers
         if status >= 400 and headers.get("content-type") == "application/json":
@@ -524,7 +609,7 @@ def test_catalog(client, tree):
     catalog = r.json()
     assert catalog["run_id"] == "20261122T00Z"
     products = {p["product"]: p for p in catalog["products"]}
-    assert set(products) == set(PRODUCTS)
+    assert set(products) == set(PRODUCTS) | {"eu-wind"}
     medium = products["eu-medium"]
     assert medium["operations"] == [MEDIUM]
     assert medium["basetime"] == "2026-11-22T00:00:00+00:00"
@@ -533,6 +618,14 @@ def test_catalog(client, tree):
     points = {p["id"]: p for p in medium["points"]}
     assert points["paris"] == {"id": "paris", "name": "Paris", "lat": 48.8566, "lon": 2.3522}
     assert points["berlin"]["hub_heights"] == [100, 150]
+    assert "heights" not in points["berlin"]
+    wind = products["eu-wind"]
+    assert wind["operations"] == [WIND] and wind["freqs"] == ["1H", "30min", "15min"]
+    wind_points = {p["id"]: p for p in wind["points"]}
+    assert wind_points["paris"]["heights"] == LADDER
+    assert wind_points["hornsea-1"]["heights"] == LADDER[:6] + [113.0] + LADDER[6:]
+    assert wind_points["hornsea-1"]["hub_heights"] == [113.0]
+    assert wind_points["berlin"]["heights"] == sorted(LADDER + [112.5, 150.0])
     assert client.head("/catalog").content == b""
     assert client.get("/catalog", headers={"If-None-Match": r.headers["etag"]}).status_code == 304
 
@@ -630,7 +723,329 @@ def test_parsers():
 
 def test_operations_table():
     assert OPERATIONS[MEDIUM].product == "eu-medium" and OPERATIONS[SHORT].product == "eu-short"
+    assert OPERATIONS[WIND].product == "eu-wind" and OPERATIONS[WIND].name == "4.3"
     assert OPERATIONS["/catalog"].product is None
+
+
+# --------------------------------------------------------------------------- 4.3 windpack
+
+WIND_KEYS = ["latitude", "longitude", "basetime", "updated_time", "freq", "hub_height", "unit", "data"]
+WIND_UNIT = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
+RUN = "20261122T00Z"
+
+
+def wind_get(client: httpx.Client, latlon: str, freq: str, hubheight: str) -> httpx.Response:
+    return get(client, WIND, f"latlon={latlon}&freq={freq}&hubheight={hubheight}")
+
+
+def splice_expected(stored: bytes, lat: str, lon: str, hub: str) -> bytes:
+    """The stored file with the coordinates and the hub_height value replaced (as text)."""
+    head, sep, rest = stored.partition(b',"basetime"')
+    assert head.startswith(b'{"latitude":') and sep
+    old = b'"hub_height":' + json.dumps(json.loads(stored)["hub_height"]).encode()
+    assert rest.count(old) == 1
+    rest = rest.replace(old, b'"hub_height":' + json.dumps(hub).encode())
+    return b'{"latitude":' + lat.encode() + b',"longitude":' + lon.encode() + sep + rest
+
+
+@pytest.mark.parametrize("freq", list(FREQ_STEPS))
+@pytest.mark.parametrize("hub,stored_height", [("100m", 100.0), ("100.0m", 100.0), ("0100.000m", 100.0),
+                                                ("113m", 113.0), ("10m", 10.0), ("300m", 300.0)])
+def test_windpack_precomputed_height_is_the_file_spliced(client, tree, freq, hub, stored_height):
+    stored = wind_bytes(tree, freq, "hornsea-1", stored_height)
+    r = wind_get(client, HORNSEA, freq, hub)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    assert r.content == b'{"53.885,1.791":' + splice_expected(stored, "53.885", "1.791", hub) + b"}"
+    value = r.json()[HORNSEA]
+    assert list(value) == WIND_KEYS and value["hub_height"] == hub
+    assert value["unit"] == WIND_UNIT and list(value["unit"]) == list(WIND_UNIT)
+    assert value["data"] == json.loads(stored)["data"]
+
+
+def test_windpack_precomputed_echoes_the_requested_coordinates(client, tree):
+    lat, lon = _same_cell_neighbour(53.885, 1.791)
+    text = f"{lat},{lon}"
+    r = wind_get(client, text, "1H", "80m")
+    assert r.status_code == 200, r.text
+    stored = wind_bytes(tree, "1H", "hornsea-1", 80.0)
+    assert r.content == b"{" + json.dumps(text).encode() + b":" + splice_expected(stored, repr(lat), repr(lon), "80m") + b"}"
+    # the same text twice is one key; another pair gets its own point
+    r = wind_get(client, f"{text};{PARIS};{text}", "1H", "80m")
+    assert list(r.json()) == [text, PARIS]
+    assert r.json()[PARIS]["data"] == json.loads(wind_bytes(tree, "1H", "paris", 80.0))["data"]
+
+
+def test_windpack_hub_height_echo_exactly_as_sent(client, tree):
+    # Berlin has a configured hub height of 112.5 m: its file, spliced
+    r = wind_get(client, BERLIN, "1H", "112.50m")
+    assert r.status_code == 200, r.text
+    stored = wind_bytes(tree, "1H", "berlin", 112.5)
+    assert json.loads(stored)["hub_height"] == "112.5m"
+    assert r.content == b'{"52.52,13.405":' + splice_expected(stored, "52.52", "13.405", "112.50m") + b"}"
+    # Paris has not: interpolated between 100 m and 120 m, same echo
+    r = wind_get(client, PARIS, "1H", "112.50m")
+    assert r.status_code == 200, r.text
+    assert b'"hub_height":"112.50m"' in r.content
+    value = r.json()[PARIS]
+    assert list(value) == WIND_KEYS and value["hub_height"] == "112.50m"
+    assert value["data"] != json.loads(wind_bytes(tree, "1H", "paris", 100.0))["data"]
+    assert value["data"] != json.loads(wind_bytes(tree, "1H", "paris", 120.0))["data"]
+
+
+# point, requested height, the two precomputed heights around it
+INTERPOLATED = [
+    ("paris", PARIS, "90m", 80.0, 100.0),
+    ("hornsea-1", HORNSEA, "90m", 80.0, 100.0),
+    ("berlin", BERLIN, "90m", 80.0, 100.0),
+    ("hornsea-1", HORNSEA, "112.9m", 100.0, 113.0),  # the hub height is a precomputed neighbour
+    ("hornsea-1", HORNSEA, "115m", 113.0, 120.0),
+    ("berlin", BERLIN, "145.25m", 140.0, 150.0),
+    ("paris", PARIS, "10.5m", 10.0, 20.0),
+    ("paris", PARIS, "299.99m", 250.0, 300.0),
+]
+
+
+@pytest.mark.parametrize("freq", list(FREQ_STEPS))
+@pytest.mark.parametrize("pid,latlon,hub,z1,z2", INTERPOLATED)
+def test_windpack_interpolates_with_the_log_rule(client, tree, freq, pid, latlon, hub, z1, z2):
+    r = wind_get(client, latlon, freq, hub)
+    assert r.status_code == 200, r.text
+    value = r.json()[latlon]
+    assert list(value) == WIND_KEYS
+    z = float(hub[:-1])
+    lower, upper = (json.loads(wind_bytes(tree, freq, pid, h)) for h in (z1, z2))
+    assert {k: value[k] for k in ("basetime", "updated_time", "freq")} == {
+        k: lower[k] for k in ("basetime", "updated_time", "freq")}
+    assert value["freq"] == freq and value["hub_height"] == hub and value["unit"] == WIND_UNIT
+    assert [e["datetime"] for e in value["data"]] == [e["datetime"] for e in lower["data"]]
+    lat, lon = (float(x) for x in latlon.split(","))
+    assert (value["latitude"], value["longitude"]) == (lat, lon)
+    w = math.log(z / z1) / math.log(z2 / z1)
+    for step, (got, lo, hi) in enumerate(zip(value["data"], lower["data"], upper["data"])):
+        assert list(got) == ["datetime", "windspd", "windir", "u_windspd", "v_windspd"]
+        for comp in ("u_windspd", "v_windspd"):
+            expected = lo[comp] + (hi[comp] - lo[comp]) * w  # the rule, from the stored values
+            assert abs(got[comp] - expected) <= 0.005 + 1e-9, (step, comp)
+            assert got[comp] == round(got[comp], 2)
+        exact_u, exact_v = wind_profile(pid, step, z)  # the log law the fixture was built from
+        assert abs(got["u_windspd"] - exact_u) <= 1e-2 + 1e-9
+        assert abs(got["v_windspd"] - exact_v) <= 1e-2 + 1e-9
+        assert abs(got["windspd"] - math.hypot(exact_u, exact_v)) <= 1e-2 + 1e-9
+
+
+def test_windpack_90m_recovers_the_log_law(client):
+    # 90 m from the 80 m and 100 m files equals a ln(90/z0) (the fixture's profile) to 1e-2
+    value = wind_get(client, HORNSEA, "1H", "90m").json()[HORNSEA]
+    for step, (a_u, a_v) in enumerate(WIND_STEPS):
+        scale, z0 = 1.1, 0.0002
+        assert abs(value["data"][step]["u_windspd"] - a_u * scale * math.log(90 / z0)) <= 1e-2
+        assert abs(value["data"][step]["v_windspd"] - a_v * scale * math.log(90 / z0)) <= 1e-2
+
+
+@pytest.mark.parametrize("hub", ["11m", "90m", "112.9m", "115m", "137.3m", "299.99m", "100m", "113m"])
+@pytest.mark.parametrize("latlon", [PARIS, HORNSEA, BERLIN])
+def test_windpack_speed_and_direction_follow_the_components(client, latlon, hub):
+    value = wind_get(client, latlon, "1H", hub).json()[latlon]
+    for step, entry in enumerate(value["data"]):
+        u, v, speed, direction = entry["u_windspd"], entry["v_windspd"], entry["windspd"], entry["windir"]
+        assert abs(speed - math.hypot(u, v)) <= 0.013
+        assert 0.0 <= direction < 360.0 and direction == round(direction, 1)
+        if speed == 0.0:
+            assert direction == 0.0 and u == 0.0 and v == 0.0
+            continue
+        diff = abs((direction - direction_from(u, v) + 180.0) % 360.0 - 180.0)
+        assert diff <= 0.05 + math.degrees(0.008 / max(speed - 0.01, 1e-3)), (step, entry)
+    # the fixture's steps: south-west-ish, south-east-ish, calm, from north, from west, from north-east
+    data = value["data"]
+    assert 180 < data[0]["windir"] < 270 and 90 < data[1]["windir"] < 180
+    assert data[2] == {**data[2], "windspd": 0.0, "windir": 0.0, "u_windspd": 0.0, "v_windspd": 0.0}
+    assert (data[3]["windir"], data[4]["windir"], data[5]["windir"]) == (0.0, 270.0, 45.0)
+
+
+@pytest.mark.parametrize("freq", ["15min", "30min"])
+def test_windpack_subhourly_single_pair(client, freq):
+    for hub in ("100m", "95m"):
+        r = wind_get(client, HORNSEA, freq, hub)
+        assert r.status_code == 200, r.text
+        value = r.json()[HORNSEA]
+        assert value["freq"] == freq
+        times = [datetime.fromisoformat(e["datetime"]) for e in value["data"]]
+        assert times[1] - times[0] == timedelta(minutes=FREQ_STEPS[freq])
+        assert all(e["datetime"].endswith("+00:00") for e in value["data"])
+    assert_error(wind_get(client, f"{HORNSEA};{PARIS}", freq, "100m"), 400, "400_002", '"latlon" is invalid value')
+    assert_error(wind_get(client, f"{HORNSEA};{HORNSEA}", freq, "100m"), 400, "400_002")
+
+
+def test_windpack_several_points_hourly(client, tree):
+    r = wind_get(client, f"{HORNSEA};{PARIS}|{BERLIN}", "1H", "113m")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert list(body) == [HORNSEA, PARIS, BERLIN]
+    assert body[HORNSEA]["data"] == json.loads(wind_bytes(tree, "1H", "hornsea-1", 113.0))["data"]  # its hub height
+    assert all(v["hub_height"] == "113m" for v in body.values())
+    assert wind_get(client, ";".join([HORNSEA, PARIS] * 5), "1H", "113m").status_code == 200
+    assert_error(wind_get(client, ";".join([HORNSEA] * 11), "1H", "113m"), 400, "400_002", '"latlon" is invalid value')
+
+
+@pytest.mark.parametrize(
+    "query,status,code,message",
+    [
+        # hubheight required
+        (f"latlon={HORNSEA}&freq=1H", 400, "400_001", '"hubheight" is required'),
+        (f"latlon={HORNSEA}&freq=1H&hubheight=", 400, "400_001", '"hubheight" is required'),
+        (f"latlon={HORNSEA}&freq=1H&hubheight=100m&hubheight=120m", 400, "400_002", '"hubheight" is invalid value'),
+        # the form <number>m
+        *[(f"latlon={HORNSEA}&freq=1H&hubheight={bad}", 400, "400_002", '"hubheight" is invalid value')
+          for bad in ["100", "m", "abcm", "-20m", "%2B20m", "+100m", "1e2m", "1E2m", "nanm", "NaNm", "infm", "9.m",
+                      ".5m", "100M", "100%20m", "%20100m", "100m%20", "100mm", "100m2", "1,5m", "100_0m", "0x10m",
+                      "%D9%A1%D9%A0%D9%A0m", "100%00m", "100.0.0m", "1" * 40 + "m"]],
+        # 10..300 m, both included
+        *[(f"latlon={HORNSEA}&freq=1H&hubheight={far}", 400, "400_003", f'"hubheight" is out of range: {far}')
+          for far in ["5m", "0m", "9.99m", "300.01m", "301m", "300.0000000000000001m", "1000m", "000m"]],
+        # order: required parameters, freq, latlon syntax and count, hubheight syntax, ranges, coverage, point
+        ("freq=2H&hubheight=abc", 400, "400_001", '"latlon" is required'),
+        (f"latlon={HORNSEA}&freq=2H", 400, "400_001", '"hubheight" is required'),
+        (f"latlon={HORNSEA}&freq=2H&hubheight=abc", 400, "400_002", '"freq" is invalid value'),
+        ("latlon=abc&freq=1H&hubheight=abc", 400, "400_002", '"latlon" is invalid value'),
+        (f"latlon={HORNSEA};{PARIS}&freq=15min&hubheight=abc", 400, "400_002", '"latlon" is invalid value'),
+        ("latlon=91,0&freq=1H&hubheight=abc", 400, "400_002", '"hubheight" is invalid value'),
+        ("latlon=91,0&freq=1H&hubheight=5m", 400, "400_003", '"latlon" is out of range: 91,0'),
+        (f"latlon={NEW_YORK}&freq=1H&hubheight=5m", 400, "400_003", '"hubheight" is out of range: 5m'),
+        (f"latlon={NEW_YORK}&freq=1H&hubheight=100m", 403, "403_001",
+         f'"latlon" is outside the coverage of this operation: {NEW_YORK}'),
+        (f"latlon={MADRID}&freq=1H&hubheight=100m", 404, "404_002",
+         f'"latlon" has no forecast point in its grid cell: {MADRID}'),
+        (f"latlon={MADRID}&freq=1H&hubheight=95m", 404, "404_002", None),
+        (f"latlon={HORNSEA}&freq=1H&hubheight=100m%ff", 400, "400_002", '"hubheight" is invalid value'),
+    ],
+)
+def test_windpack_error_codes(client, query, status, code, message):
+    assert_error(get(client, WIND, query), status, code, message)
+
+
+@pytest.mark.parametrize("hub", ["10m", "300m", "10.0m", "300.000m", "010m", "42m", "299.5m"])
+def test_windpack_bounds_are_included(client, hub):
+    r = wind_get(client, PARIS, "30min", hub)
+    assert r.status_code == 200, r.text
+    assert r.json()[PARIS]["hub_height"] == hub
+
+
+def test_windpack_caching_headers(client):
+    for hub in ("100m", "90m"):
+        r = wind_get(client, HORNSEA, "1H", hub)
+        common = get(client, SHORT, f"latlon={HORNSEA}&freq=1H")
+        assert common.status_code == 404  # Hornsea is not a point of the fixture's eu-short
+        medium = get(client, MEDIUM, f"latlon={PARIS}&freq=1H")
+        assert r.headers["last-modified"] == medium.headers["last-modified"] == "Sun, 22 Nov 2026 03:41:07 GMT"
+        assert r.headers["cache-control"].startswith("public, max-age=")
+        age = int(r.headers["cache-control"].removeprefix("public, max-age="))
+        assert 3 * 3600 - 120 < age <= 3 * 3600
+        etag = r.headers["etag"]
+        assert etag.startswith('"') and not etag.startswith("W/")
+        again = wind_get(client, HORNSEA, "1H", hub)
+        assert again.headers["etag"] == etag and again.content == r.content
+        not_modified = get(client, WIND, f"latlon={HORNSEA}&freq=1H&hubheight={hub}", headers={"If-None-Match": etag})
+        assert not_modified.status_code == 304 and not_modified.content == b""
+        assert not_modified.headers["etag"] == etag
+        since = get(client, WIND, f"latlon={HORNSEA}&freq=1H&hubheight={hub}",
+                    headers={"If-Modified-Since": r.headers["last-modified"]})
+        assert since.status_code == 304
+        h = client.head(f"{WIND}?latlon={HORNSEA}&freq=1H&hubheight={hub}")
+        assert h.status_code == 200 and h.content == b"" and h.headers["content-length"] == str(len(r.content))
+    tags = {wind_get(client, HORNSEA, freq, hub).headers["etag"]
+            for freq in ("1H", "30min") for hub in ("100m", "100.0m", "90m", "90.0m")}
+    assert len(tags) == 8  # another body, another tag
+
+
+def test_windpack_parses_each_file_once(tree, monkeypatch):
+    from pointcast import server
+
+    parsed = []
+    original = server.WindSeries.from_file
+
+    def counting(wind):
+        parsed.append(wind.digest)
+        return original(wind)
+
+    monkeypatch.setattr(server.WindSeries, "from_file", staticmethod(counting))
+    app = create_app(tree)
+    first = call_app(app, "GET", WIND, f"latlon={PARIS}&freq=1H&hubheight=90m".encode())
+    assert first[0] == 200 and len(parsed) == 2
+    for hub in ("90m", "85m", "99.9m", "90.0m"):
+        assert call_app(app, "GET", WIND, f"latlon={PARIS}&freq=1H&hubheight={hub}".encode())[0] == 200
+    assert len(parsed) == 2  # 80 m and 100 m, once each
+    assert call_app(app, "GET", WIND, f"latlon={PARIS}&freq=1H&hubheight=100m".encode())[0] == 200
+    assert len(parsed) == 2  # a precomputed height is spliced, not parsed
+    kinds = sorted(key[0] for key in app._run._files)
+    assert kinds == ["series", "series", "wind", "wind"]  # 100 m: one file, its bytes and its series
+
+
+def test_windpack_missing_or_broken_files_are_404_002(tmp_path, caplog):
+    root = tmp_path / "out"
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    point_current(root, "r")
+    wind = run / "json" / "eu-wind"
+    (wind / "1H" / "paris" / "100m.json").unlink()
+    broken = json.loads((wind / "30min" / "paris" / "80m.json").read_text())
+    broken["data"][1]["u_windspd"] = None
+    (wind / "30min" / "paris" / "80m.json").write_text(json.dumps(broken))
+    (wind / "15min" / "paris" / "80m.json").write_text('{"latitude": 1, "longitude": 2, "basetime": "x"}')
+    index = json.loads((wind / "index.json").read_text())
+    index["points"][2]["heights"] = [100.0, 120.0]  # berlin: a short list, nothing below 100 m
+    (wind / "index.json").write_text(json.dumps(index))
+    app = create_app(root)
+
+    def code(latlon, freq, hub):
+        status, _, body = call_app(app, "GET", WIND, f"latlon={latlon}&freq={freq}&hubheight={hub}".encode())
+        return status, json.loads(body).get("code") if status != 200 else None
+
+    assert code(PARIS, "1H", "100m") == (404, "404_002")
+    assert code(PARIS, "1H", "90m") == (404, "404_002")  # needs the missing 100 m file
+    assert code(PARIS, "1H", "60m") == (200, None)
+    assert code(PARIS, "30min", "90m") == (404, "404_002")  # a null u: no series
+    assert code(PARIS, "30min", "80m") == (200, None)  # spliced as stored
+    assert code(PARIS, "15min", "80m") == (404, "404_002")  # no hub_height in the file
+    assert code(PARIS, "15min", "70m") == (404, "404_002")
+    assert code(BERLIN, "1H", "50m") == (404, "404_002")  # never another height
+    assert code(BERLIN, "1H", "110m") == (200, None)
+    assert code(f"{HORNSEA};{PARIS}", "1H", "100m") == (404, "404_002")  # no partial answers
+    (wind / "index.json").unlink()
+    app = create_app(root)  # (an index is read once per run)
+    assert code(HORNSEA, "1H", "100m") == (404, "404_002")
+
+
+def test_windpack_gzip_files(tmp_path):
+    import gzip
+
+    root = tmp_path / "out"
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    point_current(root, "r")
+    app = create_app(root)
+    plain = {hub: call_app(app, "GET", WIND, f"latlon={HORNSEA}&freq=1H&hubheight={hub}".encode()) for hub in ("80m", "90m")}
+    for h in (80, 100):
+        path = run / "json" / "eu-wind" / "1H" / "hornsea-1" / f"{h}m.json"
+        path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
+        path.unlink()
+    app = create_app(root)
+    for hub, expected in plain.items():
+        got = call_app(app, "GET", WIND, f"latlon={HORNSEA}&freq=1H&hubheight={hub}".encode())
+        assert got[0] == 200 and got[2] == expected[2]
+
+
+def test_hubheight_parser():
+    from pointcast.server import ApiError, check_hubheight_range, parse_hubheight
+
+    assert parse_hubheight("112.50m").text == "112.50m" and parse_hubheight("112.50m").metres == 112.5
+    for bad in ["", "m", "100", "9.m", ".5m", "1e2m", "-1m", "100M", " 100m", "100 m", "١٠٠m"]:
+        with pytest.raises(ApiError) as err:
+            parse_hubheight(bad)
+        assert err.value.code == "400_002"
+    check_hubheight_range(parse_hubheight("10m"))
+    check_hubheight_range(parse_hubheight("300.000m"))
+    with pytest.raises(ApiError) as err:
+        check_hubheight_range(parse_hubheight("300.0000000000000001m"))
+    assert err.value.code == "400_003"
 
 
 # --------------------------------------------------------------------------- property
@@ -661,7 +1076,16 @@ _TOKENS = [
     b"+", b" ", b"-", b".", b"e", b"E", b"1H", b"15min", b"30min", b"48.8566", b"2.3522", b"52.52", b"13.405",
     b"40.7128", b"-74.006", b"90", b"-180", b"180.0001", b"1e400", b"nan", b"inf", b"../../etc/passwd", b"\xff",
     b"\x00", b"%E2%9C%93", b"%C3", b"latlon=48.8566,2.3522", b"&freq=1H", b"&freq=15min",
+    b"hubheight", b"&hubheight=", b"m", b"M", b"100m", b"112.5m", b"113m", b"300m", b"10m", b"9.99m", b"1e2m",
+    b"latlon=53.885,1.791", b"&hubheight=90m",
 ]
+_hubheight = st.one_of(
+    st.sampled_from([b"100m", b"112.50m", b"90m", b"10m", b"300m", b"300.01m", b"5m", b"m", b"100", b"-20m", b"1e2m",
+                     b"nanm", b"infm", b"9.m", b"100M", b"%31%30%30m", b"100m%00", b""]),
+    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: repr(f).encode() + b"m"),
+    st.decimals(0, 400, places=3).map(lambda d: str(d).encode() + b"m"),
+    st.binary(max_size=8),
+)
 _number = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(lambda f: repr(f).encode()),
     st.floats(-90, 90).map(lambda f: f"{f:.4f}".encode()),
@@ -670,13 +1094,22 @@ _number = st.one_of(
 )
 _pair = st.tuples(_number, _number).map(lambda t: t[0] + b"," + t[1])
 _structured = st.builds(
-    lambda pairs, sep, freq, extra: b"latlon=" + sep.join(pairs) + b"&freq=" + freq + extra,
-    st.lists(_pair, min_size=0, max_size=12),
+    lambda pairs, sep, freq, hub, extra: b"latlon=" + sep.join(pairs) + b"&freq=" + freq + hub + extra,
+    st.lists(_pair | st.sampled_from([b"53.885,1.791", b"48.8566,2.3522"]), min_size=0, max_size=12),
     st.sampled_from([b";", b"|", b"%3B", b"%7C", b",", b"&"]),
     st.sampled_from([b"1H", b"15min", b"30min", b"", b"2H", b"%00", b"1H%ff"]),
-    st.sampled_from([b"", b"&freq=1H", b"&latlon=1,1", b"&x=%zz", b"&&"]),
+    st.one_of(st.just(b""), _hubheight.map(lambda h: b"&hubheight=" + h)),
+    st.sampled_from([b"", b"&freq=1H", b"&latlon=1,1", b"&x=%zz", b"&&", b"&hubheight=100m"]),
+)
+_windpack = st.builds(  # mostly well-formed, to reach the splice and the interpolation
+    lambda pairs, freq, hub: b"latlon=" + b";".join(pairs) + b"&freq=" + freq + b"&hubheight=" + hub,
+    st.lists(st.sampled_from([b"53.885,1.791", b"48.8566,2.3522", b"52.52,13.405", b"40.4168,-3.7038"]),
+             min_size=1, max_size=3),
+    st.sampled_from([b"1H", b"1H", b"15min", b"30min"]),
+    _hubheight | st.decimals(10, 300, places=2).map(lambda d: str(d).encode() + b"m"),
 )
 _queries = st.one_of(
+    _windpack,
     st.lists(st.sampled_from(_TOKENS) | st.binary(max_size=6), max_size=25).map(b"".join),
     _structured,
     st.binary(max_size=200),
@@ -692,7 +1125,7 @@ def inprocess_app(tree):
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     query=_queries,
-    path=st.sampled_from([MEDIUM, SHORT, "/catalog"]),
+    path=st.sampled_from([MEDIUM, SHORT, WIND, WIND, "/catalog"]),
     method=st.sampled_from(["GET", "HEAD"]),
     conditions=st.lists(
         st.tuples(
@@ -719,3 +1152,9 @@ def test_random_queries_never_5xx(inprocess_app, query, path, method, conditions
         assert headers[b"cache-control"] == b"no-store"
     else:
         assert status == 200 and isinstance(payload, dict)
+        if path == WIND:
+            for value in payload.values():
+                assert list(value) == WIND_KEYS
+                hub = value["hub_height"]
+                assert hub.endswith("m") and 10 <= float(hub[:-1]) <= 300
+                assert parse_query(query)["hubheight"][0] == hub

@@ -13,9 +13,12 @@ from fixed tables in this module, the point id from the run's ``index.json``.
 
 The point files start with ``{"latitude": <lat>, "longitude": <lon>, "basetime"`` (see
 docs/contracts.md); a response splices the requested coordinates in front of
-``"basetime"`` without parsing JSON per request.
+``"basetime"`` without parsing JSON per request. Windpack (4.3) height files are spliced the
+same way, with the ``hub_height`` value replaced by the requested text (its byte offsets are
+found once per file); a height between two precomputed ones is interpolated from the numeric
+u/v arrays of the two files, parsed once per run and cached.
 
-Operations live in ``OPERATIONS`` (path -> ``Operation``); 4.3-4.5 slot in there later.
+Operations live in ``OPERATIONS`` (path -> ``Operation``); 4.4 and 4.5 slot in there later.
 The query conventions and error codes are documented in docs/api.md.
 """
 
@@ -30,12 +33,16 @@ import math
 import os
 import re
 import time
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path, PurePath
 from typing import Any, Protocol
+
+import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +55,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 FREQS = ("1H", "30min", "15min")  # the variants of the European products
 MAX_PAIRS = 10  # pairs per request with freq=1H
 MAX_PAIRS_SUBHOURLY = 1  # pairs per request with freq=15min or 30min
-MAX_NUMBER_CHARS = 32  # a coordinate longer than this is not a coordinate
+MAX_NUMBER_CHARS = 32  # a coordinate (or a hub height) longer than this is not one
+HUB_HEIGHT_RANGE = (Decimal(10), Decimal(300))  # metres, both bounds included
+WIND_UNIT = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024  # point file bytes kept per run
 
 ALLOW = b"GET, HEAD"
@@ -60,6 +69,8 @@ _PRODUCT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
 # A decimal degree: ASCII digits only (``float`` alone would take "1_0", "nan", "١٢").
 _NUMBER = re.compile(r"[ \t]*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*\Z")
 _PAIR_SEPARATORS = re.compile(r"[;|]")
+# A hub height: plain decimal metres with a lower-case "m" (no sign, exponent or spaces).
+_HUB_HEIGHT = re.compile(r"([0-9]+(?:\.[0-9]+)?)m\Z")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
@@ -190,11 +201,16 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def parse_pairs(value: str, max_pairs: int, name: str = "latlon") -> list[Pair]:
+def max_pairs_for(freq: str) -> int:
+    return MAX_PAIRS if freq == "1H" else MAX_PAIRS_SUBHOURLY
+
+
+def parse_pairs(value: str, max_pairs: int, name: str = "latlon", *, check_range: bool = True) -> list[Pair]:
     """``lat,lon`` pairs separated by ``;`` or ``|``.
 
     400_002: too many pairs, an empty pair, not exactly two numbers, NaN/inf.
-    400_003: latitude outside [-90, 90] or longitude outside [-180, 180].
+    400_003: latitude outside [-90, 90] or longitude outside [-180, 180] (unless
+    ``check_range`` is false: then the caller runs ``check_pair_ranges`` later).
     """
     texts = _PAIR_SEPARATORS.split(value)
     if len(texts) > max_pairs:
@@ -208,10 +224,47 @@ def parse_pairs(value: str, max_pairs: int, name: str = "latlon") -> list[Pair]:
         if lat is None or lon is None:
             raise invalid(name)
         pairs.append(Pair(text, lat, lon))
+    if check_range:
+        check_pair_ranges(pairs, name)
+    return pairs
+
+
+def check_pair_ranges(pairs: Iterable[Pair], name: str = "latlon") -> None:
     for pair in pairs:
         if not (-90.0 <= pair.lat <= 90.0 and -180.0 <= pair.lon <= 180.0):
             raise out_of_range(name, pair.text)
-    return pairs
+
+
+def check_coverage(grid: Grid, pairs: Iterable[Pair], name: str = "latlon") -> None:
+    for pair in pairs:
+        if not grid.covers(pair.lat, pair.lon):
+            raise outside_coverage(name, pair.text)
+
+
+@dataclass(frozen=True)
+class HubHeight:
+    """The requested height: its text exactly as sent, its exact and its float value."""
+
+    text: str
+    exact: Decimal
+    metres: float
+
+
+def parse_hubheight(text: str, name: str = "hubheight") -> HubHeight:
+    """``<digits>[.<digits>]m``, e.g. ``100m``, ``112.5m``; anything else is 400_002.
+
+    The range (``check_hubheight_range``) is a separate, later check."""
+    match = _HUB_HEIGHT.match(text) if len(text) <= MAX_NUMBER_CHARS else None
+    if match is None:
+        raise invalid(name)
+    exact = Decimal(match.group(1))
+    return HubHeight(text, exact, float(exact))
+
+
+def check_hubheight_range(height: HubHeight, name: str = "hubheight") -> None:
+    low, high = HUB_HEIGHT_RANGE
+    if not (low <= height.exact <= high):  # exact: 300.0000000000000001m is out of range
+        raise out_of_range(name, height.text)
 
 
 # --------------------------------------------------------------------------- the run tree
@@ -242,6 +295,7 @@ class ProductIndex:
     cells: dict[str, str]  # grid cell -> point id
     updated: datetime | None
     next_update: datetime | None
+    heights: dict[str, tuple[float, ...]] = field(default_factory=dict)  # point id -> sorted heights (eu-wind)
 
     @classmethod
     def load(cls, product: str, path: Path) -> ProductIndex | None:
@@ -256,6 +310,7 @@ class ProductIndex:
             log.error("index %s has no points list", path)
             return None
         cells: dict[str, str] = {}
+        heights: dict[str, tuple[float, ...]] = {}
         for point in meta["points"]:
             pid = point.get("id") if isinstance(point, dict) else None
             cell = point.get("cell") if isinstance(point, dict) else None
@@ -266,7 +321,32 @@ class ProductIndex:
                 log.warning("index %s: points %s and %s share cell %s; serving %s", path, cells[cell], pid, cell, cells[cell])
                 continue
             cells[cell] = pid
-        return cls(product, meta, cells, _parse_time(meta.get("updated_time")), _parse_time(meta.get("next_update")))
+            if "heights" in point:
+                point_heights = _heights(point["heights"])
+                if point_heights is None:
+                    log.error("index %s: point %s has invalid heights %r", path, pid, point["heights"])
+                else:
+                    heights[pid] = point_heights
+        return cls(
+            product, meta, cells, _parse_time(meta.get("updated_time")), _parse_time(meta.get("next_update")), heights
+        )
+
+
+def _heights(value: Any) -> tuple[float, ...] | None:
+    """A point's precomputed heights (metres) from index.json: finite, positive, sorted."""
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(isinstance(h, (int, float)) and not isinstance(h, bool) for h in value):
+        return None
+    heights = sorted({float(h) for h in value})
+    if not all(math.isfinite(h) and 0.0 < h < 1e5 for h in heights):
+        return None
+    return tuple(heights)
+
+
+def height_name(metres: float) -> str:
+    """The file name stem of a precomputed height, as the product writes it: ``100m``, ``112.5m``."""
+    return f"{metres:g}m"
 
 
 @dataclass(frozen=True)
@@ -304,6 +384,131 @@ class PointFile:
         return cls((b"," + rest) if obj else b"}", digest)
 
 
+def _hub_height_value(tail: bytes) -> tuple[int, int] | None:
+    """Where the string value of ``"hub_height"`` is in a point file's tail: (start, end) of
+    the value including its quotes, or None. Only the object's header is searched."""
+    key = tail.find(b'"hub_height"', 0, 1024)
+    if key < 0:
+        return None
+    i = key + len(b'"hub_height"')
+    while i < len(tail) and tail[i] in b" \t\r\n":
+        i += 1
+    if i >= len(tail) or tail[i] != ord(":"):
+        return None
+    i += 1
+    while i < len(tail) and tail[i] in b" \t\r\n":
+        i += 1
+    if i >= len(tail) or tail[i] != ord('"'):
+        return None
+    end = tail.find(b'"', i + 1, i + 64)
+    if end < 0 or b"\\" in tail[i:end]:
+        return None
+    return i, end + 1
+
+
+@dataclass(frozen=True)
+class WindFile:
+    """A windpack height file ready to splice: the tail around the ``hub_height`` value."""
+
+    head: bytes  # b',"basetime": ... "hub_height":'
+    value: bytes  # the stored value, b'"100m"'
+    rest: bytes  # b',"unit": ... }'
+    digest: bytes
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> WindFile:
+        point = PointFile.from_bytes(data)
+        where = _hub_height_value(point.tail)
+        if where is None:
+            raise ValueError('no "hub_height" string in the header of the file')
+        start, end = where
+        return cls(point.tail[:start], point.tail[start:end], point.tail[end:], point.digest)
+
+    def splice(self, lat_json: bytes, lon_json: bytes, hub_json: bytes) -> list[bytes]:
+        return [b'{"latitude":', lat_json, b',"longitude":', lon_json, self.head, hub_json, self.rest]
+
+    def json_without_coordinates(self) -> bytes:
+        return b"{" + self.head[1:] + self.value + self.rest
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + len(self.value) + len(self.rest)
+
+
+@dataclass(frozen=True)
+class WindSeries:
+    """The numbers of one height file, for interpolation."""
+
+    basetime: str
+    updated_time: str
+    freq: str
+    datetimes: list[str]
+    u: np.ndarray
+    v: np.ndarray
+    digest: bytes
+
+    @classmethod
+    def from_file(cls, wind: WindFile) -> WindSeries:
+        obj = json.loads(wind.json_without_coordinates())
+        data = obj["data"]
+        times = [entry["datetime"] for entry in data]
+        if not all(isinstance(t, str) for t in times):
+            raise ValueError("a datetime is not a string")
+        columns = []
+        for name in ("u_windspd", "v_windspd"):
+            values = [entry[name] for entry in data]
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in values):
+                raise ValueError(f"{name} holds a non-number")
+            column = np.asarray(values, dtype=np.float64)
+            if not np.isfinite(column).all():
+                raise ValueError(f"{name} is not finite")
+            column.setflags(write=False)
+            columns.append(column)
+        header = [obj[k] for k in ("basetime", "updated_time", "freq")]
+        if not all(isinstance(x, str) for x in header):
+            raise ValueError("basetime, updated_time and freq must be strings")
+        return cls(*header, times, columns[0], columns[1], wind.digest)
+
+    @property
+    def size(self) -> int:
+        return self.u.nbytes + self.v.nbytes + sum(len(t) + 56 for t in self.datetimes)
+
+
+def _round(values: np.ndarray, decimals: int) -> list[float]:
+    return (np.round(values, decimals) + 0.0).tolist()  # + 0.0: no -0.0
+
+
+def interpolate_wind(lower: WindSeries, upper: WindSeries, z1: float, z2: float, height: HubHeight) -> bytes:
+    """The 2.2 object at a height between two precomputed ones, without its coordinates
+    (``b',"basetime": ... }'``, to splice behind them).
+
+    u and v are each linear in ln(z) between z1 and z2 (exact for the neutral logarithmic
+    profile); speed and direction follow from the interpolated components."""
+    if lower.datetimes != upper.datetimes or (lower.basetime, lower.freq) != (upper.basetime, upper.freq):
+        raise ValueError(f"the {z1:g} m and {z2:g} m files do not share their time steps")
+    w = math.log(height.metres / z1) / math.log(z2 / z1)
+    u = lower.u + (upper.u - lower.u) * w
+    v = lower.v + (upper.v - lower.v) * w
+    speed = np.hypot(u, v)
+    direction = np.round(np.mod(270.0 - np.degrees(np.arctan2(v, u)), 360.0), 1) % 360.0
+    direction = np.where(speed == 0.0, 0.0, direction)  # calm: exactly 0
+    data = [
+        {"datetime": t, "windspd": s, "windir": d, "u_windspd": x, "v_windspd": y}
+        for t, s, d, x, y in zip(
+            lower.datetimes, _round(speed, 2), _round(direction, 1), _round(u, 2), _round(v, 2)
+        )
+    ]
+    obj = {
+        "basetime": lower.basetime,
+        "updated_time": lower.updated_time,
+        "freq": lower.freq,
+        "hub_height": height.text,
+        "unit": WIND_UNIT,
+        "data": data,
+    }
+    return b"," + json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()[1:]
+
+
 class Run:
     """Everything cached for one published run."""
 
@@ -312,7 +517,8 @@ class Run:
         self.path = path
         self.max_cache_bytes = max_cache_bytes
         self._products: dict[str, ProductIndex | None] = {}
-        self._files: OrderedDict[tuple[str, str, str], PointFile] = OrderedDict()
+        # (kind, product, freq, point id[, height]) -> (PointFile | WindFile | WindSeries, size)
+        self._files: OrderedDict[tuple[str, ...], tuple[Any, int]] = OrderedDict()
         self._cached_bytes = 0
         # the catalog's body, ETag, Last-Modified and next update, rendered once per run
         self.catalog: tuple[bytes, bytes, datetime | None, datetime | None] | None = None
@@ -333,31 +539,82 @@ class Run:
         found = (self.product(name) for name in names if _PRODUCT_ID.match(name))
         return [p for p in found if p is not None]
 
-    def point_file(self, product: str, freq: str, point_id: str) -> PointFile | None:
-        key = (product, freq, point_id)
+    def _recall(self, key: tuple[str, ...]) -> Any:
         cached = self._files.get(key)
-        if cached is not None:
-            self._files.move_to_end(key)
-            return cached
-        # product and freq come from this module's tables, point_id from index.json.
-        base = self.path / "json" / product / freq / point_id
-        try:
-            data = base.with_name(point_id + ".json").read_bytes()
-        except FileNotFoundError:
-            try:
-                data = gzip.decompress(base.with_name(point_id + ".json.gz").read_bytes())
-            except FileNotFoundError:
-                log.error("run %s: no %s/%s file for configured point %s", self.run_id, product, freq, point_id)
-                return None
-        point = PointFile.from_bytes(data)
-        size = len(point.tail)
+        if cached is None:
+            return None
+        self._files.move_to_end(key)
+        return cached[0]
+
+    def _remember(self, key: tuple[str, ...], value: Any, size: int) -> None:
         if size <= self.max_cache_bytes:
-            self._files[key] = point
+            self._files[key] = (value, size)
             self._cached_bytes += size
             while self._cached_bytes > self.max_cache_bytes:
-                _, old = self._files.popitem(last=False)
-                self._cached_bytes -= len(old.tail)
+                _, (_, old_size) = self._files.popitem(last=False)
+                self._cached_bytes -= old_size
+
+    def _read(self, directory: Path, stem: str, what: str) -> bytes | None:
+        """``<stem>.json`` (or ``<stem>.json.gz``) of a run directory; None when absent."""
+        try:
+            return (directory / (stem + ".json")).read_bytes()
+        except FileNotFoundError:
+            try:
+                return gzip.decompress((directory / (stem + ".json.gz")).read_bytes())
+            except FileNotFoundError:
+                log.error("run %s: no file for %s", self.run_id, what)
+                return None
+
+    def point_file(self, product: str, freq: str, point_id: str) -> PointFile | None:
+        key = ("point", product, freq, point_id)
+        cached = self._recall(key)
+        if cached is not None:
+            return cached
+        # product and freq come from this module's tables, point_id from index.json.
+        data = self._read(self.path / "json" / product / freq, point_id, f"{product}/{freq}/{point_id}")
+        if data is None:
+            return None
+        point = PointFile.from_bytes(data)
+        self._remember(key, point, len(point.tail))
         return point
+
+    def wind_file(self, product: str, freq: str, point_id: str, metres: float) -> WindFile | None:
+        """A precomputed height file (``<freq>/<point id>/<height>m.json``), ready to splice."""
+        name = height_name(metres)
+        key = ("wind", product, freq, point_id, name)
+        cached = self._recall(key)
+        if cached is not None:
+            return cached
+        # product and freq from this module's tables, point id and height from index.json.
+        what = f"{product}/{freq}/{point_id}/{name}"
+        data = self._read(self.path / "json" / product / freq / point_id, name, what)
+        if data is None:
+            return None
+        try:
+            wind = WindFile.from_bytes(data)
+        except ValueError as exc:
+            log.error("run %s: %s is not a windpack file: %s", self.run_id, what, exc)
+            return None
+        self._remember(key, wind, wind.size)
+        return wind
+
+    def wind_series(self, product: str, freq: str, point_id: str, metres: float) -> WindSeries | None:
+        """The u/v arrays of a precomputed height file, parsed once per run."""
+        key = ("series", product, freq, point_id, height_name(metres))
+        cached = self._recall(key)
+        if cached is not None:
+            return cached
+        wind = self.wind_file(product, freq, point_id, metres)
+        if wind is None:
+            return None
+        try:
+            series = WindSeries.from_file(wind)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("run %s: %s/%s/%s/%s has no usable u/v series: %r", self.run_id, product, freq, point_id,
+                      height_name(metres), exc)
+            return None
+        self._remember(key, series, series.size)
+        return series
 
     @property
     def cached_files(self) -> int:
@@ -479,12 +736,10 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Respons
     freq = single(request.params, "freq")
     if freq not in FREQS:
         raise invalid("freq")
-    pairs = parse_pairs(latlon, MAX_PAIRS if freq == "1H" else MAX_PAIRS_SUBHOURLY)
+    pairs = parse_pairs(latlon, max_pairs_for(freq))
 
     grid = app.grid(op.product)
-    for pair in pairs:
-        if not grid.covers(pair.lat, pair.lon):
-            raise outside_coverage("latlon", pair.text)
+    check_coverage(grid, pairs)
 
     run = app.current_run()  # resolved once; everything below reads from this run
     index = run.product(op.product)
@@ -516,6 +771,96 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Respons
     return cached_response(request, parts, etag, index.updated, index.next_update)
 
 
+def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Response:
+    """4.3: the keyed object of section 2.2 at the requested hub height.
+
+    A precomputed height of the point is its file, spliced (coordinates and ``hub_height``);
+    any other height is interpolated from the two precomputed heights around it."""
+    assert op.product is not None
+    latlon = single(request.params, "latlon")
+    freq = single(request.params, "freq")
+    hub_text = single(request.params, "hubheight")
+    if freq not in FREQS:
+        raise invalid("freq")
+    pairs = parse_pairs(latlon, max_pairs_for(freq), check_range=False)
+    height = parse_hubheight(hub_text)
+    check_pair_ranges(pairs)
+    check_hubheight_range(height)
+
+    grid = app.grid(op.product)
+    check_coverage(grid, pairs)
+
+    run = app.current_run()  # resolved once; everything below reads from this run
+    index = run.product(op.product)
+    if index is None:
+        raise no_data(f"no published forecast for {op.product} in the current run")
+
+    hub_json = json.dumps(height.text).encode()
+    seen: set[str] = set()
+    tails: dict[str, tuple[list[bytes], bytes]] = {}  # point id -> its answer without coordinates
+    parts: list[bytes] = [b"{"]
+    tag = hashlib.blake2b(digest_size=16)
+    tag.update(b"\0".join([os.fsencode(run.run_id), op.product.encode(), freq.encode(), hub_json, b""]))
+    for pair in pairs:
+        if pair.text in seen:  # the same text twice: one key
+            continue
+        seen.add(pair.text)
+        point_id = index.cells.get(grid.cell_key(pair.lat, pair.lon))
+        if point_id is None:
+            raise no_data(f'"latlon" has no forecast point in its grid cell: {pair.text}')
+        if point_id not in tails:
+            tails[point_id] = _wind_at_height(run, op.product, freq, index.heights.get(point_id, ()), point_id,
+                                              height, hub_json, pair)
+        tail, digest = tails[point_id]
+        key = json.dumps(pair.text).encode()
+        lat_json, lon_json = pair.lat_json, pair.lon_json
+        if len(parts) > 1:
+            parts.append(b",")
+        parts += [key, b':{"latitude":', lat_json, b',"longitude":', lon_json, *tail]
+        tag.update(b"\0".join([key, lat_json, lon_json, digest]))
+    parts.append(b"}")
+    etag = b'"' + tag.hexdigest().encode() + b'"'
+    return cached_response(request, parts, etag, index.updated, index.next_update)
+
+
+def _wind_at_height(
+    run: Run,
+    product: str,
+    freq: str,
+    heights: tuple[float, ...],
+    point_id: str,
+    height: HubHeight,
+    hub_json: bytes,
+    pair: Pair,
+) -> tuple[list[bytes], bytes]:
+    """One point's 2.2 object after its coordinates, and a digest of what it was made from."""
+    z = height.metres
+    i = bisect_left(heights, z)
+    if i < len(heights) and heights[i] == z:  # precomputed: the file itself
+        wind = run.wind_file(product, freq, point_id, heights[i])
+        if wind is None:
+            raise no_data(f'"latlon" has no {freq} wind forecast at {height.text} in the current run: {pair.text}')
+        return [wind.head, hub_json, wind.rest], wind.digest
+    if i == 0 or i == len(heights):  # never extrapolate, never another height
+        log.error("run %s: %s point %s has no precomputed heights around %s",
+                  run.run_id, product, point_id, height.text)
+        raise no_data(f'"hubheight" {height.text} is not between two precomputed heights of the point: {pair.text}')
+    z1, z2 = heights[i - 1], heights[i]
+    lower = run.wind_series(product, freq, point_id, z1)
+    upper = run.wind_series(product, freq, point_id, z2)
+    if lower is None or upper is None:
+        raise no_data(f'"latlon" has no {freq} wind forecast at {height.text} in the current run: {pair.text}')
+    try:
+        tail = interpolate_wind(lower, upper, z1, z2, height)
+    except ValueError as exc:
+        log.error("run %s: %s point %s: %s", run.run_id, product, point_id, exc)
+        raise no_data(
+            f'"latlon" has no {freq} wind forecast at {height.text} in the current run: {pair.text}'
+        ) from None
+    digest = hashlib.blake2b(b"\0".join([lower.digest, upper.digest, repr(z).encode()]), digest_size=16).digest()
+    return [tail], digest
+
+
 def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Response:
     """What the current run serves: each product with its points, basetime, updated_time."""
     run = app.current_run()
@@ -530,6 +875,8 @@ def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Respon
                 entry = {k: p.get(k) for k in ("id", "name", "lat", "lon")}
                 if p.get("hub_heights") not in (None, "", []):
                     entry["hub_heights"] = p["hub_heights"]
+                if isinstance(p.get("heights"), list):  # eu-wind: the precomputed heights
+                    entry["heights"] = p["heights"]
                 points.append(entry)
             freqs = [f for f in FREQS if (run.path / "json" / index.product / f).is_dir()]
             products.append(
@@ -560,8 +907,11 @@ OPERATIONS: dict[str, Operation] = {
     for op in (
         Operation("4.1", "/V1/forecast/medium-range/common", "eu-medium", handle_common, ("latlon", "freq")),
         Operation("4.2", "/V1/forecast/short-range/common", "eu-short", handle_common, ("latlon", "freq")),
-        # 4.3 /V1/forecast/short-range/windpack (eu-wind), 4.4 /api/v2/global/wx (global) and
-        # 4.5 /api/v1/ss1wx (japan) slot in here when their products are published.
+        Operation(
+            "4.3", "/V1/forecast/short-range/windpack", "eu-wind", handle_windpack, ("latlon", "freq", "hubheight")
+        ),
+        # 4.4 /api/v2/global/wx (global) and 4.5 /api/v1/ss1wx (japan) slot in here when their
+        # products are published.
         Operation("catalog", "/catalog", None, handle_catalog),
     )
 }
