@@ -18,9 +18,11 @@ import eccodes
 import numpy as np
 import pytest
 
+from pointcast import physics
 from pointcast.catalogue import VARIABLES
 from pointcast.sources import ICON_D2, ICON_EU, IFS, MODELS, make_source, run_steps
 from pointcast.sources.base import Processing, RunRef
+from pointcast.sources.icon import HALF_LEVEL_HEIGHTS
 from pointcast.sources.ifs import steps_for_run
 from pointcast.sources.sample import (SYNTHETIC_NOTE, SampleSource, cos_zenith, hours_since_epoch,
                                       lows, products_of, sample_grid)
@@ -34,6 +36,11 @@ HORIZON = 12
 # ------------------------------------------------------------------------------------------
 # Reading helpers
 # ------------------------------------------------------------------------------------------
+
+
+# The level key of single-level messages whose level is not 0.
+SINGLE_LEVEL = {"2t": 2, "2d": 2, "10u": 10, "10v": 10, "10fg3": 10, "10fg": 10,
+                "max_i10fg": 10, "CLCL": 800}
 
 
 @dataclass
@@ -103,8 +110,7 @@ class Run:
 
     def get(self, short: str, minute: int, level: int | None = None) -> np.ndarray:
         if level is None:
-            level = {"2t": 2, "2d": 2, "10u": 10, "10v": 10, "10fg3": 10, "10fg": 10,
-                     "max_i10fg": 10}.get(short, 0)
+            level = SINGLE_LEVEL.get(short, 0)
         return self.by_key[(short, level, minute)].values
 
     def minutes(self, short: str) -> list[int]:
@@ -162,6 +168,30 @@ def test_model_tables_use_catalogue_names_and_sane_grids():
     assert ICON_EU.horizon == timedelta(hours=120) and ICON_D2.horizon == timedelta(hours=48)
     assert "vis" not in {r.var for r in ICON_D2.fields} and "u" not in {r.var for r in
                                                                           ICON_EU.fields}
+
+
+def test_new_rows_lcc_ssr_model_levels_and_grib1():
+    for model, full in ((ICON_EU, tuple(range(55, 61))), (ICON_D2, tuple(range(58, 66)))):
+        rows = {r.var: r for r in model.fields if r.var in ("lcc", "ssr", "u_ml", "v_ml", "hhl")}
+        assert (rows["lcc"].shortName, rows["lcc"].typeOfLevel, rows["lcc"].levels,
+                rows["lcc"].param) == ("CLCL", "unknown", None, "CLCL")
+        assert (rows["ssr"].shortName, rows["ssr"].typeOfLevel, rows["ssr"].processing,
+                rows["ssr"].param) == ("avg_snswrf", "surface", Processing.AVG_SINCE_START,
+                                       "ASOB_S")
+        for var, short in (("u_ml", "u"), ("v_ml", "v")):
+            assert (rows[var].shortName, rows[var].typeOfLevel, rows[var].levels) == (
+                short, "generalVerticalLayer", full)
+        # Half levels: those of the full levels, and the surface below the lowest one.
+        assert rows["hhl"].levels == full + (full[-1] + 1,)
+        assert (rows["hhl"].shortName, rows["hhl"].typeOfLevel, rows["hhl"].processing) == (
+            "HHL", "generalVertical", Processing.CONSTANT)
+        assert all(r.edition is None for r in model.fields)
+    grib1 = {(r.var, r.shortName, r.typeOfLevel) for r in IFS.fields if r.edition == 1}
+    assert grib1 == {("t2m", "2t", "surface"), ("d2m", "2d", "surface"),
+                     ("u10", "10u", "surface"), ("v10", "10v", "surface")}
+    # The sample writes GRIB2 only: no product comes from an edition-1 row.
+    assert not any(r.edition == 1 for p in products_of(IFS) for r in p.rows)
+    assert IFS.field_for("u10").typeOfLevel == "heightAboveGround"  # GRIB2 rows come first
 
 
 def test_make_source_builds_the_sample_and_names_unknown_types():
@@ -224,8 +254,20 @@ def test_files_are_laid_out_like_the_upstreams(runs, cache):
            ".grib2.bz2" in eu
     assert f"{base}/vmax_10m/icon-eu_europe_regular-lat-lon_single-level_2026011500_000_" \
            "VMAX_10M.grib2.bz2" not in eu  # interval fields start at the first step
-    per_step = len(products_of(ICON_EU)) - 1  # every product but HSURF, at 13 steps,
-    assert len(eu) == 13 * per_step - 1 + 1  # minus VMAX_10M at step 0, plus HSURF once
+    assert (f"{base}/u/icon-eu_europe_regular-lat-lon_model-level_2026011500_012_60_U"
+            ".grib2.bz2") in eu
+    assert (f"{base}/v/icon-eu_europe_regular-lat-lon_model-level_2026011500_000_55_V"
+            ".grib2.bz2") in eu
+    assert (f"{base}/hhl/icon-eu_europe_regular-lat-lon_time-invariant_2026011500_61_HHL"
+            ".grib2.bz2") in eu
+    assert (f"{base}/clcl/icon-eu_europe_regular-lat-lon_single-level_2026011500_004_CLCL"
+            ".grib2.bz2") in eu
+    assert (f"{base}/asob_s/icon-eu_europe_regular-lat-lon_single-level_2026011500_000_ASOB_S"
+            ".grib2.bz2") in eu
+    constants = [p for p in products_of(ICON_EU) if p.processing is Processing.CONSTANT]
+    assert len(constants) == 1 + 7  # HSURF, HHL on half levels 55-61
+    per_step = len(products_of(ICON_EU)) - len(constants)  # at 13 steps,
+    assert len(eu) == 13 * per_step - 1 + len(constants)  # minus VMAX_10M at step 0
 
     d2_dir = cache / "sample" / "icon-d2" / "2026011500"
     d2 = {f.relative_to(d2_dir).as_posix() for f in runs["icon-d2"].fetched.files}
@@ -236,6 +278,12 @@ def test_files_are_laid_out_like_the_upstreams(runs, cache):
             ".grib2.bz2") in d2
     assert (f"{base}/hsurf/icon-d2_germany_regular-lat-lon_time-invariant_2026011500_000_0_"
             "hsurf.grib2.bz2") in d2
+    assert (f"{base}/u/icon-d2_germany_regular-lat-lon_model-level_2026011500_007_65_u"
+            ".grib2.bz2") in d2
+    assert (f"{base}/hhl/icon-d2_germany_regular-lat-lon_time-invariant_2026011500_000_66_"
+            "hhl.grib2.bz2") in d2
+    assert (f"{base}/asob_s/icon-d2_germany_regular-lat-lon_single-level_2026011500_001_2d_"
+            "asob_s.grib2.bz2") in d2
 
     for mid, run in runs.items():
         run_dir = cache / "sample" / mid / "2026011500"
@@ -263,7 +311,8 @@ UNITS = {
              "10v": "m s**-1", "max_i10fg": "m s**-1", "tp": "kg m**-2", "lsfwe": "kg m**-2",
              "csfwe": "kg m**-2", "ASWDIR_S": "W m-2", "ASWDIFD_S": "W m-2", "CLCT": "%",
              "vis": "m", "CAPE_ML": "J kg-1", "HSURF": "m", "t": "K", "u": "m s**-1",
-             "v": "m s**-1", "z": "m**2 s**-2"},
+             "v": "m s**-1", "z": "m**2 s**-2", "CLCL": "%", "avg_snswrf": "W m**-2",
+             "HHL": "m"},
 }
 STEP_TYPE = {Processing.INSTANT: "instant", Processing.CONSTANT: "instant",
              Processing.ACCUM_SINCE_START: "accum", Processing.AVG_SINCE_START: "avg",
@@ -293,9 +342,9 @@ def test_every_table_row_is_present_at_every_step_as_decoded(runs, mid):
     packing = "grid_ccsds" if mid == "ifs" else "grid_simple"
     seen = {(m.short_name, m.type_of_level, m.level, m.end) for m in run.msgs}
     for row in run.model.fields:
-        levels = row.levels or (
-            {"2t": 2, "2d": 2, "10u": 10, "10v": 10, "10fg3": 10, "10fg": 10,
-             "max_i10fg": 10}.get(row.shortName, 0),)
+        if row.edition not in (None, 2):
+            continue  # GRIB1 encodings (IFS's dissemination): the sample writes GRIB2 only
+        levels = row.levels or (SINGLE_LEVEL.get(row.shortName, 0),)
         for minute in expected_minutes(run, row):
             for level in levels:
                 assert (row.shortName, row.typeOfLevel, level, minute) in seen, (
@@ -359,6 +408,18 @@ def test_icon_headers_match_real_dwd_files(runs):
     ours = next(f for f in runs["icon-eu"].fetched.files
                 if f.name.endswith("_000_ASWDIR_S.grib2.bz2"))
     assert _keys(ours, stat) == real
+    # CLCL and ASOB_S themselves: the same parameter, level and statistics keys as DWD's.
+    param = ("discipline", "parameterCategory", "parameterNumber",
+             "productDefinitionTemplateNumber", "typeOfFirstFixedSurface",
+             "scaleFactorOfFirstFixedSurface", "scaledValueOfFirstFixedSurface",
+             "typeOfSecondFixedSurface", "scaleFactorOfSecondFixedSurface",
+             "scaledValueOfSecondFixedSurface", "shortName", "typeOfLevel", "level", "units",
+             "stepType", "stepRange")
+    for real_name, suffix in (("test_icon_europe_001_CLCL.grib2", "_000_CLCL.grib2.bz2"),
+                              ("test_icon_europe_000_ASOB_S.grib2", "_000_ASOB_S.grib2.bz2")):
+        extra = ("typeOfStatisticalProcessing",) if "ASOB" in real_name else ()
+        ours = next(f for f in runs["icon-eu"].fetched.files if f.name.endswith(suffix))
+        assert _keys(ours, param + extra) == _keys(REAL / real_name, param + extra), real_name
     # At scale 1 the sample grid is DWD's grid.
     grid = ("Ni", "Nj", "latitudeOfFirstGridPointInDegrees", "longitudeOfFirstGridPointInDegrees",
             "latitudeOfLastGridPointInDegrees", "longitudeOfLastGridPointInDegrees",
@@ -594,6 +655,111 @@ def test_winds_rise_with_height_and_gusts_exceed_the_mean_wind(runs):
         for minute in r.minutes(name):
             ws10 = np.hypot(r.get("10u", minute), r.get("10v", minute))
             assert (r.get(name, minute) >= ws10 - 0.02).all()
+
+
+@pytest.mark.parametrize("mid", ["icon-eu", "icon-d2"])
+def test_low_cloud_stays_below_total_cloud_and_net_shortwave_follows_an_albedo(runs, mid):
+    run = runs[mid]
+    most = 0.0
+    for minute in run.main_minutes:
+        lcc, tcc = run.get("CLCL", minute), run.get("CLCT", minute)
+        assert lcc.min() >= 0.0 and (lcc <= tcc + 0.01).all(), minute
+        most = max(most, float(lcc.max()))
+    assert most > 50.0  # low cloud does occur
+    # Net = (1 - albedo) x global, interval by interval (hourly: ASOB_S is hourly in D2 too).
+    t2m = run.get("2t", 0)
+    hours = run.minutes("avg_snswrf")
+    assert hours == run.main_minutes
+    albedos, temps = [], []
+    for a, b in zip(hours, hours[1:]):
+        def mean(short):
+            return (run.get(short, b) * b - run.get(short, a) * a) / (b - a)
+        net, glob = mean("avg_snswrf"), mean("ASWDIR_S") + mean("ASWDIFD_S")
+        assert (net >= -0.5).all() and (net <= glob + 0.5).all()
+        assert (np.abs(net[glob < 0.5]) < 0.5).all()  # no sun, no net shortwave
+        day = glob > 50.0
+        albedos.append(1.0 - net[day] / glob[day])
+        temps.append(t2m[day])
+    albedo, temp = np.concatenate(albedos), np.concatenate(temps)
+    assert albedo.size > 20
+    assert 0.05 < albedo.min() < 0.09  # open sea
+    assert albedo.max() < 0.62  # snow-covered land at most
+    cold, warm = temp < 268.0, temp > 278.0
+    assert cold.any() and warm.any()
+    assert albedo[cold].mean() > albedo[warm].mean() + 0.1  # snow reflects more
+
+
+def _model_levels(run: Run) -> tuple[tuple[int, ...], tuple[int, ...], dict, np.ndarray]:
+    """(full levels, half levels, {half level: HHL}, HSURF) of an ICON run."""
+    full = run.model.field_for("u_ml").levels
+    half = run.model.field_for("hhl").levels
+    return full, half, {lv: run.get("HHL", 0, lv) for lv in half}, run.get("HSURF", 0)
+
+
+@pytest.mark.parametrize("mid", ["icon-eu", "icon-d2"])
+def test_half_levels_follow_the_terrain_and_full_levels_lie_between_them(runs, mid):
+    run = runs[mid]
+    full, half, hhl, hsurf = _model_levels(run)
+    assert run.minutes("HHL") == [0]  # time-invariant, written once
+    assert {(m.level, m.end) for m in run.msgs if m.short_name == "HHL"} == {
+        (lv, 0) for lv in half}
+    # The lowest half level is the surface; heights grow strictly upwards (falling numbers).
+    np.testing.assert_allclose(hhl[half[-1]], hsurf, atol=0.1)
+    for upper, lower in zip(half, half[1:]):
+        assert (hhl[upper] - hhl[lower] > 5.0).all(), (upper, lower)
+    # Over flat terrain at sea level: the ICON level heights of the template.
+    flat = hsurf == 0.0
+    assert flat.sum() > 10
+    for lv in half:
+        np.testing.assert_allclose(hhl[lv][flat], HALF_LEVEL_HEIGHTS[mid][lv], atol=0.05)
+    # Full level L lies between half levels L and L+1; the lowest at about 10 m.
+    agl = {}
+    for lv in full:
+        z = 0.5 * (hhl[lv] + hhl[lv + 1])
+        assert ((hhl[lv + 1] < z) & (z < hhl[lv])).all()
+        agl[lv] = z - hsurf
+    assert np.abs(agl[full[-1]][flat] - 10.0).max() < 0.05
+    assert (agl[full[-1]] > 5.0).all() and (agl[full[-1]] < 10.05).all()
+    # Terrain-following, compressed smoothly over the mountains: lower above high ground.
+    top = agl[full[0]]
+    assert 370.0 < top[flat].min() and top[flat].max() < 400.0
+    high = hsurf > 1000.0
+    assert high.any() and top[high].max() < top[flat].min()
+    assert (top > 0.35 * top[flat].min()).all()
+
+
+@pytest.mark.parametrize("mid", ["icon-eu", "icon-d2"])
+def test_model_level_winds_continue_the_column(runs, mid):
+    run = runs[mid]
+    full, half, hhl, hsurf = _model_levels(run)
+    agl = {lv: 0.5 * (hhl[lv] + hhl[lv + 1]) - hsurf for lv in full}
+    plevs = run.model.field_for("u_pl").levels
+    low = hsurf < 300.0
+    for minute in run.main_minutes:
+        u = {lv: run.get("u", minute, lv) for lv in full}
+        v = {lv: run.get("v", minute, lv) for lv in full}
+        speed = [np.hypot(u[lv], v[lv]).mean() for lv in full]  # top first
+        assert all(hi > lo for hi, lo in zip(speed, speed[1:])), (minute, speed)
+        # The lowest level (about 10 m) carries the 10 m wind.
+        np.testing.assert_allclose(u[full[-1]], run.get("10u", minute), atol=0.02)
+        np.testing.assert_allclose(v[full[-1]], run.get("10v", minute), atol=0.02)
+        # Hub height (100 m) from the model levels and from 10 m + pressure levels agree.
+        zs = np.stack([agl[lv] for lv in full], axis=-1)
+        um, vm = physics.wind_at_height(np.stack([u[lv] for lv in full], -1),
+                                        np.stack([v[lv] for lv in full], -1), zs, 100.0)
+        zp = [np.full(hsurf.shape, 10.0)]
+        up, vp = [run.get("10u", minute)], [run.get("10v", minute)]
+        for p in plevs:
+            above = run.get("z", minute, p) / 9.80665 - hsurf
+            zp.append(np.where(above > 10.0, above, np.nan))
+            up.append(run.get("u", minute, p))
+            vp.append(run.get("v", minute, p))
+        up_, vp_ = physics.wind_at_height(np.stack(up, -1), np.stack(vp, -1),
+                                          np.stack(zp, -1), 100.0)
+        ml, pl = np.hypot(um, vm)[low], np.hypot(up_, vp_)[low]
+        rel = (ml - pl) / np.maximum(pl, 2.0)
+        assert abs(rel.mean()) < 0.02 and np.percentile(np.abs(rel), 95) < 0.06, (
+            minute, rel.mean(), np.percentile(np.abs(rel), 95))
 
 
 @pytest.mark.parametrize("mid", ["ifs", "icon-eu", "icon-d2"])

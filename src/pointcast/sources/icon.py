@@ -23,8 +23,50 @@ sum of the rows present at that level and step, so ``sf`` = SNOW_GSP + SNOW_CON 
 fields are means from the start of the run (W m-2, ``AVG_SINCE_START``). VMAX_10M is the
 maximum over the hour before the step, as DWD publishes it, also where ICON-EU's steps are
 3-hourly (beyond 78 h the message at 84 h covers 83-84 h: read the window from the message's
-startStep/endStep); it has no step 0. ICON publishes no 100 m wind; the profile above 10 m
-comes from the pressure levels.
+startStep/endStep); it has no step 0. ICON publishes no 100 m wind: the profile above 10 m
+comes from the lowest model levels (below) and the pressure levels.
+
+Rows checked against real DWD files (``/work/shared/data/real-grib``, ecCodes 2.50):
+
+* ``CLCL`` (low cloud cover, %): discipline 0, category 6, number 22, first fixed surface
+  100 (isobaric, 80000 Pa), second 1 (ground). ecCodes decodes shortName ``CLCL``
+  (paramId 502343), typeOfLevel ``unknown``, level 800 (hPa): the layer from the ground to
+  800 hPa. The row has no ``levels`` (single-level field; its level key is 800, not 0).
+* ``ASOB_S`` (net shortwave radiation at the surface, mean since the run start, W m-2):
+  template 4.8, category 4, number 9, typeOfStatisticalProcessing 0. ecCodes decodes the
+  ECMWF name ``avg_snswrf`` (paramId 235037), typeOfLevel ``surface``, stepType ``avg``; at
+  step 0 the message is a zero-width mean (stepRange ``0m``, a constant 0 field).
+
+Model levels (for the wind at hub heights). ICON's vertical coordinate is a terrain-following
+height coordinate (SLEVE) numbered from the model top: full levels 1..N hold U and V, half
+levels 1..N+1 their boundaries, N+1 being the surface. DWD encodes both on the "generalized
+vertical height coordinate" (GRIB2 code table 4.5, 150) with the vertical-grid header
+(``genVertHeightCoords`` 1: ``nlev`` = number of half levels, ``numberOfVGridUsed``,
+``uuidOfVGrid``; NV = 6):
+
+* U, V on full level L: first fixed surface 150 / L, second 150 / L+1. ecCodes decodes
+  ``u``/``v`` (paramId 131/132), typeOfLevel ``generalVerticalLayer``, level L.
+* HHL, the geometric height of half level L above mean sea level (m, time-invariant):
+  category 3, number 6, first fixed surface 150 / L, second 101 (mean sea level). ecCodes
+  decodes ``HHL`` (paramId 500008), typeOfLevel ``generalVertical``, level L.
+
+The files: ``<param>/icon-eu_europe_regular-lat-lon_model-level_<YYYYMMDDHH>_<SSS>_<L>_U
+.grib2.bz2`` and ``hhl/icon-eu_europe_regular-lat-lon_time-invariant_<YYYYMMDDHH>_<L>_HHL
+.grib2.bz2``; ICON-D2 ``u/icon-d2_germany_regular-lat-lon_model-level_<YYYYMMDDHH>_<SSS>_<L>_u
+.grib2.bz2`` and ``hhl/icon-d2_germany_regular-lat-lon_time-invariant_<YYYYMMDDHH>_000_<L>_hhl
+.grib2.bz2`` (level numbers not zero-padded; ICON-D2 parameter names in lower case).
+
+Only the lowest levels are in the tables, enough to span the ground to about 400 m above
+it: ICON-EU full levels 55-60 (about 10-377 m over flat terrain; half levels 55-61) and ICON-D2
+full levels 58-65 (about 10-393 m; half levels 58-66). The heights over flat terrain at sea
+level (``HALF_LEVEL_HEIGHTS``) follow ICON's level distribution (``mo_init_vgrid``,
+``itype_laydistr`` 1): ``a(k) = H (2/pi arccos(((k-1)/N)**s))**x``, with ``x`` such that
+the lowest layer is ``min_lay_thckn`` = 20 m thick. ICON-D2: N = 65, H = 22 km, s = 0.65;
+ICON-EU is nested in the global ICON and shares the lowest 60 of its 90 layers (global
+N = 90, H = 75 km, s = 0.9). Over orography the levels follow the terrain and are compressed
+smoothly upwards (SLEVE decay, ``SLEVE_DECAY``): ``HHL = HSURF + a + HSURF * (b(a) - 1)``
+with ``b(a) = sinh((H/d)**n - (a/d)**n) / sinh((H/d)**n)``, d = 4 km, n = 1.2, H = 22 km.
+Should DWD change the vertical grid (number of levels), the level numbers below change with it.
 """
 
 from __future__ import annotations
@@ -37,11 +79,30 @@ G = 9.80665
 
 PRESSURE_LEVELS: tuple[int, ...] = (1000, 950, 925, 850, 700)  # hPa
 
+# Height (m) of the lowest half levels above the ground over flat terrain at sea level, by DWD
+# half-level number (see the module docstring for their origin). The last one is the surface.
+HALF_LEVEL_HEIGHTS: dict[str, dict[int, float]] = {
+    "icon-eu": {55: 436.49, 56: 318.34, 57: 216.52, 58: 131.88, 59: 65.68, 60: 20.0, 61: 0.0},
+    "icon-d2": {58: 432.42, 59: 353.59, 60: 280.60, 61: 213.75, 62: 153.44, 63: 100.28,
+                64: 55.21, 65: 20.0, 66: 0.0},
+}
+# SLEVE decay of the orography's imprint with height: (decay scale m, exponent, top m).
+SLEVE_DECAY: tuple[float, float, float] = (4000.0, 1.2, 22000.0)
+# Number of half levels of the whole column (GRIB key ``nlev`` of the model-level fields).
+NUMBER_OF_HALF_LEVELS: dict[str, int] = {"icon-eu": 61, "icon-d2": 66}
+
+
+def model_levels(model_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(full levels, half levels) of ``model_id`` in the tables, top first."""
+    half = tuple(sorted(HALF_LEVEL_HEIGHTS[model_id]))
+    return half[:-1], half
+
 _I, _A, _M, _X, _C = (Processing.INSTANT, Processing.ACCUM_SINCE_START,
                       Processing.AVG_SINCE_START, Processing.INTERVAL, Processing.CONSTANT)
 
 
-def _fields(*, vis: bool, fine: bool) -> tuple[GribField, ...]:
+def _fields(model_id: str, *, vis: bool, fine: bool) -> tuple[GribField, ...]:
+    full, half = model_levels(model_id)
     rows = [
         GribField("t2m", "2t", "heightAboveGround", param="T_2M"),
         GribField("d2m", "2d", "heightAboveGround", param="TD_2M"),
@@ -59,6 +120,10 @@ def _fields(*, vis: bool, fine: bool) -> tuple[GribField, ...]:
         GribField("ssrd", "ASWDIR_S", "surface", processing=_M, fine=fine, param="ASWDIR_S"),
         GribField("ssrd", "ASWDIFD_S", "surface", processing=_M, fine=fine, param="ASWDIFD_S"),
         GribField("tcc", "CLCT", "surface", param="CLCT"),
+        # Low cloud (ground to 800 hPa): decodes with level 800 and typeOfLevel unknown.
+        GribField("lcc", "CLCL", "unknown", param="CLCL"),
+        # Net shortwave at the surface, W m-2 averaged since the start (hourly, also in D2).
+        GribField("ssr", "avg_snswrf", "surface", processing=_M, param="ASOB_S"),
     ]
     if vis:
         rows.append(GribField("vis", "vis", "surface", param="VIS"))
@@ -70,6 +135,10 @@ def _fields(*, vis: bool, fine: bool) -> tuple[GribField, ...]:
         GribField("v_pl", "v", "isobaricInhPa", PRESSURE_LEVELS, param="V"),
         # Geopotential (m2 s-2) -> geopotential height (m).
         GribField("z_pl", "z", "isobaricInhPa", PRESSURE_LEVELS, scale=1.0 / G, param="FI"),
+        # The lowest model levels (wind at hub heights) and their half-level heights.
+        GribField("u_ml", "u", "generalVerticalLayer", full, param="U"),
+        GribField("v_ml", "v", "generalVerticalLayer", full, param="V"),
+        GribField("hhl", "HHL", "generalVertical", half, processing=_C, param="HHL"),
     ]
     return tuple(rows)
 
@@ -80,7 +149,7 @@ ICON_EU = ModelSpec(
     grid=RegularGrid(lat_first=29.5, lon_first=-23.5, lat_last=70.5, lon_last=62.5,
                      dlat=0.0625, dlon=0.0625),
     steps=hours(*range(0, 79)) + hours(*range(81, 121, 3)),
-    fields=_fields(vis=True, fine=False),
+    fields=_fields("icon-eu", vis=True, fine=False),
     run_hours=(0, 6, 12, 18),
     resolution_km=6.5,
 )
@@ -91,7 +160,7 @@ ICON_D2 = ModelSpec(
     grid=RegularGrid(lat_first=43.18, lon_first=-3.94, lat_last=58.08, lon_last=20.34,
                      dlat=0.02, dlon=0.02),
     steps=hours(*range(0, 49)),
-    fields=_fields(vis=False, fine=True),
+    fields=_fields("icon-d2", vis=False, fine=True),
     run_hours=tuple(range(0, 24, 3)),
     fine_steps=tuple(timedelta(minutes=15 * k) for k in range(0, 48 * 4 + 1)),
     resolution_km=2.2,

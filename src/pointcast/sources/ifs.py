@@ -21,6 +21,14 @@ the sample source writes. Points worth knowing:
   (stepRange ``0-<step>``), ``ssrd``/``fdir`` J m-2 accumulated from the start.
 * ``tcc`` is encoded as paramId 228164 (WMO 0/6/1), which decodes in per cent.
 * Surface geopotential ``z`` is written at step 0 only (time-invariant).
+* ECMWF's GRIB1 dissemination (real-time cut-outs, MARS retrievals in GRIB1) encodes the
+  near-surface parameters with level type 1, so ecCodes decodes ``10u``/``10v``/``2t``/``2d``
+  with typeOfLevel ``surface`` and level 0 there (checked on a real HRES GRIB1 file,
+  ``test_ECMWFRealtime_HRES-IFS_10u_20241104T00_S60.grib``). Those rows carry ``edition=1``:
+  they match GRIB1 messages only, and the sample source (GRIB2 only) does not write them.
+  (ECMWF gives every MARS ``levtype=sfc`` parameter level type 1 in GRIB1, so ``msl``,
+  ``tcc``, ``100u`` ... decode at ``surface`` too; add edition-1 rows for them when a GRIB1
+  feed needs them.)
 
 How a decoder combines rows (the convention the tables of all models follow): for a canonical
 variable, the value at (level, step) is the **sum over the rows of that variable whose message
@@ -85,6 +93,11 @@ FIELDS: tuple[GribField, ...] = (
     GribField("u_pl", "u", "isobaricInhPa", PRESSURE_LEVELS),
     GribField("v_pl", "v", "isobaricInhPa", PRESSURE_LEVELS),
     GribField("z_pl", "gh", "isobaricInhPa", PRESSURE_LEVELS),  # gpm
+    # GRIB1 (ECMWF dissemination): the 2 m and 10 m parameters at level type "surface".
+    GribField("t2m", "2t", "surface", edition=1),
+    GribField("d2m", "2d", "surface", edition=1),
+    GribField("u10", "10u", "surface", edition=1),
+    GribField("v10", "10v", "surface", edition=1),
 )
 
 IFS = ModelSpec(

@@ -13,12 +13,16 @@ writes what they write, byte for byte in format if not in content:
 * ICON-EU and ICON-D2 as DWD's open-data tree, one bz2-compressed GRIB2 file per parameter,
   step (and level): ``icon-eu/grib/<HH>/<param>/icon-eu_europe_regular-lat-lon_single-level_
   <YYYYMMDDHH>_<SSS>_<PARAM>.grib2.bz2``, ``..._pressure-level_<YYYYMMDDHH>_<SSS>_<LEVEL>_<PARAM>``,
-  ``..._time-invariant_<YYYYMMDDHH>_<PARAM>``; ICON-D2 ``icon-d2/grib/<HH>/<param>/icon-d2_germany_
+  ``..._time-invariant_<YYYYMMDDHH>_<PARAM>``, model levels ``..._model-level_<YYYYMMDDHH>_
+  <SSS>_<LEVEL>_<PARAM>``, half-level heights ``..._time-invariant_<YYYYMMDDHH>_<LEVEL>_HHL``;
+  ICON-D2 ``icon-d2/grib/<HH>/<param>/icon-d2_germany_
   regular-lat-lon_single-level_<YYYYMMDDHH>_<SSS>_2d_<param>.grib2.bz2`` (pressure levels
-  ``..._pressure-level_<YYYYMMDDHH>_<SSS>_<LEVEL>_<param>``, constants ``..._time-invariant_
-  <YYYYMMDDHH>_000_0_<param>``). Centre ``edzw``, ``grid_simple`` 16-bit packing,
+  ``..._pressure-level_<YYYYMMDDHH>_<SSS>_<LEVEL>_<param>``, model levels ``..._model-level_
+  <YYYYMMDDHH>_<SSS>_<LEVEL>_<param>``, constants ``..._time-invariant_<YYYYMMDDHH>_000_0_
+  <param>``, half-level heights ``..._time-invariant_<YYYYMMDDHH>_000_<LEVEL>_hhl``; levels
+  are not zero-padded). Centre ``edzw``, ``grid_simple`` 16-bit packing,
   accumulations (TOT_PREC, SNOW_*) with typeOfStatisticalProcessing 1, radiation means since
-  the start (ASWDIR_S, ASWDIFD_S) with 0, VMAX_10M with 2 (maximum over the hour before the
+  the start (ASWDIR_S, ASWDIFD_S, ASOB_S) with 0, VMAX_10M with 2 (maximum over the hour before the
   step, also where ICON-EU's steps are 3-hourly, e.g. ``83-84``, as DWD publishes it). Every
   DWD step is encoded in minutes (indicatorOfUnitOfTimeRange 0), the hourly ones too, as in
   DWD's files; GRIB2 tables version 19, local tables version 1, earth shape 6, ICON-EU
@@ -26,7 +30,11 @@ writes what they write, byte for byte in format if not in content:
   **15-minute files**: the ICON-D2 file of hour ``SSS`` of a 15-minute field holds four
   messages, the quarter hours ``SSS-1``:15, :30, :45 and ``SSS``:00 (the ``000`` file holds
   step 0 only), so the hourly file names are unchanged and a reader that only wants hours
-  takes the last message.
+  takes the last message. ASOB_S and CLCL are hourly in ICON-D2 too (one message per
+  file). **Model levels**: U and V on the lowest full levels
+  (ICON-EU 55-60, ICON-D2 58-65) at every step, HHL on their half levels once, on the
+  generalized vertical height coordinate with DWD's vertical-grid header (``nlev``,
+  ``numberOfVGridUsed`` 4, a synthetic ``uuidOfVGrid``), see ``sources/icon.py``.
 
 Everything sits under ``<cache>/sample/<model>/<YYYYMMDDHH>/`` with a ``README.txt`` saying the
 data are synthetic and a ``complete`` marker written last (it records the parameters, so a
@@ -42,7 +50,11 @@ time, a -6.5 K/km lapse rate, a train of lows (20-30 hPa, eastwards at 10 m/s) w
 geostrophic winds turned towards low pressure near the ground, hypsometric surface pressure
 and pressure-level heights, log wind profiles, humidity and cloud around the lows, precipitation
 only under cloud above 80 %, snow below about 1 degC, clear-sky radiation (Haurwitz) reduced by
-cloud, gusts, visibility and CAPE. Accumulations, means and maxima are integrated over
+cloud, net shortwave through an albedo (sea 0.07, land 0.17, snow 0.6 where the daily-mean
+temperature is below -2 degC), low cloud as a share (30-90 %) of the total, gusts,
+visibility and CAPE. ICON's half levels follow the terrain (``half_level_height``) and the
+model-level winds are the same column as the 10 m, height-level and pressure-level winds
+(``Weather.profile``). Accumulations, means and maxima are integrated over
 sub-steps of at most 30 minutes (15 for ICON-D2's quarter hours), so they never decrease, and
 interval means are zero when the sun stayed down.
 
@@ -58,6 +70,7 @@ area and steps give byte-identical files.
 from __future__ import annotations
 
 import bz2
+import hashlib
 import json
 import logging
 import math
@@ -74,10 +87,13 @@ import eccodes
 import numpy as np
 
 from .base import FetchedRun, GribField, ModelSpec, Processing, RunRef
+from .icon import HALF_LEVEL_HEIGHTS, NUMBER_OF_HALF_LEVELS, SLEVE_DECAY
 
 log = logging.getLogger(__name__)
 
-GENERATOR = "pointcast-sample/1"
+# Part of the cached run's fingerprint: bump it when the files written change, so that
+# runs cached by an older version are rewritten (2: CLCL, ASOB_S, ICON model levels, HHL).
+GENERATOR = "pointcast-sample/2"
 SYNTHETIC_NOTE = ("SYNTHETIC DATA: written by pointcast's embedded sample source from an "
                   "analytic weather model; this is not a real forecast.")
 
@@ -98,6 +114,8 @@ SUB_STEP_MIN = 30  # longest integration sub-step of accumulated and interval fi
 # "grid_ccsds" on 16 June 2026; ecCodes reads both, so readers must not assume either.)
 DWD_PACKING = "grid_simple"
 ECMWF_PACKING = "grid_ccsds"
+# ICON model-level wind is written at every step up to this lead time (hours; None: all).
+MODEL_LEVEL_HOURS: int | None = None
 
 # ------------------------------------------------------------------------------------------
 # Grids actually written: the operational grid, cropped to the area, every Nth row/column.
@@ -363,6 +381,21 @@ def _orography(lat: np.ndarray, lon: np.ndarray, land: np.ndarray, landfrac: np.
     return np.where(land, h, 0.0)
 
 
+def half_level_height(model_id: str, level: int, orog: np.ndarray) -> np.ndarray:
+    """Height above sea level (m) of ICON half level ``level`` over the surface height
+    ``orog``: the flat-terrain height ``a`` of the level (``icon.HALF_LEVEL_HEIGHTS``) on top
+    of the terrain, whose imprint decays upwards as in ICON's SLEVE coordinate,
+    ``z = a + b(a) orog`` with ``b(a) = sinh((H/d)**n - (a/d)**n) / sinh((H/d)**n)``. The
+    lowest half level is the surface itself; above it the layers are thinner over mountains
+    (the lowest 436 m of ICON-EU's flat column shrink to 300 m over 2000 m of orography).
+    ICON also keeps very thin layers from getting thinner still over high terrain; the
+    sample does not (its orography is smooth)."""
+    a = HALF_LEVEL_HEIGHTS[model_id][level]
+    d, n, top = SLEVE_DECAY
+    b = math.sinh((top / d) ** n - (a / d) ** n) / math.sinh((top / d) ** n)
+    return (a + b * np.asarray(orog, dtype=np.float64)).astype(np.float32)
+
+
 def _hash01(*ints: int) -> float:
     """A deterministic number in [0, 1) from integers (no floating-point platform effects)."""
     v = 0x9E3779B9
@@ -493,6 +526,20 @@ class Weather:
         self.t_lapse = (LAPSE * self.orog).astype(f4)
         self.clear_alt = (1.0 + 0.06 * np.clip(self.orog, 0.0, 4000.0) / 1000.0).astype(f4)
         self.cape_base = (0.25 + 0.25 * (1.0 - lf)).astype(f4)
+        # ICON model levels in the table: half-level heights above sea level (HHL) and the
+        # height of each full level above the ground (halfway between its half levels).
+        self.hhl: dict[int, np.ndarray] = {}
+        self.full_agl: dict[int, np.ndarray] = {}
+        half = sorted({lv for r in model.fields if r.var == "hhl" for lv in r.levels or ()})
+        full = sorted({lv for r in model.fields if r.var in ("u_ml", "v_ml")
+                       for lv in r.levels or ()})
+        if half:
+            self.hhl = {lv: half_level_height(model.id, lv, self.orog) for lv in half}
+            for lv in full:
+                if lv not in self.hhl or lv + 1 not in self.hhl:
+                    raise ValueError(f"{model.id}: full level {lv} lacks its half levels")
+                self.full_agl[lv] = (0.5 * (self.hhl[lv] + self.hhl[lv + 1]) - self.orog
+                                     ).astype(f4)
 
     # -- the state at the surface ----------------------------------------------------------
 
@@ -582,6 +629,11 @@ class Weather:
         ghi = clear * (1.0 - 0.75 * c3 * np.sqrt(cloud))
         clr = 1.0 - cloud
         direct = clear * 0.78 * (1.0 - np.exp(-5.0 * czp)) * clr * clr
+        # Albedo: open sea 0.07, snow-free land 0.17, snow-covered land 0.6; snow lies where
+        # the daily-mean 2 m temperature is below -2 degC (fully below -7 degC).
+        snow_cover = lf * np.clip((271.15 - t_mean2) * 0.2, 0.0, 1.0)
+        albedo = 0.07 * (1.0 - lf) + 0.17 * (lf - snow_cover) + 0.6 * snow_cover
+        net = ghi * (1.0 - albedo)
 
         # 10 m wind: geostrophic, slowed and turned by friction, mixed down by day over land.
         mix = 1.0 + 0.15 * shape * lf
@@ -600,7 +652,10 @@ class Weather:
             "ug": ug, "vg": vg, "u10": u10, "v10": v10, "shape": shape,
             # Overcast is 99.99 %: 100 % would decode a hair above 100 after 16-bit packing.
             "tcc": 99.99 * cloud, "rate": rate, "snow": snow, "conv_share": conv_share,
-            "ghi": ghi, "direct": direct, "gust": gust, "cape": cape,
+            "ghi": ghi, "direct": direct, "net": net, "gust": gust, "cape": cape,
+            # Low cloud (ground to 800 hPa): a share of the total cover, larger in the moist
+            # large-scale systems (fronts, warm conveyor belts), at most 90 % of it.
+            "lcc": 99.99 * cloud * (0.3 + 0.6 * x_ls),
         }
         if full:
             rh2 = relative_humidity(t2m, d2m)
@@ -612,7 +667,14 @@ class Weather:
     # -- heights above ground and pressure levels ------------------------------------------
 
     def profile(self, s: Mapping[str, np.ndarray], heights: tuple[int, ...],
-                levels: tuple[int, ...]) -> dict[Any, np.ndarray]:
+                levels: tuple[int, ...], model_levels: bool = False) -> dict[Any, np.ndarray]:
+        """The column above the surface: winds at ``heights`` above ground, fields on the
+        pressure ``levels``, and (``model_levels``) the wind on the model's full levels.
+
+        One wind profile serves all three: the log profile of the 10 m wind up to 200 m above
+        ground (stability-dependent exponent at night), blended between 200 and 1400 m into
+        the geostrophic wind with its thermal shear aloft. So model-level, height-level and
+        pressure-level winds are samples of the same column."""
         out: dict[Any, np.ndarray] = {}
         t_sl, msl, orog = s["t_sl"], s["msl"], self.orog
         out["sp"] = msl * (1.0 - LAPSE * orog / t_sl) ** (G / (RD * LAPSE))
@@ -623,6 +685,15 @@ class Weather:
         def ratio(z: np.ndarray | float) -> np.ndarray:
             return (np.log(np.maximum(z, 10.0) / self.z0) / log10) ** expo
 
+        def wind(zag: np.ndarray, p_hpa: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+            """The wind at ``zag`` m above ground where the pressure is ``p_hpa``."""
+            rz = ratio(np.clip(zag, 10.0, 300.0))
+            w = np.clip((zag - 200.0) / 1200.0, 0.0, 1.0)
+            shear = 1.0 + 0.4 * (1000.0 - p_hpa) / 300.0
+            u = (1.0 - w) * s["u10"] * rz + w * (s["ug"] * shear + 0.012 * (1000.0 - p_hpa))
+            v = (1.0 - w) * s["v10"] * rz + w * s["vg"] * shear
+            return u, v
+
         for z in heights:
             rz = ratio(float(z))
             out[("u", z)] = s["u10"] * rz
@@ -630,16 +701,17 @@ class Weather:
         for p in levels:
             zp = t_sl / LAPSE * (1.0 - (p * 100.0 / msl) ** (RD * LAPSE / G))
             zag = zp - orog
-            rz = ratio(np.clip(zag, 10.0, 300.0))
-            w = np.clip((zag - 200.0) / 1200.0, 0.0, 1.0)
-            shear = 1.0 + 0.4 * (1000.0 - p) / 300.0
-            u = (1.0 - w) * s["u10"] * rz + w * (s["ug"] * shear + 0.012 * (1000.0 - p))
-            v = (1.0 - w) * s["v10"] * rz + w * s["vg"] * shear
+            u, v = wind(zag, float(p))
             out[("z_pl", p)] = zp
             out[("t_pl", p)] = (t_sl - LAPSE * zp
                                 + s["diurnal"] * np.exp(-np.maximum(zag, 0.0) / 500.0))
             out[("u_pl", p)] = u
             out[("v_pl", p)] = v
+        if model_levels:
+            for lv, zag in self.full_agl.items():
+                # Hypsometric pressure at the level (the inverse of z_pl above).
+                p_hpa = 0.01 * msl * (1.0 - LAPSE * (orog + zag) / t_sl) ** (G / (RD * LAPSE))
+                out[("u_ml", lv)], out[("v_ml", lv)] = wind(zag, p_hpa)
         return out
 
 
@@ -660,15 +732,18 @@ class Snapshot:
 
 def integrate(weather: Weather, init: datetime, main_min: list[int], fine_min: list[int],
               heights: tuple[int, ...], levels: tuple[int, ...],
-              gust_window: int | None = None) -> Iterator[Snapshot]:
+              gust_window: int | None = None,
+              model_level_min: set[int] | None = None) -> Iterator[Snapshot]:
     """Walk the output times of a run in order (``main_min``: the steps, ``fine_min``: the
     15-minute steps), integrating the fluxes over sub-steps of at most ``SUB_STEP_MIN``
     minutes (midpoint rule): accumulations and means since the start, and the gust's maximum
     since the previous step, or over the last ``gust_window`` minutes before the step if
-    that is shorter (DWD's VMAX_10M covers the last hour even where steps are 3-hourly)."""
+    that is shorter (DWD's VMAX_10M covers the last hour even where steps are 3-hourly).
+    The wind on the model levels is computed at the steps in ``model_level_min`` (none if
+    None)."""
     t0 = hours_since_epoch(init)
     shape = weather.orog.shape
-    acc = {k: np.zeros(shape) for k in ("tp", "sf", "sf_ls", "sf_cv", "ghi", "dir")}
+    acc = {k: np.zeros(shape) for k in ("tp", "sf", "sf_ls", "sf_cv", "ghi", "dir", "net")}
     gusts: list[tuple[float, np.ndarray]] = []  # (minute, gust) since the previous step
     mains = set(main_min)
     prev, prev_main = 0, None
@@ -685,16 +760,17 @@ def integrate(weather: Weather, init: datetime, main_min: list[int], fine_min: l
                 acc["sf_cv"] += s["snow"] * s["conv_share"] * hours_
                 acc["ghi"] += s["ghi"] * dt * 60.0
                 acc["dir"] += s["direct"] * dt * 60.0
+                acc["net"] += s["net"] * dt * 60.0
                 gusts.append((mid, s["gust"]))
         acc["sf_ls"] = acc["sf"] - acc["sf_cv"]
         q: dict[Any, np.ndarray] = {
             "tp_acc": acc["tp"].copy(), "sf_acc": acc["sf"].copy(),
             "sf_ls_acc": acc["sf_ls"].copy(), "sf_cv_acc": acc["sf_cv"].copy(),
             "ghi_acc": acc["ghi"].copy(), "dir_acc": acc["dir"].copy(),
-            "dif_acc": acc["ghi"] - acc["dir"],
+            "dif_acc": acc["ghi"] - acc["dir"], "net_acc": acc["net"].copy(),
         }
         secs = minute * 60.0
-        for key in ("ghi", "dir", "dif"):
+        for key in ("ghi", "dir", "dif", "net"):
             q[f"{key}_avg"] = q[f"{key}_acc"] / secs if secs > 0 else np.zeros(shape)
         main = minute in mains
         snap = Snapshot(minute, main, q)
@@ -709,9 +785,12 @@ def integrate(weather: Weather, init: datetime, main_min: list[int], fine_min: l
                         np.maximum(gmax, g, out=gmax)
                 q["gust"] = gmax
                 snap.interval_start = start
-            q.update({k: s[k] for k in ("t2m", "d2m", "msl", "u10", "v10", "tcc", "vis", "cape")})
+            q.update({k: s[k] for k in ("t2m", "d2m", "msl", "u10", "v10", "tcc", "lcc", "vis",
+                                        "cape")})
             q["orog"] = weather.orog
-            q.update(weather.profile(s, heights, levels))
+            q.update({("hhl", lv): h for lv, h in weather.hhl.items()})
+            q.update(weather.profile(s, heights, levels, model_levels=bool(
+                model_level_min and minute in model_level_min)))
             gusts = []
             prev_main = minute
         prev = minute
@@ -730,7 +809,7 @@ class Product:
     short_name: str  # as decoded (table value)
     param: str  # upstream name (DWD) or the short name (ECMWF)
     type_of_level: str
-    level: int | None  # pressure level (hPa) or height (m) where the rows give one
+    level: int | None  # pressure level (hPa) or model level number where the rows give one
     rows: tuple[GribField, ...]
 
     @property
@@ -750,14 +829,23 @@ class Product:
         return self.rows[0].offset
 
 
+# Level types whose messages are one per level (the others encode their level in the name:
+# IFS 100u, 200u).
+LEVELLED = ("isobaricInhPa", "generalVerticalLayer", "generalVertical")
+MODEL_LEVEL_TYPES = ("generalVerticalLayer", "generalVertical")
+
+
 def products_of(model: ModelSpec) -> list[Product]:
     """The distinct messages behind a model's table (a message several rows map to, such as
-    ICON's ASWDIR_S or IFS's 10u, is written once)."""
+    ICON's ASWDIR_S or IFS's 10u, is written once). Rows of another GRIB edition than 2
+    (IFS's GRIB1 encodings) are not written: the sample writes GRIB2 only."""
     groups: dict[tuple, list[GribField]] = {}
     for row in model.fields:
+        if row.edition not in (None, 2):
+            continue
         for level in row.levels or (None,):
             key = (row.shortName, row.param or row.shortName, row.typeOfLevel,
-                   level if row.typeOfLevel == "isobaricInhPa" else None)
+                   level if row.typeOfLevel in LEVELLED else None)
             groups.setdefault(key, []).append(row)
     out = []
     for (short, param, tol, level), rows in groups.items():
@@ -778,8 +866,11 @@ def _quantity(product: Product, kind: str) -> Any:
     """The canonical quantity a product encodes."""
     table = _ECMWF_QUANTITY if kind == "ecmwf" else _DWD_QUANTITY
     key = product.short_name if kind == "ecmwf" else product.param
-    name = table[key]
-    return (name, product.level) if product.type_of_level == "isobaricInhPa" else name
+    if kind == "dwd" and product.type_of_level in MODEL_LEVEL_TYPES:
+        name = _DWD_MODEL_LEVEL_QUANTITY[key]
+    else:
+        name = table[key]
+    return (name, product.level) if product.type_of_level in LEVELLED else name
 
 
 _ECMWF_QUANTITY = {
@@ -804,12 +895,16 @@ _DWD_QUANTITY = {
     "VMAX_10M": "gust", "TOT_PREC": "tp_acc", "SNOW_GSP": "sf_ls_acc", "SNOW_CON": "sf_cv_acc",
     "ASWDIR_S": "dir_avg", "ASWDIFD_S": "dif_avg", "CLCT": "tcc", "VIS": "vis",
     "CAPE_ML": "cape", "HSURF": "orog", "T": "t_pl", "U": "u_pl", "V": "v_pl", "FI": "z_pl",
+    "CLCL": "lcc", "ASOB_S": "net_avg",
 }
+_DWD_MODEL_LEVEL_QUANTITY = {"U": "u_ml", "V": "v_ml", "HHL": "hhl"}
 _H2 = dict(typeOfFirstFixedSurface=103, scaleFactorOfFirstFixedSurface=0,
            scaledValueOfFirstFixedSurface=2)
 _H10 = dict(typeOfFirstFixedSurface=103, scaleFactorOfFirstFixedSurface=0,
             scaledValueOfFirstFixedSurface=10)
-_SFC = dict(typeOfFirstFixedSurface=1)
+# DWD writes the surface with scale factor and value 0 (not missing), as in its real files.
+_SFC = dict(typeOfFirstFixedSurface=1, scaleFactorOfFirstFixedSurface=0,
+            scaledValueOfFirstFixedSurface=0)
 # DWD encodings (GRIB2 keys as in DWD's parameter database), by DWD parameter name.
 _DWD_KEYS: dict[str, dict[str, int]] = {
     "T_2M": dict(parameterCategory=0, parameterNumber=0, **_H2),
@@ -831,6 +926,15 @@ _DWD_KEYS: dict[str, dict[str, int]] = {
     "ASWDIFD_S": dict(productDefinitionTemplateNumber=8, parameterCategory=4,
                       parameterNumber=199, typeOfStatisticalProcessing=0, **_SFC),
     "CLCT": dict(parameterCategory=6, parameterNumber=1, **_SFC),
+    # Cloud cover of the layer from the ground (second surface) up to 800 hPa (first).
+    "CLCL": dict(parameterCategory=6, parameterNumber=22, typeOfFirstFixedSurface=100,
+                 scaleFactorOfFirstFixedSurface=0, scaledValueOfFirstFixedSurface=80000,
+                 typeOfSecondFixedSurface=1, scaleFactorOfSecondFixedSurface=0,
+                 scaledValueOfSecondFixedSurface=0),
+    "ASOB_S": dict(productDefinitionTemplateNumber=8, parameterCategory=4, parameterNumber=9,
+                   typeOfStatisticalProcessing=0, **_SFC),
+    # On the generalized vertical height coordinate (150), see Encoder._model_level.
+    "HHL": dict(parameterCategory=3, parameterNumber=6),
     "VIS": dict(parameterCategory=19, parameterNumber=0, **_SFC),
     "CAPE_ML": dict(parameterCategory=7, parameterNumber=6, typeOfFirstFixedSurface=192),
     "HSURF": dict(parameterCategory=3, parameterNumber=6, typeOfFirstFixedSurface=1,
@@ -847,7 +951,8 @@ class Encoder:
     and packing, cloned once per product into a template that is reused for every step."""
 
     def __init__(self, grid: SampleGrid, init: datetime, *, centre: str, packing: str,
-                 bits: int = 16, process_id: int | None = None):
+                 bits: int = 16, process_id: int | None = None,
+                 vertical: tuple[int, int, str] | None = None):
         self.kind = "ecmwf" if centre == "ecmf" else "dwd"
         base = eccodes.codes_grib_new_from_samples("GRIB2")
         s = eccodes.codes_set
@@ -888,6 +993,8 @@ class Encoder:
         s(base, "packingType", packing)
         s(base, "bitsPerValue", bits)
         self.bits = bits
+        # (nlev, numberOfVGridUsed, uuidOfVGrid) of the model levels' vertical grid.
+        self.vertical = vertical
         self._base = base
         self._templates: dict[tuple, int] = {}
         self._statistical: dict[tuple, bool] = {}
@@ -898,8 +1005,33 @@ class Encoder:
         eccodes.codes_release(self._base)
         self._templates.clear()
 
+    def _model_level(self, h: int, product: Product) -> None:
+        """Level keys on the generalized vertical height coordinate (code table 4.5: 150), as
+        DWD writes them: the vertical-grid header (NV = 6: number of half levels, the grid's
+        number and UUID), full level L as the layer between half levels L and L+1
+        (generalVerticalLayer), half level L with mean sea level as the second surface for
+        HHL, the height above sea level (generalVertical)."""
+        if self.vertical is None:
+            raise ValueError(f"{product.param}: model levels need the vertical grid")
+        nlev, number, uuid = self.vertical
+        s = eccodes.codes_set
+        s(h, "genVertHeightCoords", 1)
+        s(h, "typeOfLevel", product.type_of_level)
+        s(h, "nlev", nlev)
+        s(h, "numberOfVGridUsed", number)
+        eccodes.codes_set_string(h, "uuidOfVGrid", uuid)
+        s(h, "scaleFactorOfFirstFixedSurface", 0)
+        s(h, "scaledValueOfFirstFixedSurface", int(product.level))
+        if product.type_of_level == "generalVerticalLayer":
+            s(h, "typeOfSecondFixedSurface", 150)
+            s(h, "scaleFactorOfSecondFixedSurface", 0)
+            s(h, "scaledValueOfSecondFixedSurface", int(product.level) + 1)
+        else:
+            s(h, "typeOfSecondFixedSurface", 101)
+
     def _template(self, product: Product, minutes: bool) -> int:
-        key = (product.short_name, product.param, product.level, minutes)
+        key = (product.short_name, product.param, product.type_of_level, product.level,
+               minutes)
         h = self._templates.get(key)
         if h is None:
             h = eccodes.codes_clone(self._base)
@@ -915,6 +1047,8 @@ class Encoder:
             if product.type_of_level == "isobaricInhPa":
                 eccodes.codes_set(h, "typeOfLevel", "isobaricInhPa")
                 eccodes.codes_set(h, "level", int(product.level))
+            elif product.type_of_level in MODEL_LEVEL_TYPES:
+                self._model_level(h, product)
             eccodes.codes_set_long(h, "stepUnits", 0 if minutes else 1)
             self._statistical[key] = (
                 eccodes.codes_get_long(h, "productDefinitionTemplateNumber") == 8)
@@ -929,7 +1063,8 @@ class Encoder:
         The product's template handle is reused: only the step keys and the values change
         from one message to the next, which keeps the per-message cost near the packing."""
         h = self._template(product, minutes)
-        if self._statistical[(product.short_name, product.param, product.level, minutes)]:
+        if self._statistical[(product.short_name, product.param, product.type_of_level,
+                              product.level, minutes)]:
             eccodes.codes_set_long(h, "startStep", start)
             eccodes.codes_set_long(h, "endStep", end)
         else:
@@ -1044,15 +1179,37 @@ def _ifs_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather
         enc.close()
 
 
+def vertical_grid(model: ModelSpec) -> tuple[int, int, str] | None:
+    """The vertical-grid header of ``model``'s model-level fields: ``nlev`` (number of half
+    levels of the whole column), ``numberOfVGridUsed`` (4: ICON's height-based SLEVE
+    coordinate, ``ivctype`` 2, as ICON writes it) and ``uuidOfVGrid`` (a fixed hash of the
+    model id here; DWD's is the UUID of its HHL field, which a reader pairs the model-level
+    fields with)."""
+    if model.id not in NUMBER_OF_HALF_LEVELS:
+        return None
+    uuid = hashlib.md5(f"pointcast-sample {model.id} vertical grid".encode()).hexdigest()
+    return NUMBER_OF_HALF_LEVELS[model.id], 4, uuid
+
+
+def model_level_minutes(main: list[int]) -> set[int]:
+    """The steps (minutes) at which the model-level wind is written: every step of the run,
+    as DWD publishes it (see MODEL_LEVEL_HOURS for a cap)."""
+    if MODEL_LEVEL_HOURS is None:
+        return set(main)
+    return {m for m in main if m <= MODEL_LEVEL_HOURS * 60}
+
+
 def _icon_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
                 writer: _Writer) -> None:
     init = run.init
     prods = products_of(model)
     enc = Encoder(grid, init, centre="edzw", packing=DWD_PACKING,
-                  process_id=2 if model.id == "icon-eu" else None)
+                  process_id=2 if model.id == "icon-eu" else None,
+                  vertical=vertical_grid(model))
     levels = tuple(sorted({lv for r in model.fields if r.typeOfLevel == "isobaricInhPa"
                            for lv in r.levels or ()}, reverse=True))
     main = [int(s.total_seconds() // 60) for s in run.steps]
+    ml_minutes = model_level_minutes(main)
     last = max(main)
     hours_written = set(main)
     # The 15-minute steps that belong to the hour files written: (SSS-1 h, SSS h].
@@ -1065,6 +1222,10 @@ def _icon_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weathe
     def path(p: Product, step_h: int | None) -> str:
         name = p.param.lower() if d2 else p.param
         folder = f"{model.id}/grib/{init:%H}/{p.param.lower()}"
+        if p.type_of_level == "generalVertical":  # HHL: time-invariant, one file per level
+            inv = "_000" if d2 else ""
+            return (f"{folder}/{prefix}_regular-lat-lon_time-invariant_{run_id}{inv}_"
+                    f"{p.level}_{name}.grib2.bz2")
         if step_h is None:
             inv = "_000_0" if d2 else ""
             return (f"{folder}/{prefix}_regular-lat-lon_time-invariant_{run_id}{inv}_"
@@ -1072,17 +1233,23 @@ def _icon_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weathe
         if p.type_of_level == "isobaricInhPa":
             return (f"{folder}/{prefix}_regular-lat-lon_pressure-level_{run_id}_{step_h:03d}_"
                     f"{p.level}_{name}.grib2.bz2")
+        if p.type_of_level == "generalVerticalLayer":
+            return (f"{folder}/{prefix}_regular-lat-lon_model-level_{run_id}_{step_h:03d}_"
+                    f"{p.level}_{name}.grib2.bz2")
         level = "_2d" if d2 else ""
         return (f"{folder}/{prefix}_regular-lat-lon_single-level_{run_id}_{step_h:03d}{level}_"
                 f"{name}.grib2.bz2")
 
     pending: dict[Product, list[bytes]] = {}  # 15-minute messages waiting for their hour file
     try:
-        for snap in integrate(weather, init, main, fine, (), levels, gust_window=60):
+        for snap in integrate(weather, init, main, fine, (), levels, gust_window=60,
+                              model_level_min=ml_minutes):
             minute = snap.minute
             for p in prods:
                 proc = p.processing
                 if not snap.main and not p.fine:
+                    continue
+                if p.type_of_level == "generalVerticalLayer" and minute not in ml_minutes:
                     continue
                 if proc is Processing.CONSTANT:
                     if minute == 0:
