@@ -179,22 +179,36 @@ def _matches(row: GribField, msg: Message) -> bool:
             and (row.edition is None or row.edition == msg.edition))
 
 
-def _deaccumulate(stack: da.Array, steps_min: np.ndarray, row: GribField) -> da.Array:
-    """Since-start accumulations or averages -> value of the interval ending at each step."""
-    seconds = steps_min.astype(np.float64) * 60.0
-    prev = np.concatenate([[0.0], seconds[:-1]])
-    shape = (-1,) + (1,) * (stack.ndim - 1)
-    dt = (seconds - prev).reshape(shape)
-    previous = da.concatenate([da.zeros_like(stack[:1]), stack[:-1]], axis=0)
-    if row.processing is Processing.ACCUM_SINCE_START:
-        amount = stack - previous
-    else:  # AVG_SINCE_START: mean over (prev, step] from two since-start means
-        amount = (stack * seconds.reshape(shape) - previous * prev.reshape(shape)) / np.where(dt > 0, dt, np.nan)
-        if not row.per_second:
-            return da.where(dt > 0, amount, np.nan)
-    if row.per_second:
-        amount = amount / np.where(dt > 0, dt, np.nan)
-    return da.where(dt > 0, amount, np.nan)
+def _deaccumulate(planes: list[da.Array], starts: list[int], ends: list[int], row: GribField,
+                  where: str) -> list[da.Array]:
+    """Accumulations or averages over each message's window (start, end] -> the value of the
+    interval (previous end, end].
+
+    One rule covers every upstream: a window that continues the previous one (same start: IFS
+    and ICON since the run start, GFS inside its 6-hour bucket) is differenced against it; a
+    window that starts where the previous one ended (GFS after a reset) is already the interval.
+    """
+    out = []
+    for k, (plane, start, end) in enumerate(zip(planes, starts, ends)):
+        prev_end = ends[k - 1] if k else start
+        if end <= prev_end:
+            out.append(da.full_like(plane, np.nan))  # step 0: no interval ends here
+            continue
+        if k and starts[k - 1] == start and ends[k - 1] > start:
+            before = planes[k - 1]
+            if row.processing is Processing.ACCUM_SINCE_START:
+                value = plane - before
+            else:
+                value = (plane * (end - start) - before * (prev_end - start)) / (end - prev_end)
+        elif start == prev_end or (k and starts[k - 1] == start):
+            value = plane
+        else:
+            raise DecodeError(f"{where}: {row.shortName} window {start}-{end} min does not follow "
+                              f"the previous window ending at {prev_end} min")
+        if row.per_second:
+            value = value / ((end - prev_end) * 60.0)
+        out.append(value)
+    return out
 
 
 def _component(row: GribField, msgs: list[Message], levels: list[int] | None) -> dict[int, da.Array]:
@@ -215,13 +229,13 @@ def _component(row: GribField, msgs: list[Message], levels: list[int] | None) ->
         m = by_key.get((step, level))
         return _lazy(m) if m is not None else blank
 
-    own = da.stack([da.stack([plane(s, l) for l in lv]) for s in own_steps])  # (t, L, y, x)
+    planes = [da.stack([plane(s, l) for l in lv]) for s in own_steps]  # each (L, y, x)
     if row.processing in (Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START):
-        own = _deaccumulate(own, own_steps, row)
-    own = (own * np.float32(row.scale) + np.float32(row.offset)).astype(np.float32)
-    if levels is None:
-        own = own[:, 0]
-    return {int(s): own[i] for i, s in enumerate(own_steps)}
+        starts = [min(m.start_minutes for m in msgs if m.end_minutes == s) for s in own_steps]
+        planes = _deaccumulate(planes, starts, list(own_steps), row, str(msgs[0].path.parent))
+    scale, offset = np.float32(row.scale), np.float32(row.offset)
+    planes = [(p * scale + offset).astype(np.float32) for p in planes]
+    return {int(s): (p if levels is not None else p[0]) for s, p in zip(own_steps, planes)}
 
 
 def _combine(rows: list[GribField], rows_msgs: dict, levels: list[int] | None,
@@ -311,11 +325,11 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
             if level_coords.setdefault(dim, levels) != levels:
                 raise DecodeError(f"{model}: {var} levels {levels} differ from {level_coords[dim]}")
             dims = (dim, "lat", "lon") if constant else ("time", dim, "lat", "lon")
-        attrs = {"units": spec.units, "long_name": spec.long_name}
+        var_attrs = {"units": spec.units, "long_name": spec.long_name}
         if first.processing is not Processing.CONSTANT:
             # The steps at which this variable exists: interval values span (previous, step].
-            attrs["steps_minutes"] = sorted({m.end_minutes for r in rows for m in rows_msgs[r]})
-        data_vars[var] = xr.Variable(dims, arr, attrs=attrs)
+            var_attrs["steps_minutes"] = sorted({m.end_minutes for r in rows for m in rows_msgs[r]})
+        data_vars[var] = xr.Variable(dims, arr, attrs=var_attrs)
 
     coords = {
         "time": np.array([np.datetime64(init.replace(tzinfo=None), "ns") + np.timedelta64(int(t), "m")

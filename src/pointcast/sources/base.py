@@ -19,8 +19,10 @@ class Processing(str, Enum):
     """How the raw GRIB value at a step relates to the canonical interval value."""
 
     INSTANT = "instant"  # value valid at the step
-    ACCUM_SINCE_START = "accum_since_start"  # accumulated from the run start (IFS tp, ICON TOT_PREC)
-    AVG_SINCE_START = "avg_since_start"  # averaged from the run start (ICON ASWDIR_S)
+    # Accumulated / averaged over the message's window (startStep, endStep]: from the run start
+    # (IFS tp, ICON TOT_PREC, ICON ASWDIR_S) or from the last reset (GFS, every 6 hours).
+    ACCUM_SINCE_START = "accum_since_start"
+    AVG_SINCE_START = "avg_since_start"
     INTERVAL = "interval"  # already the value of the interval ending at the step (max gust)
     CONSTANT = "constant"  # time-invariant field, published at step 0 (HSURF, orography)
 
