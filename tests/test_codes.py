@@ -147,3 +147,258 @@ def test_compass16_centre_within_half_a_sector(speed, direction):
     assert 1 <= code <= 16
     centre = 22.5 * code
     assert abs((direction - centre + 180.0) % 360.0 - 180.0) <= 11.25
+
+
+# --- feelidx ----------------------------------------------------------------------
+
+
+def test_feelidx_labels_follow_the_design():
+    assert codes.FEELIDX_LABELS == (
+        "severe cold", "very cold", "cold", "slightly cold", "comfortable",
+        "slightly warm", "warm", "muggy", "very hot", "extreme heat",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("bound", "upper_index"),
+    [(-10.0, 2), (-5.0, 3), (5.0, 4), (15.0, 5), (25.0, 6), (28.0, 7), (32.0, 8), (36.0, 9), (40.0, 10)],
+)
+def test_feelidx_every_boundary_both_sides(bound, upper_index):
+    below = np.nextafter(bound, -np.inf)
+    assert codes.feelidx(below) == upper_index - 1
+    assert codes.feelidx(bound) == upper_index  # a band includes its lower bound
+    assert codes.FEELIDX_BOUNDS_C[upper_index - 2] == bound
+
+
+def test_feelidx_extremes_missing_and_arrays():
+    got = codes.feelidx(np.array([[-60.0, 0.0], [20.0, 60.0]]))
+    np.testing.assert_array_equal(got, [[1, 3], [5, 10]])
+    assert got.dtype.kind == "i"
+    np.testing.assert_array_equal(codes.feelidx([np.nan, -np.inf, np.inf]), [codes.MISSING_CODE, 1, 10])
+
+
+@given(st.floats(-80.0, 80.0))
+def test_feelidx_is_monotonic_in_range(at):
+    i = int(codes.feelidx(at))
+    assert 1 <= i <= 10
+    assert int(codes.feelidx(at + 0.5)) >= i
+
+
+# --- wx_hourly --------------------------------------------------------------------
+
+
+def hourly(cloud=50.0, precip=0.0, snow=0.0, temp=20.0, day=True, **kw):
+    return int(codes.wx_hourly(cloud, precip, snow, temp, day, **kw))
+
+
+HOURLY_CASES = [
+    (100, dict(cloud=np.nextafter(85.0, 0))),
+    (100, dict(cloud=0.0, precip=np.nextafter(0.1, 0))),
+    (500, dict(cloud=0.0, day=False)),
+    (500, dict(cloud=84.0, day=False)),
+    (200, dict(cloud=85.0)),
+    (200, dict(cloud=100.0, day=False, low_mid_cloud_pct=50.0)),
+    (600, dict(cloud=100.0, low_mid_cloud_pct=np.nextafter(50.0, 0))),
+    (600, dict(cloud=90.0, day=False, low_mid_cloud_pct=0.0)),
+    (550, dict(cloud=0.0, temp=35.0)),
+    (550, dict(cloud=100.0, temp=38.0, day=False)),
+    (100, dict(cloud=0.0, temp=np.nextafter(35.0, 0))),
+    (650, dict(precip=0.1)),
+    (650, dict(precip=np.nextafter(1.0, 0), temp=36.0)),
+    (300, dict(precip=1.0)),
+    (300, dict(precip=np.nextafter(10.0, 0), wind_ms=np.nextafter(15.0, 0))),
+    (850, dict(precip=10.0)),
+    (850, dict(precip=0.5, wind_ms=15.0)),
+    (300, dict(precip=5.0, snow=np.nextafter(1.0, 0), temp=2.0)),
+    (430, dict(precip=5.0, snow=1.0, temp=1.0)),
+    (430, dict(precip=1.0, snow=np.nextafter(0.8, 0), temp=0.5, wind_ms=20.0)),
+    (400, dict(precip=1.0, snow=0.8, temp=-1.0)),
+    (400, dict(precip=3.0, snow=np.nextafter(2.5, 0), temp=-1.0, wind_ms=np.nextafter(15.0, 0))),
+    (950, dict(precip=2.5, snow=2.5, temp=-3.0)),
+    (950, dict(precip=0.3, snow=0.3, temp=-3.0, wind_ms=15.0)),
+]
+
+
+@pytest.mark.parametrize(("code", "inputs"), HOURLY_CASES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(HOURLY_CASES)])
+def test_wx_hourly_rule_boundaries(code, inputs):
+    assert hourly(**inputs) == code
+
+
+def test_wx_hourly_every_code_reachable():
+    assert {c for c, _ in HOURLY_CASES} == set(codes.WX_HOURLY_CODES) == set(codes.WX_CATEGORY)
+    assert set(codes.WX_HOURLY_CODES) == {100, 200, 300, 400, 430, 500, 550, 600, 650, 850, 950}
+
+
+def test_wx_hourly_missing_inputs():
+    m = codes.MISSING_CODE
+    assert hourly(precip=NAN) == m
+    assert hourly(precip=1.0, snow=NAN) == m
+    assert hourly(temp=NAN) == m
+    assert hourly(cloud=NAN) == m
+    assert hourly(cloud=NAN, temp=36.0) == 550  # dry and 35 degC or more: the sky does not matter
+    assert hourly(cloud=NAN, temp=NAN, precip=2.0) == 300  # wet: temperature and cloud do not decide
+    assert hourly(precip=12.0, wind_ms=NAN) == 850  # missing wind counts as calm
+    assert hourly(precip=2.0, wind_ms=NAN) == 300
+    assert hourly(cloud=100.0, low_mid_cloud_pct=NAN) == 200  # unknown layers: cloudy, not thin
+
+
+def test_wx_hourly_vectorised():
+    got = codes.wx_hourly(
+        np.array([0.0, 0.0, 100.0, 100.0]), np.array([0.0, 0.0, 0.0, 4.0]), 0.0, 20.0,
+        np.array([True, False, True, True]), low_mid_cloud_pct=np.array([0.0, 0.0, 10.0, 100.0]),
+    )  # fmt: skip
+    np.testing.assert_array_equal(got, [100, 500, 600, 300])
+    assert got.dtype.kind == "i"
+    grid = codes.wx_hourly(np.array([[0.0], [100.0]]), np.array([0.0, 20.0]), 0.0, 20.0, True)
+    np.testing.assert_array_equal(grid, [[100, 850], [200, 850]])
+
+
+@given(
+    st.floats(0.0, 100.0), st.floats(0.0, 60.0), st.floats(0.0, 1.0), st.floats(-40.0, 45.0), st.booleans(),
+    st.floats(0.0, 100.0) | st.just(NAN), st.floats(0.0, 40.0) | st.just(NAN),
+)  # fmt: skip
+def test_wx_hourly_always_gives_a_code_for_complete_inputs(cloud, precip, snow_fraction, temp, day, low_mid, wind):
+    code = hourly(cloud, precip, precip * snow_fraction, temp, day, low_mid_cloud_pct=low_mid, wind_ms=wind)
+    assert code in codes.WX_HOURLY_CODES
+    assert (codes.WX_CATEGORY[code] in (1, 2)) == (precip < 0.1)
+    if precip < 0.1 and temp < 35.0:
+        assert (code in (100, 500)) == (cloud < 85.0)
+        if code in (100, 500):
+            assert (code == 100) == day
+
+
+# --- wx_daily ---------------------------------------------------------------------
+
+S, C, R, W = 100, 200, 300, 400
+
+
+def interleave(a, na, b, nb):
+    """A day of na hours of a and nb hours of b, the b hours spread evenly (not one block)."""
+    n = na + nb
+    day = [a] * n
+    for k in range(nb):
+        day[(2 * k + 1) * n // (2 * nb)] = b
+    return day
+
+
+DAILY_CASES = {
+    # plain days
+    100: [S] * 24,
+    200: [C] * 24,
+    300: [R] * 24,
+    400: [W] * 24,
+    # sunny first
+    101: interleave(S, 16, C, 8),
+    110: [S] * 16 + [C] * 8,
+    102: interleave(S, 20, R, 4),
+    112: [S] * 18 + [R] * 6,
+    # cloudy first
+    201: interleave(C, 16, S, 8),
+    210: [C] * 12 + [S] * 12,
+    202: interleave(C, 18, R, 6),
+    212: [C] * 14 + [R] * 10,
+    # rain first (half the day or more)
+    301: interleave(R, 16, S, 8),
+    302: interleave(R, 16, C, 8),
+    311: [R] * 14 + [S] * 10,
+    313: [R] * 16 + [C] * 8,
+    # snow first
+    401: interleave(W, 16, S, 8),
+    402: interleave(W, 16, C, 8),
+    403: interleave(W, 16, R, 8),
+    411: [W] * 14 + [S] * 10,
+    413: [W] * 16 + [C] * 8,
+    414: [W] * 16 + [R] * 8,
+    # the other codes of the JMA table that complete the rule
+    104: interleave(S, 20, W, 4),
+    115: [S] * 18 + [W] * 6,
+    204: interleave(C, 18, W, 6),
+    215: [C] * 14 + [W] * 10,
+    303: interleave(R, 16, W, 8),
+    315: [R] * 16 + [W] * 8,
+}
+
+DESIGN_CODES = {100, 200, 300, 400, 101, 110, 102, 112, 201, 210, 202, 212, 301, 302, 311, 313,
+                401, 402, 403, 411, 413, 414}  # fmt: skip
+
+
+@pytest.mark.parametrize("code", list(DAILY_CASES))
+def test_wx_daily_codes(code):
+    day = DAILY_CASES[code]
+    assert len(day) == 24
+    assert codes.wx_daily(day) == code
+    assert code in codes.WX_DAILY_CODES
+
+
+def test_wx_daily_every_code_reachable():
+    assert DESIGN_CODES <= set(DAILY_CASES)
+    assert set(DAILY_CASES) == set(codes.WX_DAILY_CODES)
+    for code in DAILY_CASES:
+        assert code // 100 in (1, 2, 3, 4) and code // 10 % 10 in (0, 1)
+
+
+def test_wx_daily_later_takes_the_earlier_weather_first():
+    # Whichever lasts longer, "A later B" says what came first.
+    assert codes.wx_daily([S] * 6 + [R] * 18) == 112  # sunny morning, rain from 6 h
+    assert codes.wx_daily([R] * 6 + [S] * 18) == 311
+    assert codes.wx_daily([C] * 8 + [R] * 16) == 212
+    assert codes.wx_daily([S] * 12 + [C] * 12) == 110
+
+
+def test_wx_daily_hourly_variants_map_to_their_weather():
+    assert codes.wx_daily([500] * 8 + [100] * 8 + [550] * 8) == 100  # clear night, sunny, extreme heat
+    assert codes.wx_daily([600] * 24) == 200  # thin cloud is cloudy (JMA)
+    assert codes.wx_daily([650] * 12 + [850] * 12) == 300
+    assert codes.wx_daily([430] * 12 + [950] * 12) == 400  # sleet counts as snow (JMA statistics)
+    assert codes.wx_daily([300] * 12 + [430] * 12) == 315  # rain turning to sleet: rain later snow
+
+
+def test_wx_daily_minimum_shares():
+    # Rain needs 2 of 24 hours, a second sky 6 of 24.
+    assert codes.wx_daily(interleave(S, 23, R, 1)) == 100
+    assert codes.wx_daily(interleave(S, 22, R, 2)) == 102
+    assert codes.wx_daily(interleave(S, 19, C, 5)) == 100
+    assert codes.wx_daily(interleave(S, 18, C, 6)) == 101
+    assert codes.wx_daily(interleave(R, 19, C, 5)) == 300
+    # precipitation outranks the other sky as the second weather
+    assert codes.wx_daily([S] * 10 + [C] * 8 + [R] * 6) == 112
+
+
+def test_wx_daily_first_weather_rules():
+    assert codes.wx_daily(interleave(C, 12, R, 12)) == 302  # rain half the day: rain first
+    assert codes.wx_daily(interleave(C, 13, R, 11)) == 202
+    assert codes.wx_daily(interleave(R, 12, W, 12)) == 403  # a tie of rain and snow: snow first
+    assert codes.wx_daily(interleave(S, 12, C, 12)) == 201  # a tie of sun and cloud: cloudy first
+    assert codes.wx_daily(interleave(S, 13, C, 11)) == 101
+
+
+def test_wx_daily_later_tolerates_a_stray_hour():
+    day = [S] * 16 + [C] * 8
+    day[20] = S  # one sunny hour in the cloudy evening: still "later"
+    assert codes.wx_daily(day) == 110
+    day[22] = S
+    day[3] = C  # three of 24 on the wrong side: "at times"
+    assert codes.wx_daily(day) == 101
+
+
+def test_wx_daily_missing_hours():
+    m = codes.MISSING_CODE
+    assert codes.wx_daily([]) == m
+    assert codes.wx_daily([m] * 24) == m
+    assert codes.wx_daily([m] * 6 + [S] * 18) == 100  # a quarter missing is tolerated
+    assert codes.wx_daily([m] * 7 + [S] * 17) == m
+    assert codes.wx_daily([S] * 12 + [m] * 4 + [R] * 8) == 112  # missing hours are left out
+    with pytest.raises(ValueError, match="unknown hourly wx code 123"):
+        codes.wx_daily([123] + [S] * 23)
+
+
+def test_wx_daily_vectorised_and_three_hourly():
+    days = np.array([DAILY_CASES[110], DAILY_CASES[302], DAILY_CASES[400]])
+    got = codes.wx_daily(days)
+    np.testing.assert_array_equal(got, [110, 302, 400])
+    assert got.dtype.kind == "i"
+    np.testing.assert_array_equal(codes.wx_daily(days.T, axis=0), [110, 302, 400])
+    # 3-hourly steps far ahead: 8 codes a day, the same shares
+    assert codes.wx_daily([S] * 6 + [R] * 2) == 112
+    assert codes.wx_daily([S, S, S, R, S, S, S, S]) == 102
+    assert isinstance(codes.wx_daily(DAILY_CASES[101]), int)

@@ -110,7 +110,8 @@ def test_shipped_config_loads():
     assert sample.options == {"scale": 4, "area": (-25.0, 30.0, 45.0, 72.0), "init": "latest"}
     assert set(cfg.models) == {"ifs", "icon-eu", "icon-d2"}
     assert all(m.source == "sample" for m in cfg.models.values())
-    assert set(cfg.products) == {"eu-medium", "eu-short"}
+    # eu-wind is shipped too; japan may be (its own test below checks it wherever it is used)
+    assert {"eu-medium", "eu-short", "eu-wind"} <= set(cfg.products) <= {"eu-medium", "eu-short", "eu-wind", "japan"}
     med, short = cfg.products["eu-medium"], cfg.products["eu-short"]
     assert med.horizon_hours == 336 and short.horizon_hours == 72
     assert med.models == short.models == ("icon-d2", "icon-eu", "ifs")
@@ -147,6 +148,80 @@ def test_shipped_points():
             assert len(lat.split(".")[1]) == 4 and len(lon.split(".")[1]) == 4, line
     # one shared, parsed points tuple for both products
     assert cfg.products["eu-short"].points == pts
+
+
+JAPAN_POINTS = REPO / "config" / "points" / "japan.csv"
+
+
+def test_shipped_japan_points():
+    pts = load_points(JAPAN_POINTS)
+    assert 20 <= len(pts) <= 30
+    ids = [p.id for p in pts]
+    assert len(set(ids)) == len(ids)
+    by_id = {p.id: p for p in pts}
+    for city in ("tokyo", "osaka", "nagoya", "sapporo", "fukuoka", "sendai", "hiroshima", "naha", "kyoto",
+                 "kobe", "yokohama", "niigata", "kanazawa", "kagoshima", "matsuyama", "nagano", "hakodate",
+                 "asahikawa", "fujiyoshida", "karuizawa"):
+        assert city in by_id, city
+    assert by_id["fuji-summit"].elevation > 3700
+    assert by_id["karuizawa"].elevation > 900 and by_id["fujiyoshida"].elevation > 700
+    assert all(p.elevation is not None and not p.hub_heights for p in pts)
+    assert all(grids.JAPAN_1KM.covers(p.lat, p.lon) for p in pts)
+    assert not any(grids.EUROPE_2KM.covers(p.lat, p.lon) for p in pts)
+    for line in JAPAN_POINTS.read_text(encoding="utf-8").splitlines()[1:]:
+        if line and not line.startswith("#"):
+            lat, lon = line.split(",")[2:4]
+            assert len(lat.split(".")[1]) == 4 and len(lon.split(".")[1]) == 4, line
+    cfg = load_config(SHIPPED)
+    if "japan" in cfg.products:
+        assert cfg.products["japan"].points == pts
+
+
+JAPAN_TOML = BASE + f"""
+[products.japan]
+points = "{JAPAN_POINTS.as_posix()}"
+models = ["ifs"]
+horizon_hours = 240
+"""
+
+
+def test_japan_product_accepted(tmp_path):
+    cfg = load_config(write(tmp_path, JAPAN_TOML))
+    jp = cfg.products["japan"]
+    assert jp.points == load_points(JAPAN_POINTS)
+    assert jp.points_file == JAPAN_POINTS
+    assert jp.freqs == ("1H",)  # hourly srf; mrf days are made from it
+    assert jp.horizon_hours == 240
+    assert grids.grid_for("japan") is grids.JAPAN_1KM
+
+
+def test_japan_product_freqs(tmp_path):
+    toml = JAPAN_TOML.replace("horizon_hours = 240", 'horizon_hours = 240\nfreqs = ["1H"]')
+    assert load_config(write(tmp_path, toml)).products["japan"].freqs == ("1H",)
+    toml = JAPAN_TOML.replace("horizon_hours = 240", 'horizon_hours = 240\nfreqs = ["1H", "30min"]')
+    expect_error(write(tmp_path, toml), line_of(toml, 'freqs = ["1H", "30min"]'), "products.japan.freqs",
+                 "freq '30min' is not available (allowed: 1H)")
+
+
+def test_japan_product_rejects_points_outside_japan(tmp_path):
+    # points.csv holds Paris and Hornsea: fine for eu-medium, outside Japan
+    toml = JAPAN_TOML.replace(JAPAN_POINTS.as_posix(), "points.csv")
+    expect_error(write(tmp_path, toml), 2, "lat,lon",
+                 "point 'paris' (48.8566, 2.3522) is outside the coverage of product japan (Japan:",
+                 file=tmp_path / "points.csv")
+    only_japan = BASE.split("[products.eu-medium]")[0] + (
+        '[products.japan]\npoints = "points.csv"\nmodels = ["ifs"]\nhorizon_hours = 240\n'
+    )
+    points = HEADER + "tokyo,Tokyo,35.6812,139.7671,4,\nseoul,Seoul,37.5665,126.9780,38,\n"
+    expect_error(write(tmp_path, only_japan, points), 3, "lat,lon",
+                 "point 'seoul' (37.5665, 126.978) is outside the coverage of product japan",
+                 file=tmp_path / "points.csv")
+
+
+def test_japan_points_rejected_by_european_product(tmp_path):
+    path = write(tmp_path, points=POINTS + "tokyo,Tokyo,35.6812,139.7671,4,\n")
+    expect_error(path, 4, "lat,lon", "point 'tokyo' (35.6812, 139.767) is outside the coverage of product eu-medium",
+                 file=tmp_path / "points.csv")
 
 
 # --- defaults and accepted forms ---------------------------------------------------------------------

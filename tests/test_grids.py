@@ -1,4 +1,4 @@
-"""Product grids: EPSG:3035 2 km cells and the European coverage."""
+"""Product grids: EPSG:3035 2 km cells, the JIS X 0410 mesh, the European and Japan coverages."""
 
 from __future__ import annotations
 
@@ -10,7 +10,17 @@ import pytest
 from pyproj import Geod
 
 from pointcast import grids
-from pointcast.grids import EUROPE_2KM, EUROPE_COVERAGE, PRODUCT_GRIDS, grid_for
+from fractions import Fraction
+
+from pointcast.grids import (
+    EUROPE_2KM,
+    EUROPE_COVERAGE,
+    JAPAN_1KM,
+    JAPAN_COVERAGE,
+    PRODUCT_GRIDS,
+    grid_for,
+    jis_mesh_code,
+)
 
 GEOD = Geod(ellps="WGS84")
 
@@ -240,8 +250,270 @@ def test_grid_for_european_products(pid):
     assert PRODUCT_GRIDS[pid] is EUROPE_2KM
 
 
+def test_grid_for_japan():
+    assert grid_for("japan") is JAPAN_1KM
+    assert JAPAN_1KM.coverage is JAPAN_COVERAGE
+    with pytest.raises(KeyError, match="no grid for product 'global'"):
+        grid_for("global")
+
+
 def test_grid_for_unknown_product():
     with pytest.raises(KeyError, match="no grid for product 'nowcast'"):
         grid_for("nowcast")
     with pytest.raises(TypeError):
         PRODUCT_GRIDS["x"] = EUROPE_2KM  # one read-only mapping
+
+
+# --- JIS X 0410 third-order mesh (japan) ----------------------------------------------------------
+
+
+def reference_mesh_code(lat, lon) -> str:
+    """The standard's own definition in exact arithmetic on minutes and seconds of arc.
+
+    First order: 40' of latitude x 1 deg of longitude (code: lat in minutes // 40, lon - 100);
+    second order: 1/8 of that (5' x 7'30"); third order: 1/10 of that (30" x 45").
+    """
+    lat_s = (lat if isinstance(lat, Fraction) else Fraction(str(lat))) * 3600  # seconds of arc
+    lon_s = ((lon if isinstance(lon, Fraction) else Fraction(str(lon))) - 100) * 3600
+    p, rest_lat = divmod(lat_s, 40 * 60)
+    u, rest_lon = divmod(lon_s, 3600)
+    q, rest_lat = divmod(rest_lat, 5 * 60)
+    v, rest_lon = divmod(rest_lon, 450)
+    r = rest_lat // 30
+    w = rest_lon // 45
+    return f"{int(p):02d}{int(u):02d}{int(q)}{int(v)}{int(r)}{int(w)}"
+
+
+@pytest.mark.parametrize(
+    "lat,lon,code",
+    [
+        # Tokyo Station, the usual published example of a third-order mesh code
+        (35.681236, 139.767125, "53394611"),
+        # its cell's south-west corner (a cell holds its south and west edges) and a point
+        # a hair south-west of it, in the neighbouring cells
+        (35.675, 139.7625, "53394611"),
+        (35.6749999, 139.7624999, "53394600"),
+        # the well-known first-order meshes of major cities (Sapporo 6441, Sendai 5740,
+        # Nagoya 5236, Osaka 5235, Fukuoka 5030, Naha 3927), the lower digits worked out by
+        # hand from the definition (e.g. Sendai: 38.2682 * 120 = 4592.18 -> 57, 3, 2;
+        # 40.8694 * 80 = 3269.55 -> 40, 6, 9 -> 5740 36 29)
+        (43.0618, 141.3545, "64414278"),
+        (38.2682, 140.8694, "57403629"),
+        (35.1815, 136.9066, "52366712"),
+        (34.6937, 135.5023, "52350430"),
+        (33.5904, 130.4017, "50303302"),
+        (26.2124, 127.6792, "39272554"),
+        # exact first-order corner 36N 139E: p = 36 * 1.5 = 54, u = 39, all sub-digits 0
+        (36.0, 139.0, "54390000"),
+        (35.99999, 138.99999, "53387799"),
+    ],
+)
+def test_jis_mesh_codes(lat, lon, code):
+    assert JAPAN_1KM.cell_key(lat, lon) == code
+    assert reference_mesh_code(lat, lon) == code
+    assert jis_mesh_code(lat, lon) == code
+    assert jis_mesh_code(lat, lon, order=2) == code[:6]
+    assert jis_mesh_code(lat, lon, order=1) == code[:4]
+
+
+def test_jis_mesh_matches_reference_definition():
+    rng = np.random.default_rng(11)
+    lats = np.round(rng.uniform(24.0, 45.6, 500), 6)
+    lons = np.round(rng.uniform(122.9, 146.0, 500), 6)
+    want = [reference_mesh_code(float(a), float(b)) for a, b in zip(lats, lons)]
+    # plus points exactly on third-order edges, whose binary floats may fall a hair short of
+    # the edge: they belong to the cell north and east of the edge, as the exact values do
+    edge_lats = [Fraction(k, 120) for k in range(4200, 4300, 7)]
+    edge_lons = [100 + Fraction(k, 80) for k in range(3100, 3200, 7)]
+    want += [reference_mesh_code(a, b) for a, b in zip(edge_lats, edge_lons)]
+    lats = np.concatenate([lats, [float(x) for x in edge_lats]])
+    lons = np.concatenate([lons, [float(x) for x in edge_lons]])
+    assert list(JAPAN_1KM.cell_keys(lats, lons)) == want
+    assert [JAPAN_1KM.cell_key(a, b) for a, b in zip(lats, lons)] == want
+
+
+def test_jis_cell_centre_and_bounds():
+    assert JAPAN_1KM.cell_centre("53394611") == pytest.approx((35.675 + 1 / 240, 139.7625 + 1 / 160), abs=1e-12)
+    south, west, north, east = JAPAN_1KM.cell_bounds("53394611")
+    assert (south, west, north, east) == pytest.approx((35.675, 139.7625, 35.675 + 1 / 120, 139.7625 + 1 / 80))
+    # a third-order cell is 30" x 45": about 0.93 km x 1.14 km at 35.7N
+    assert dist_m(south, west, north, west) == pytest.approx(925.0, abs=5.0)
+    assert dist_m(south, west, south, east) == pytest.approx(1130.0, abs=10.0)
+
+
+@pytest.mark.parametrize(
+    "lat,lon",
+    [(35.681236, 139.767125), (43.0618, 141.3545), (26.2124, 127.6792), (24.4494, 122.9336), (45.5228, 141.9364),
+     (35.3606, 138.7274), (0.001, 100.001), (66.66, 179.99)],
+)  # fmt: skip
+def test_jis_round_trip(lat, lon):
+    key = JAPAN_1KM.cell_key(lat, lon)
+    clat, clon = JAPAN_1KM.cell_centre(key)
+    assert JAPAN_1KM.cell_key(clat, clon) == key
+    south, west, north, east = JAPAN_1KM.cell_bounds(key)
+    assert south <= lat < north and west <= lon < east
+    # half the diagonal of a 30" x 45" cell is under 0.75 km
+    assert dist_m(lat, lon, clat, clon) <= 750.0
+
+
+def test_jis_cell_keys_vectorised_shape():
+    lats = np.linspace(30.0, 44.0, 20).reshape(4, 5)
+    lons = np.linspace(130.0, 144.0, 20).reshape(4, 5)
+    keys = JAPAN_1KM.cell_keys(lats, lons)
+    assert keys.shape == (4, 5)
+    assert keys[1, 2] == JAPAN_1KM.cell_key(lats[1, 2], lons[1, 2])
+
+
+@pytest.mark.parametrize(
+    "lat,lon",
+    [(91.0, 139.0), (35.0, 181.0), (math.nan, 139.0), (35.0, math.inf),
+     (-0.001, 120.0), (66.67, 140.0), (35.0, 99.999), (48.85, 2.35)],
+)  # fmt: skip
+def test_jis_cell_key_rejects_coordinates_outside_the_mesh(lat, lon):
+    with pytest.raises(ValueError):
+        JAPAN_1KM.cell_key(lat, lon)
+    with pytest.raises(ValueError):
+        JAPAN_1KM.cell_keys([35.0, lat], [139.0, lon])
+    with pytest.raises(ValueError):
+        jis_mesh_code(lat, lon)
+
+
+@pytest.mark.parametrize("key", ["", "5339461", "533946111", "53398611", "53394811", "5339461a", "E1N2", None, 53394611])
+def test_jis_cell_centre_rejects_malformed_keys(key):
+    with pytest.raises(ValueError):
+        JAPAN_1KM.cell_centre(key)
+
+
+def test_jis_mesh_code_order_must_be_1_2_or_3():
+    with pytest.raises(ValueError):
+        jis_mesh_code(35.0, 139.0, order=4)
+
+
+def test_jis_cell_key_is_fast():
+    n = 20000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        JAPAN_1KM.cell_key(35.681236, 139.767125)
+    per_call = (time.perf_counter() - t0) / n
+    assert per_call < 20e-6, f"cell_key takes {per_call * 1e6:.1f} us"
+
+
+# --- Japan coverage ------------------------------------------------------------------------------------
+
+JP_COVERED = {
+    "Tokyo": (35.6812, 139.7671),
+    "Sapporo": (43.0618, 141.3545),
+    "Naha": (26.2124, 127.6792),
+    "Fukuoka": (33.5904, 130.4017),
+    "Osaka": (34.6937, 135.5023),
+    "Mt Fuji summit": (35.3606, 138.7274),
+    "Izuhara, Tsushima (50 km from Korea)": (34.2028, 129.2875),
+    "Yonaguni, westernmost island": (24.4675, 123.0046),
+    "Hateruma, southernmost inhabited island": (24.0590, 123.7770),
+    "Chichijima, Ogasawara": (27.0944, 142.1919),
+    "Minamidaito": (25.8459, 131.2439),
+    "Wakkanai, near Cape Soya": (45.4156, 141.6731),
+    "Cape Nosappu, easternmost point": (43.3853, 145.8167),
+    "Rausu, across the Nemuro Strait from Kunashiri": (44.0206, 145.1897),
+    "Kobe port, 1 km off the shore": (34.6700, 135.2000),
+    "Uotsuri-jima, Senkaku Islands (administered by Japan)": (25.7431, 123.4742),
+}
+JP_NOT_COVERED = {
+    "Seoul": (37.5665, 126.9780),
+    "Busan": (35.1796, 129.0756),
+    "Jeju": (33.4996, 126.5312),
+    "Ulleungdo": (37.4845, 130.9057),
+    "Liancourt Rocks / Takeshima (administered by South Korea)": (37.2417, 131.8667),
+    "Vladivostok": (43.1155, 131.8855),
+    "Korsakov, Sakhalin": (46.6333, 142.7800),
+    "Cape Crillon, Sakhalin": (45.9000, 142.0800),
+    "Yuzhno-Kurilsk, Kunashiri (administered by Russia)": (44.0306, 145.8636),
+    "Taipei": (25.0330, 121.5654),
+    "Shanghai": (31.2304, 121.4737),
+    "open Pacific 30N 150E": (30.0, 150.0),
+    "middle of Tokyo Bay, 7 km from the shore": (35.4800, 139.8000),
+    "Sea of Japan 20 km off Niigata": (38.1000, 138.9000),
+    "Paris": (48.8566, 2.3522),
+}
+
+
+@pytest.mark.parametrize("name", list(JP_COVERED))
+def test_japan_covered(name):
+    lat, lon = JP_COVERED[name]
+    assert JAPAN_1KM.covers(lat, lon)
+    assert grid_for("japan").covers(lat, lon)
+
+
+@pytest.mark.parametrize("name", list(JP_NOT_COVERED))
+def test_japan_not_covered(name):
+    lat, lon = JP_NOT_COVERED[name]
+    assert not JAPAN_1KM.covers(lat, lon)
+
+
+def test_japan_and_europe_are_disjoint():
+    for lat, lon in JP_COVERED.values():
+        assert not EUROPE_2KM.covers(lat, lon)
+    assert not JAPAN_1KM.covers(*COVERED["Paris"])
+
+
+def test_japan_covers_many_matches_covers_and_handles_bad_input():
+    names = list(JP_COVERED) + list(JP_NOT_COVERED)
+    pts = [JP_COVERED.get(n) or JP_NOT_COVERED[n] for n in names]
+    lats = np.array([p[0] for p in pts] + [math.nan, 95.0, 35.0])
+    lons = np.array([p[1] for p in pts] + [139.0, 139.0, math.inf])
+    got = JAPAN_1KM.covers_many(lats, lons)
+    assert got.dtype == bool
+    assert list(got) == [JAPAN_1KM.covers(a, b) for a, b in zip(lats, lons)]
+    assert list(got[: len(JP_COVERED)]) == [True] * len(JP_COVERED)
+    assert not got[len(JP_COVERED):].any()
+    assert not JAPAN_1KM.covers(math.nan, 139.0)
+    assert not JAPAN_1KM.covers(35.0, "east")
+
+
+def test_japan_buffer_is_about_2_km():
+    # Along the parallel of Choshi's cape (Inubosaki, 35.7075N 140.8686E): the coast faces east,
+    # so the distance east of the easternmost land cell is the distance to land.
+    lat = 35.7075
+    row = JAPAN_COVERAGE.raster[math.floor((JAPAN_COVERAGE.north - lat) * 120)]
+    land = grids._land_any_blocks(36.0, 35.0, 140.0, 141.0, 1)[math.floor((36.0 - lat) * 120)]
+    last_land = 140.0 + (np.nonzero(land)[0].max() + 0.5) / 120
+    covered = JAPAN_COVERAGE.west + (np.nonzero(row)[0] + 0.5) / 120
+    reach = covered[covered > last_land - 0.1].max()
+    assert 1500.0 <= dist_m(lat, last_land, lat, reach) <= 2000.0
+
+
+def test_japan_exclusion_polygons_hold_no_land_of_japan_and_all_foreign_land():
+    # Foreign land near the lines; Japanese land just on the other side.
+    foreign = [(37.2417, 131.8667), (37.4845, 130.9057), (35.0500, 129.0800), (34.7200, 128.4800),
+               (33.1100, 126.2700), (43.4300, 145.9000), (43.7000, 145.5500), (44.3000, 145.9800),
+               (42.3000, 130.7000), (45.5000, 137.7000)]  # fmt: skip
+    japanese = [(34.7000, 129.3300), (34.4000, 129.1700), (32.6900, 128.6300), (32.0000, 128.3500),
+                (36.2000, 133.1000), (42.1500, 139.4500), (45.4500, 141.0000), (43.3850, 145.8100),
+                (43.5800, 145.3300), (44.3400, 145.3300), (33.2800, 129.0800)]  # fmt: skip
+    lat = np.array([p[0] for p in foreign + japanese])
+    lon = np.array([p[1] for p in foreign + japanese])
+    excluded = JAPAN_COVERAGE.excluded(lat, lon)
+    assert list(excluded) == [True] * len(foreign) + [False] * len(japanese)
+
+
+def test_japan_raster_shape_and_cache_name(tmp_path, monkeypatch):
+    r = JAPAN_COVERAGE.raster
+    # 30" cells (the mask's own resolution) over 24..45.6N, 122.9..146E
+    assert r.shape == (2592, 2772) and r.dtype == bool
+    assert 0.05 < r.mean() < 0.12
+    cov = grids.JapanCoverage()
+    monkeypatch.setattr(cov, "build", lambda: r.copy())
+    monkeypatch.setattr(grids, "_cache_dir", tmp_path)
+    monkeypatch.setattr(grids, "_cache_dir_explicit", True)
+    assert np.array_equal(cov.raster, r)
+    assert len(list(tmp_path.glob("coverage-japan-*.npy"))) == 1
+    assert grids.JapanCoverage(buffer_km=3.0)._cache_key() != cov._cache_key()
+
+
+def test_shipped_japan_points_have_distinct_cells():
+    from pointcast.config import load_points
+
+    pts = load_points(grids.Path(__file__).resolve().parents[1] / "config" / "points" / "japan.csv")
+    keys = JAPAN_1KM.cell_keys([p.lat for p in pts], [p.lon for p in pts])
+    assert len(set(keys)) == len(pts)
+    assert JAPAN_1KM.covers_many([p.lat for p in pts], [p.lon for p in pts]).all()

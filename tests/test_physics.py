@@ -129,6 +129,110 @@ def test_lapse_rate_correction():
     assert physics.lapse_rate_correction(280.0, 100.0, rate=0.0098) == pytest.approx(279.02)
 
 
+# --- apparent temperature (feel-like) ------------------------------------------------
+
+
+def test_bom_vapour_pressure_published_table():
+    # The BoM's Tetens-type expression against the CRC/IAPWS values above: within 0.7 %.
+    for t_c, es_pa in [(10.0, 1228.2), (20.0, 2339.3), (25.0, 3169.9), (30.0, 4247.0), (40.0, 7384.9)]:
+        assert physics.bom_vapour_pressure_hpa(t_c) * 100.0 == pytest.approx(es_pa, rel=7e-3)
+    assert physics.bom_vapour_pressure_hpa(0.0) == pytest.approx(6.105, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("t_c", "rh", "ws", "q", "expected"),
+    [
+        # Worked by hand from the BoM formulas (e = rh * 6.105 exp(17.27 t / (237.7 + t))):
+        # 30 degC: es = 6.105 * exp(1.935375) = 42.2878 hPa, e = 21.1439 at 50 %;
+        # shade: 30 + 0.33 * 21.1439 - 0.7 * 2 - 4 = 31.5775
+        (30.0, 0.5, 2.0, None, 31.5775),
+        # sun, Q = 135 W/m2: 30 + 0.348 * 21.1439 - 1.4 + 0.7 * 135 / 12 - 4.25 = 39.5831
+        (30.0, 0.5, 2.0, 135.0, 39.5831),
+        # cold and windy: es(-5) = 6.105 * exp(-0.371079) = 4.21244, e = 3.36995 at 80 %;
+        # -5 + 0.33 * 3.36995 - 0.7 * 8 - 4 = -13.4879
+        (-5.0, 0.8, 8.0, None, -13.4879),
+        # calm, saturated, 35 degC: es = 6.105 * exp(604.45 / 272.7 = 2.216538) = 56.0166;
+        # 35 + 0.33 * 56.0166 - 4 = 49.4855
+        (35.0, 1.0, 0.0, None, 49.4855),
+    ],
+)
+def test_apparent_temperature_worked_examples(t_c, rh, ws, q, expected):
+    got = physics.apparent_temperature(t_c + 273.15, None, ws, q, rh_fraction=rh)
+    assert float(got) == pytest.approx(expected, abs=2e-3)
+
+
+def test_apparent_temperature_independent_reference():
+    # pythermalcomfort's documented example of the BoM shade form (its own vapour pressure
+    # formula, rounded to 0.1 degC): at(tdb=25, rh=30, v=0.1) = 24.1.
+    got = physics.apparent_temperature(298.15, None, 0.1, rh_fraction=0.3)
+    assert round(float(got), 1) == 24.1
+
+
+def test_apparent_temperature_from_dewpoint():
+    # 20 degC, dewpoint 10 degC: e = 6.105 * exp(17.27 * 10 / 247.7) = 12.2595 hPa;
+    # 20 + 0.33 * 12.2595 - 0.7 * 5 - 4 = 16.5456
+    assert float(physics.apparent_temperature(293.15, 283.15, 5.0)) == pytest.approx(16.5456, abs=2e-3)
+    # a saturated dewpoint equals 100 % relative humidity
+    t = np.array([263.15, 283.15, 303.15])
+    np.testing.assert_allclose(
+        physics.apparent_temperature(t, t, 3.0), physics.apparent_temperature(t, None, 3.0, rh_fraction=1.0)
+    )
+    # and the dewpoint form matches rh = e(Td)/es(T) in the BoM's own vapour pressure
+    rh = physics.bom_vapour_pressure_hpa(10.0) / physics.bom_vapour_pressure_hpa(20.0)
+    assert physics.apparent_temperature(293.15, None, 5.0, rh_fraction=rh) == pytest.approx(16.5456, abs=2e-3)
+
+
+def test_apparent_temperature_needs_humidity():
+    with pytest.raises(TypeError, match="td_k or rh_fraction"):
+        physics.apparent_temperature(293.15, None, 3.0)
+
+
+def test_apparent_temperature_radiation_handling():
+    t, td, ws = np.full(4, 303.15), np.full(4, 293.15), np.full(4, 2.0)
+    q = np.array([np.nan, 0.0, 100.0, 135.0])
+    got = physics.apparent_temperature(t, td, ws, q)
+    shade = physics.apparent_temperature(t, td, ws)
+    assert got[0] == shade[0]  # unknown radiation: the shade form
+    # Q = 0 (night) in the radiation form differs from the shade form by 0.018 e - 0.25
+    e = physics.bom_vapour_pressure_hpa(20.0)
+    assert got[1] - shade[1] == pytest.approx(0.018 * e - 0.25, abs=1e-9)
+    assert got[3] - got[2] == pytest.approx(0.7 * 35.0 / 12.0, abs=1e-9)
+
+
+def test_apparent_temperature_monotonic():
+    rh = np.linspace(0.1, 1.0, 10)
+    at = physics.apparent_temperature(300.0, None, 2.0, rh_fraction=rh)
+    assert np.all(np.diff(at) > 0)
+    ws = np.linspace(0.0, 20.0, 11)
+    at = physics.apparent_temperature(300.0, None, ws, 150.0, rh_fraction=0.5)
+    assert np.all(np.diff(at) < 0)
+
+
+def test_body_absorbed_radiation():
+    np.testing.assert_allclose(physics.body_absorbed_radiation(np.array([-5.0, 0.0, 500.0, 900.0])), [0.0, 0.0, 75.0, 135.0])
+    assert np.isnan(physics.body_absorbed_radiation(np.nan))
+    # Full summer sun adds about 8 degC in light wind, 6 degC in a breeze (module docstring).
+    for ws, gain in [(2.0, 8.0), (6.0, 6.0)]:
+        sun = physics.apparent_temperature(303.15, 293.15, ws, physics.body_absorbed_radiation(900.0))
+        shade = physics.apparent_temperature(303.15, 293.15, ws)
+        assert float(sun - shade) == pytest.approx(gain, abs=0.25)
+
+
+def test_apparent_temperature_keeps_dataarrays():
+    coords = {"point": ["a", "b"]}
+    t = xr.DataArray([290.0, 300.0], dims="point", coords=coords)
+    td = xr.DataArray([280.0, 295.0], dims="point", coords=coords)
+    ws = xr.DataArray([1.0, 4.0], dims="point", coords=coords)
+    q = xr.DataArray([np.nan, 120.0], dims="point", coords=coords)
+    for result in (physics.apparent_temperature(t, td, ws), physics.apparent_temperature(t, td, ws, q)):
+        assert isinstance(result, xr.DataArray)
+        assert list(result["point"].values) == ["a", "b"]
+    np.testing.assert_allclose(
+        physics.apparent_temperature(t, td, ws, q).values,
+        physics.apparent_temperature(t.values, td.values, ws.values, q.values),
+    )
+
+
 # --- wind -----------------------------------------------------------------------
 
 
@@ -417,3 +521,20 @@ def test_profile_functions_work_under_apply_ufunc():
     )
     assert got.dims == ("point",)
     np.testing.assert_allclose(got.values, log_law(80.0), rtol=1e-12)
+
+
+def test_dewpoint_from_relative_humidity_inverts_bolton_and_matches_metpy():
+    import metpy.calc as mpcalc
+    from metpy.units import units
+
+    t = np.array([253.15, 273.15, 288.15, 303.15, 313.15])
+    rh = np.array([0.2, 0.5, 0.75, 0.9, 1.0])
+    td = physics.dewpoint_from_relative_humidity(t, rh)
+    np.testing.assert_allclose(physics.relative_humidity(t, td), rh, rtol=1e-9)
+    oracle = mpcalc.dewpoint_from_relative_humidity(t * units.kelvin, rh).to("K").magnitude
+    np.testing.assert_allclose(td, oracle, atol=0.25)  # MetPy 1.7 uses Ambaum, not Bolton
+
+
+def test_snow_fraction_thresholds():
+    np.testing.assert_allclose(physics.snow_fraction(np.array([-5.0, 0.5, 1.5, 2.5, 10.0])),
+                               [1.0, 1.0, 0.5, 0.0, 0.0])

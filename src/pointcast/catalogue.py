@@ -57,6 +57,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     _v("t2m", "K", "2 m temperature", (180.0, 340.0), S, "air_temperature", Elevation.LAPSE),
     _v("d2m", "K", "2 m dewpoint temperature", (170.0, 320.0), S, "dew_point_temperature",
        Elevation.LAPSE),
+    _v("rh2m", "%", "relative humidity near the surface (2 m, or 1.5 m for JMA)", (0.0, 100.0), S,
+       "relative_humidity", nonnegative=True),
     _v("sp", "Pa", "surface pressure", (40000.0, 110000.0), S, "surface_air_pressure",
        Elevation.HYPSOMETRIC),
     _v("msl", "Pa", "mean sea level pressure", (85000.0, 110000.0), S,

@@ -1,4 +1,4 @@
-"""Weather-type labels (Europe) and 16-point compass codes (global, Japan).
+"""Weather-type labels (Europe), wx codes, feel-like index and 16-point compass codes (global, Japan).
 
 weather_type
     One of the 16 WMO 4677-family labels of design.md §4, decided from model fields
@@ -35,9 +35,19 @@ compass16
     12 = W, 16 = N; each sector is centred on a multiple of 22.5 deg and includes its
     anticlockwise edge (11.25 deg is NNE). 0 = calm (< 0.3 m/s, Beaufort 0);
     MISSING_CODE where speed or direction is missing.
+
+wx_hourly, wx_daily
+    The srf (hourly, single) and mrf (daily, combined) weather codes of design.md §4; rules in
+    their docstrings.
+
+feelidx
+    The feel-like index 1..10 of the Japan srf from the apparent temperature
+    (``physics.apparent_temperature``); bands in its docstring.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -148,3 +158,292 @@ def compass16(speed, direction_deg):
     sector = np.searchsorted(_SECTOR_EDGES_DEG, np.mod(direction, 360.0), side="right")
     code = np.where(sector == 0, 16, sector)
     return np.where(missing, MISSING_CODE, np.where(calm, CALM_CODE, code))
+
+
+# --- feel-like index (Japan srf) --------------------------------------------------------------
+
+FEELIDX_LABELS = (
+    "severe cold", "very cold", "cold", "slightly cold", "comfortable",
+    "slightly warm", "warm", "muggy", "very hot", "extreme heat",
+)  # fmt: skip
+"""Names of feelidx 1..10 (design.md §4), index 0 = feelidx 1."""
+FEELIDX_BOUNDS_C = (-10.0, -5.0, 5.0, 15.0, 25.0, 28.0, 32.0, 36.0, 40.0)
+"""Lower bounds (degC of apparent temperature) of feelidx 2..10; see `feelidx`."""
+
+
+def feelidx(feel_temperature_c):
+    """Feel-like index 1..10 from the apparent temperature (degC); MISSING_CODE where NaN.
+
+    Each band includes its lower bound:
+
+    ======= ============== ===================================
+    feelidx name           apparent temperature AT (degC)
+    ======= ============== ===================================
+    1       severe cold    AT < -10
+    2       very cold      -10 <= AT < -5
+    3       cold           -5 <= AT < 5
+    4       slightly cold  5 <= AT < 15
+    5       comfortable    15 <= AT < 25
+    6       slightly warm  25 <= AT < 28
+    7       warm           28 <= AT < 32
+    8       muggy          32 <= AT < 36
+    9       very hot       36 <= AT < 40
+    10      extreme heat   AT >= 40
+    ======= ============== ===================================
+
+    The hot end follows the heat-stress classes the US National Weather Service gives for its
+    heat index, which matches Steadman's apparent temperature in humid heat: caution from about
+    27 degC, extreme caution from 32, danger from 39-40. "Muggy" is the extreme-caution class of a
+    humid Japanese summer day (31 degC, 70 % and a light breeze give AT 35); "extreme heat" the
+    danger class. Comfortable is 15-25 degC of AT: the BoM form subtracts 4 degC and the wind,
+    so AT 15-25 is an air temperature of about 18-26 degC in a light breeze. The cold end uses the
+    wind chill built into AT: a typical Sapporo January day (-4 degC, 3 m/s) is about -9
+    ("very cold"), calm nights of -15 degC in inland Hokkaido about -19 ("severe cold").
+    """
+    at = np.asarray(feel_temperature_c, dtype=float)
+    idx = np.searchsorted(np.asarray(FEELIDX_BOUNDS_C), at, side="right") + 1
+    return np.where(np.isnan(at), MISSING_CODE, idx)
+
+
+# --- wx codes (global, Japan) ------------------------------------------------------------------
+
+WX_SUNNY = 100
+WX_CLOUDY = 200
+WX_RAIN = 300
+WX_SNOW = 400
+WX_SLEET = 430
+WX_CLEAR = 500
+WX_EXTREME_HEAT = 550
+WX_THIN_CLOUD = 600
+WX_LIGHT_RAIN = 650
+WX_HEAVY_RAIN = 850
+WX_HEAVY_SNOW = 950
+WX_HOURLY_CODES = {
+    WX_SUNNY: "sunny", WX_CLOUDY: "cloudy", WX_RAIN: "rain", WX_SNOW: "snow", WX_SLEET: "sleet",
+    WX_CLEAR: "clear", WX_EXTREME_HEAT: "extreme heat", WX_THIN_CLOUD: "thin cloud",
+    WX_LIGHT_RAIN: "light rain", WX_HEAVY_RAIN: "heavy rain / storm", WX_HEAVY_SNOW: "heavy snow / blizzard",
+}  # fmt: skip
+"""The single (srf) codes of design.md §4 and their meaning."""
+
+CLOUDY_FROM_PCT = 85.0
+"""Total cloud cover from which the sky is cloudy: 9-10 tenths, JMA's "kumori" (8.5 tenths rounds to 9)."""
+THIN_CLOUD_LOW_MID_BELOW_PCT = 50.0
+LIGHT_RAIN_BELOW_MM_H = 1.0
+WX_HEAVY_RAIN_MM_H = 10.0
+STORM_WIND_M_S = 15.0
+EXTREME_HEAT_C = 35.0
+
+
+def wx_hourly(cloud_pct, precip_mm_h, snow_mm_h, temp_c, daylight, *, low_mid_cloud_pct=None, wind_ms=None):
+    """Single srf wx code per element (int array); MISSING_CODE where undecidable.
+
+    Inputs broadcast together: total cloud cover (%), precipitation rate and its snow part
+    (water equivalent, mm/h, for the hour the code describes), 2 m temperature (degC),
+    ``daylight`` (True where the sun is up, e.g. ``physics.cos_solar_zenith`` at the middle of
+    the hour > 0), optionally the cover of low and middle cloud together (%) and the 10 m wind
+    speed (m/s). Rules, first match wins:
+
+    * precipitation rate < 0.1 mm/h is dry (as `weather_type`);
+    * wet, by snow fraction f = snow / precipitation (as `weather_type`):
+
+      - f >= 0.8 (snow): 950 heavy snow / blizzard when the snow rate is >= 2.5 mm/h water
+        equivalent (the US NWS heavy-snow rate, as "Heavy snow") or the wind is >= 15 m/s
+        (a blizzard: JMA's "strong wind" class starts at 15 m/s), else 400 snow;
+      - 0.2 <= f < 0.8: 430 sleet;
+      - f < 0.2 (rain): 850 heavy rain / storm at >= 10 mm/h (JMA's table of rain intensities
+        starts with "fairly heavy rain", 10-20 mm/h) or with wind >= 15 m/s; 300 rain at
+        >= 1 mm/h; else 650 light rain (JMA's "light rain" is rain that stays under 1 mm even
+        over several hours);
+    * dry: 550 extreme heat when the temperature is >= 35 degC (JMA's "extremely hot day"),
+      whatever the sky; else by total cloud cover: < 85 % is 100 sunny by day and 500 clear at
+      night; >= 85 % (9-10 tenths, JMA's "cloudy") is 600 thin cloud when low and middle cloud
+      cover less than 50 % of the sky (the overcast is mostly high cloud: JMA's "thin cloud"),
+      else 200 cloudy.
+
+    Missing wind counts as calm and missing low/middle cloud as not thin. Where a missing
+    value decides the code (precipitation; snow when wet; temperature or, below 35 degC, cloud
+    cover when dry) the code is MISSING_CODE.
+    """
+    cloud, precip, snow, temp, day = np.broadcast_arrays(
+        *(np.asarray(a, dtype=float) for a in (cloud_pct, precip_mm_h, snow_mm_h, temp_c, daylight))
+    )
+    day = day.astype(bool)
+    low_mid = np.full(precip.shape, np.nan) if low_mid_cloud_pct is None else np.asarray(low_mid_cloud_pct, float)
+    wind = np.zeros(precip.shape) if wind_ms is None else np.nan_to_num(np.asarray(wind_ms, float), nan=0.0)
+
+    wet = precip >= DRY_BELOW_MM_H
+    snow_fraction = np.clip(np.divide(snow, precip, out=np.zeros_like(precip), where=wet), 0.0, 1.0)
+    solid = snow_fraction >= SOLID_FRACTION
+    mixed = (snow_fraction >= LIQUID_FRACTION) & ~solid
+    stormy = wind >= STORM_WIND_M_S
+    overcast = cloud >= CLOUDY_FROM_PCT
+
+    rules = (
+        (np.isnan(precip), MISSING_CODE),
+        (wet & np.isnan(snow), MISSING_CODE),
+        (wet & solid & ((snow >= HEAVY_SNOW_MM_H) | stormy), WX_HEAVY_SNOW),
+        (wet & solid, WX_SNOW),
+        (wet & mixed, WX_SLEET),
+        (wet & ((precip >= WX_HEAVY_RAIN_MM_H) | stormy), WX_HEAVY_RAIN),
+        (wet & (precip >= LIGHT_RAIN_BELOW_MM_H), WX_RAIN),
+        (wet, WX_LIGHT_RAIN),
+        (np.isnan(temp), MISSING_CODE),
+        (temp >= EXTREME_HEAT_C, WX_EXTREME_HEAT),
+        (np.isnan(cloud), MISSING_CODE),
+        (~overcast & day, WX_SUNNY),
+        (~overcast, WX_CLEAR),
+        (low_mid < THIN_CLOUD_LOW_MID_BELOW_PCT, WX_THIN_CLOUD),
+    )
+    return np.select([c for c, _ in rules], [code for _, code in rules], default=WX_CLOUDY)
+
+
+WX_CATEGORY = {
+    WX_SUNNY: 1, WX_CLEAR: 1, WX_EXTREME_HEAT: 1,
+    WX_CLOUDY: 2, WX_THIN_CLOUD: 2,
+    WX_RAIN: 3, WX_LIGHT_RAIN: 3, WX_HEAVY_RAIN: 3,
+    WX_SNOW: 4, WX_SLEET: 4, WX_HEAVY_SNOW: 4,
+}  # fmt: skip
+"""Daily weather (1 sunny, 2 cloudy, 3 rain, 4 snow) of each hourly code, for `wx_daily`."""
+
+# (first, second) -> code; for "later" the first is the earlier weather. The codes and their
+# meanings are those of the Japan Meteorological Agency's forecast ("telop") code table, which
+# the examples of design.md §4 follow (302 "rain at times stopping", 313 "rain later cloudy").
+WX_AT_TIMES = {
+    (1, 2): 101, (1, 3): 102, (1, 4): 104,
+    (2, 1): 201, (2, 3): 202, (2, 4): 204,
+    (3, 1): 301, (3, 2): 302, (3, 4): 303,
+    (4, 1): 401, (4, 2): 402, (4, 3): 403,
+}  # fmt: skip
+WX_LATER = {
+    (1, 2): 110, (1, 3): 112, (1, 4): 115,
+    (2, 1): 210, (2, 3): 212, (2, 4): 215,
+    (3, 1): 311, (3, 2): 313, (3, 4): 315,
+    (4, 1): 411, (4, 2): 413, (4, 3): 414,
+}  # fmt: skip
+WX_DAILY_CODES = {
+    100: "sunny", 200: "cloudy", 300: "rain", 400: "snow",
+    101: "sunny at times cloudy", 102: "sunny at times rain", 104: "sunny at times snow",
+    110: "sunny later cloudy", 112: "sunny later rain", 115: "sunny later snow",
+    201: "cloudy at times sunny", 202: "cloudy at times rain", 204: "cloudy at times snow",
+    210: "cloudy later sunny", 212: "cloudy later rain", 215: "cloudy later snow",
+    301: "rain at times sunny", 302: "rain at times stopping", 303: "rain at times snow",
+    311: "rain later sunny", 313: "rain later cloudy", 315: "rain later snow",
+    401: "snow at times sunny", 402: "snow at times stopping", 403: "snow at times rain",
+    411: "snow later sunny", 413: "snow later cloudy", 414: "snow later rain",
+}  # fmt: skip
+"""Every mrf code `wx_daily` can give, with its meaning."""
+
+DAILY_MAX_MISSING_SHARE = 0.25
+DAILY_WET_MIN_SHARE = 1.0 / 12.0
+DAILY_DRY_MIN_SHARE = 0.25
+DAILY_LATER_TOLERANCE = 0.1
+
+
+def _split_order(cats: list[int], a: frozenset, b: frozenset) -> str | None:
+    """"ab" when the a-hours come before the b-hours, "ba" for the reverse, else None.
+
+    Hours of other weathers are ignored; up to DAILY_LATER_TOLERANCE of the a and b hours
+    may sit on the wrong side of the change (a stray hour does not make it "at times").
+    """
+    seq = [c in b for c in cats if c in a or c in b]  # False = a, True = b
+    m = len(seq)
+    tol = int(m * DAILY_LATER_TOLERANCE)
+    b_before = np.concatenate([[0], np.cumsum(seq)])  # b-hours among the first k
+    a_before = np.arange(m + 1) - b_before
+    k = np.arange(1, m)  # both sides non-empty
+    ab_errors = b_before[k] + (a_before[m] - a_before[k])
+    ba_errors = a_before[k] + (b_before[m] - b_before[k])
+    if ab_errors.size and ab_errors.min() <= tol:
+        return "ab"
+    if ba_errors.size and ba_errors.min() <= tol:
+        return "ba"
+    return None
+
+
+def _wx_daily_one(codes) -> int:
+    values = [int(c) for c in codes]
+    if not values:
+        return MISSING_CODE
+    cats = []
+    for c in values:
+        if c == MISSING_CODE:
+            continue
+        try:
+            cats.append(WX_CATEGORY[c])
+        except KeyError:
+            raise ValueError(f"unknown hourly wx code {c} (expected one of {sorted(WX_CATEGORY)} or {MISSING_CODE})") from None
+    missing = len(values) - len(cats)
+    if not cats or missing > DAILY_MAX_MISSING_SHARE * len(values):
+        return MISSING_CODE
+    n = len(cats)
+    count = {k: cats.count(k) for k in (1, 2, 3, 4)}
+    wet = count[3] + count[4]
+    min_wet = max(1, math.ceil(n * DAILY_WET_MIN_SHARE - 1e-9))
+    min_dry = max(1, math.ceil(n * DAILY_DRY_MIN_SHARE - 1e-9))
+    if 2 * wet >= n:
+        # Precipitation half the day or more: it is the first weather, the phase with more hours.
+        first = 4 if count[4] >= count[3] else 3
+        other = 7 - first
+        a = frozenset((first,))
+        if count[other] >= min_wet:
+            second, b = other, frozenset((other,))
+        elif count[1] + count[2] >= min_dry:
+            second, b = (1 if count[1] > count[2] else 2), frozenset((1, 2))
+        else:
+            return first * 100
+    else:
+        # Mostly dry: the sky with more hours first; precipitation, if it counts, second.
+        first = 1 if count[1] > count[2] else 2
+        a = frozenset((first,))
+        if wet >= min_wet:
+            second = 4 if count[4] > count[3] else 3
+        elif count[3 - first] >= min_dry:
+            second = 3 - first
+        else:
+            return first * 100
+        b = frozenset((second,))
+    order = _split_order(cats, a, b)
+    if order == "ab":
+        return WX_LATER[(first, second)]
+    if order == "ba":
+        return WX_LATER[(second, first)]
+    return WX_AT_TIMES[(first, second)]
+
+
+def wx_daily(hourly_codes, axis=-1):
+    """Combined mrf wx code of one local day from its hourly (srf) codes, in time order.
+
+    A 1-D sequence gives an int; an array gives an int array without ``axis``. Codes should be
+    equally spaced in time (hourly, or 3-hourly far ahead); MISSING_CODE hours are left out, and
+    the day is MISSING_CODE when more than a quarter of them (or all) are missing.
+
+    1. Each hour's weather: 1 sunny (100 sunny, 500 clear, 550 extreme heat), 2 cloudy (200,
+       600 thin cloud), 3 rain (300, 650 light rain, 850 heavy rain), 4 snow (400, 950 heavy
+       snow, and 430 sleet, which JMA counts as snow in its climate statistics).
+    2. A weather counts as the second one only with a minimum share of the hours: rain or snow
+       1/12 (2 hours of 24), sunny or cloudy 1/4 (6 hours of 24).
+    3. First and second weather: when rain and snow hours together are half the day or more,
+       precipitation is the first weather (snow when it has at least as many hours as rain) and
+       the second is the other phase if it counts, else the dry hours if they count together
+       (sunny when they are mostly sunny, else cloudy: "rain at times stopping" is 302). When
+       less than half the day is wet, the sky with more hours (sunny, or cloudy on a tie) is
+       first, and the second is the precipitation phase with more hours if precipitation
+       counts, else the other sky if it counts. With no second weather the day keeps the single
+       code 100, 200, 300 or 400.
+    4. "later" (tens digit 1) when the hours of the two weathers do not interleave: all hours
+       of one come before all hours of the other, up to 10 % of them on the wrong side (hours
+       of other weathers are ignored). Then the earlier weather is the hundreds digit, the
+       later one the units digit: sunny in the morning and rain from the afternoon is 112,
+       rain in the morning and sunny afterwards 311, whichever lasted longer. Otherwise "at
+       times" (tens digit 0) with the first weather as the hundreds digit.
+
+    Codes follow JMA's forecast code table (`WX_DAILY_CODES`): 101 102 104 110 112 115
+    201 202 204 210 212 215 301 302 303 311 313 315 401 402 403 411 413 414 and 100 200 300 400.
+    """
+    arr = np.asarray(hourly_codes)
+    if arr.ndim == 1 or arr.ndim == 0:
+        return _wx_daily_one(np.atleast_1d(arr))
+    moved = np.moveaxis(arr, axis, -1)
+    flat = moved.reshape(-1, moved.shape[-1])
+    out = np.array([_wx_daily_one(row) for row in flat], dtype=int)
+    return out.reshape(moved.shape[:-1])

@@ -38,12 +38,16 @@ __all__ = [
     "load_points",
     "KNOWN_PRODUCTS",
     "FREQS",
+    "PRODUCT_FREQS",
     "POINTS_COLUMNS",
     "HUB_HEIGHT_RANGE_M",
 ]
 
 KNOWN_PRODUCTS: tuple[str, ...] = ("eu-medium", "eu-short", "eu-wind", "global", "japan")
 FREQS: tuple[str, ...] = ("1H", "30min", "15min")
+PRODUCT_FREQS: dict[str, tuple[str, ...]] = {"global": ("1H",), "japan": ("1H",)}
+"""Time steps a product can publish, where not all of FREQS: the global and Japan products have
+hourly srf entries (plus daily mrf entries made from them), so only "1H" (also their default)."""
 POINTS_COLUMNS: tuple[str, ...] = ("id", "name", "lat", "lon", "elevation", "hub_heights")
 HUB_HEIGHT_RANGE_M: tuple[float, float] = (10.0, 300.0)
 ELEVATION_RANGE_M: tuple[float, float] = (-500.0, 9000.0)
@@ -478,10 +482,17 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
         for m in model_ids:
             if m not in models:
                 raise ctx.error(p + ("models",), f"model {m!r} is not defined in [models] (defined: {', '.join(models)})")
-        freqs = _str_list(ctx, pt, "freqs", p, FREQS)
+        allowed = PRODUCT_FREQS.get(pid, FREQS)
+        freqs = _str_list(ctx, pt, "freqs", p, allowed)
         for f in freqs:
             if f not in FREQS:
                 raise ctx.error(p + ("freqs",), f"unknown freq {f!r} (expected some of: {', '.join(FREQS)})")
+            if f not in allowed:
+                raise ctx.error(
+                    p + ("freqs",),
+                    f"product {pid} publishes hourly srf and daily mrf entries: freq {f!r} is not available "
+                    f"(allowed: {', '.join(allowed)})",
+                )
         horizon = _int(ctx, pt, "horizon_hours", p, lo=1)
 
         rel = Path(points_rel).expanduser()

@@ -24,6 +24,12 @@ raster of the equal-area EPSG:3035 plane) and stored as a 0.05 degree lat/lon ra
 ``covers`` is a table lookup. The raster is built lazily on first use (1-2 s), kept in memory
 and, when a cache directory is configured (``set_cache_dir``, the ``POINTCAST_CACHE_DIR``
 environment variable, or ``<output root>/cache`` set by ``config.load_config``), on disk.
+
+The Japan product uses ``JAPAN_1KM``: the third-order mesh of JIS X 0410 (30" of latitude x 45"
+of longitude), keyed by the 8-digit mesh code (``jis_mesh_code``; Tokyo Station lies in
+``"53394611"``). Its coverage (``JAPAN_COVERAGE``) is the land administered by Japan (the same
+land mask inside 24..45.6N, 122.9..146E, minus two documented polygons holding the land of other
+states) plus the sea within 2 km of it, as a 30" raster cached like Europe's.
 """
 
 from __future__ import annotations
@@ -54,6 +60,15 @@ __all__ = [
     "EuropeCoverage",
     "EUROPE_COVERAGE",
     "EUROPE_2KM",
+    "RasterCoverage",
+    "JapanCoverage",
+    "JAPAN_COVERAGE",
+    "JAPAN_EXCLUDE_ASIA",
+    "JAPAN_EXCLUDE_SOUTHERN_KURILS",
+    "JAPAN_EXCLUDED_AREAS",
+    "JisMeshGrid",
+    "JAPAN_1KM",
+    "jis_mesh_code",
     "PRODUCT_GRIDS",
     "grid_for",
     "set_cache_dir",
@@ -330,41 +345,28 @@ def _land_from_globe(north: float, south: float, west: float, east: float, pool:
     return out
 
 
-# --- European coverage --------------------------------------------------------------------------
+# --- raster coverages ---------------------------------------------------------------------------
 
 
-class EuropeCoverage(Coverage):
-    """Land of the European domain, sea within ``buffer_km`` of it, and the IHO North Sea.
+class RasterCoverage(Coverage):
+    """A coverage stored as a boolean lat/lon raster over a box, looked up point by point.
 
-    The domain is the lat/lon box ``south..north`` x ``west..east`` (edges included); nothing
-    outside it is covered, and only land inside it counts for the buffer. ``covers_many`` is a
-    lookup in a boolean raster of ``res_deg`` cells (row 0 at ``north``, column 0 at ``west``),
-    built once per process on first use.
+    The box is ``south..north`` x ``west..east`` (edges included); nothing outside it is covered.
+    Row ``k`` of the raster covers latitudes ``(north - (k+1) res, north - k res]``, column ``l``
+    longitudes ``[west + l res, west + (l+1) res)``; the box's far edges fall into the last
+    row/column. Subclasses say how the raster is built (``build``) and what identifies it
+    (``_cache_params``); the raster is built once per process on first use and, when a cache
+    directory is configured (see ``set_cache_dir``), kept on disk as
+    ``coverage-<cache_name>-<hash>.npy``.
     """
 
-    def __init__(
-        self,
-        *,
-        west: float = -25.0,
-        south: float = 34.0,
-        east: float = 45.0,
-        north: float = 72.0,
-        buffer_km: float = 200.0,
-        res_deg: float = 0.05,
-        work_res_m: float = 5000.0,
-        north_sea: Sequence[tuple[float, float]] = NORTH_SEA_IHO,
-    ) -> None:
+    cache_name: str = "raster"
+
+    def __init__(self, *, west: float, south: float, east: float, north: float, res_deg: float) -> None:
         self.west, self.south, self.east, self.north = west, south, east, north
-        self.buffer_km = buffer_km
         self.res_deg = res_deg
-        self.work_res_m = work_res_m
-        self.north_sea = tuple(north_sea)
         self.nrow = round((north - south) / res_deg)
         self.ncol = round((east - west) / res_deg)
-        self.description = (
-            f"Europe: land of the domain {south:g}..{north:g}N, {abs(west):g}W..{east:g}E, "
-            f"sea within {buffer_km:g} km of that land, and the North Sea (IHO limits)"
-        )
         self._raster: np.ndarray | None = None
         self._lock = threading.Lock()
 
@@ -407,28 +409,30 @@ class EuropeCoverage(Coverage):
 
     # -- building ---------------------------------------------------------------------------
 
+    @abc.abstractmethod
+    def build(self) -> np.ndarray:
+        """Compute the coverage raster (no caching)."""
+
+    @abc.abstractmethod
+    def _cache_params(self) -> tuple:
+        """Everything the raster depends on (besides the land mask version)."""
+
     def _cache_key(self) -> str:
         try:
             glm = importlib.metadata.version("global-land-mask")
         except importlib.metadata.PackageNotFoundError:  # pragma: no cover
             glm = "unknown"
-        params = repr(
-            (
-                "europe-coverage-v1",
-                self.west, self.south, self.east, self.north,
-                self.buffer_km, self.res_deg, self.work_res_m, self.north_sea, glm,
-            )
-        )
+        params = repr(self._cache_params() + (glm,))
         return hashlib.sha256(params.encode()).hexdigest()[:16]
 
     def _load_or_build(self) -> np.ndarray:
         cache_dir = get_cache_dir()
-        path = cache_dir / f"coverage-europe-{self._cache_key()}.npy" if cache_dir else None
+        path = cache_dir / f"coverage-{self.cache_name}-{self._cache_key()}.npy" if cache_dir else None
         if path is not None and path.is_file():
             try:
                 r = np.load(path, allow_pickle=False)
                 if r.shape == (self.nrow, self.ncol) and r.dtype == bool:
-                    log.debug("loaded European coverage raster from %s", path)
+                    log.debug("loaded %s coverage raster from %s", self.cache_name, path)
                     return r
             except (OSError, ValueError) as exc:
                 log.warning("ignoring unreadable coverage cache %s: %s", path, exc)
@@ -444,6 +448,49 @@ class EuropeCoverage(Coverage):
             except OSError as exc:
                 log.warning("could not write coverage cache %s: %s", path, exc)
         return r
+
+
+# --- European coverage --------------------------------------------------------------------------
+
+
+class EuropeCoverage(RasterCoverage):
+    """Land of the European domain, sea within ``buffer_km`` of it, and the IHO North Sea.
+
+    The domain is the lat/lon box ``south..north`` x ``west..east`` (edges included); nothing
+    outside it is covered, and only land inside it counts for the buffer. ``covers_many`` is a
+    lookup in a boolean raster of ``res_deg`` cells (row 0 at ``north``, column 0 at ``west``),
+    built once per process on first use.
+    """
+
+    cache_name = "europe"
+
+    def __init__(
+        self,
+        *,
+        west: float = -25.0,
+        south: float = 34.0,
+        east: float = 45.0,
+        north: float = 72.0,
+        buffer_km: float = 200.0,
+        res_deg: float = 0.05,
+        work_res_m: float = 5000.0,
+        north_sea: Sequence[tuple[float, float]] = NORTH_SEA_IHO,
+    ) -> None:
+        super().__init__(west=west, south=south, east=east, north=north, res_deg=res_deg)
+        self.buffer_km = buffer_km
+        self.work_res_m = work_res_m
+        self.north_sea = tuple(north_sea)
+        self.description = (
+            f"Europe: land of the domain {south:g}..{north:g}N, {abs(west):g}W..{east:g}E, "
+            f"sea within {buffer_km:g} km of that land, and the North Sea (IHO limits)"
+        )
+
+    def _cache_params(self) -> tuple:
+        return (
+            "europe-coverage-v1",
+            self.west, self.south, self.east, self.north,
+            self.buffer_km, self.res_deg, self.work_res_m, self.north_sea,
+        )
 
     def build(self) -> np.ndarray:
         """Compute the coverage raster (no caching)."""
@@ -495,6 +542,141 @@ class EuropeCoverage(Coverage):
 
 
 EUROPE_COVERAGE = EuropeCoverage()
+
+
+# --- Japan coverage -----------------------------------------------------------------------------
+#
+# Japan's islands lie inside the box 24.0..45.6N, 122.9..146.0E: Hateruma (24.05N) is the
+# southernmost and Cape Irizaki on Yonaguni (122.93E) the westernmost land administered by
+# Japan in it, Cape Soya (45.52N) the northernmost, Cape Nosappu (145.82E) the easternmost. The
+# north edge at 45.6N keeps Sakhalin (south tip, Cape Crillon, 45.89N) out, and the west edge
+# at 122.9E keeps Taiwan (east of it nothing north of 21.9N: Pengjia Islet, 122.08E) out. Not in
+# the box, so not covered: Okinotorishima (20.4N 136.1E) and Minamitorishima (24.3N 154.0E),
+# tiny islands without residents.
+#
+# Two polygons cut the land of other states out of the box. They run through the open sea
+# between the coasts (positions from the land mask itself, about 1 km accurate), so no land
+# administered by Japan falls in them and every coast keeps its buffer up to the line:
+#
+# * JAPAN_EXCLUDE_ASIA: the Asian mainland (China, North and South Korea, Russia's Primorye) with
+#   its islands: the islets of the East China Sea north of 27.5N, Jeju, the islands of the
+#   Korean south and west coasts, Ulleungdo and the Liancourt Rocks (Takeshima / Dokdo,
+#   administered by South Korea). Its edge runs from 27.5N 126.5E (north-west of Okinawa and the
+#   Senkaku Islands) to south of Jeju (32.5N), between Jeju and the Goto Islands, through the western channel of the Korea Strait
+#   between Korea and Tsushima (about half way, 24 km from each), up the Sea of Japan west of Oki
+#   and east of the Liancourt Rocks, and west of Okushiri, Rebun and Rishiri.
+# * JAPAN_EXCLUDE_SOUTHERN_KURILS: the parts of Kunashiri and the Habomai Islands inside the box
+#   (administered by Russia), cut along the middle of the Goyomai Strait (east of Cape Nosappu)
+#   and of the Nemuro Strait (between Kunashiri and the Notsuke peninsula, Shibetsu, Rausu and the
+#   Shiretoko peninsula).
+#
+# The rule is "land administered by Japan" (where Japan's own observations and forecasts are
+# made); it takes no position on territorial claims. Vertices are (lon, lat) in degrees.
+JAPAN_EXCLUDE_ASIA: tuple[tuple[float, float], ...] = (
+    (122.0, 27.5),
+    (126.5, 27.5),  # East China Sea, north-west of Okinawa and the Senkaku Islands (25.9N)
+    (128.0, 32.5),  # south of Jeju (33.1N), north-west of the Danjo Islands (32.0N 128.4E)
+    (128.3, 33.6),  # between Jeju (126.9E) and the Goto Islands (128.6E)
+    (128.85, 34.45),  # western channel of the Korea Strait: Korea's islands 128.5E, Tsushima 129.17E
+    (129.30, 34.92),  # between Busan (35.05N 129.08E) and Tsushima's north tip (34.71N)
+    (130.30, 35.80),  # between Ulsan/Pohang (129.6E) and Yamaguchi (Mishima, 131.15E)
+    (132.30, 37.00),  # west of Oki (133.0E), south-east of the Liancourt Rocks (131.87E)
+    (132.30, 38.00),
+    (139.00, 44.00),  # between Primorye (135.5E) and Hokkaido's west coast (141.6E)
+    (140.30, 46.50),  # west of Rebun (141.0E)
+    (122.0, 46.5),
+)
+JAPAN_EXCLUDE_SOUTHERN_KURILS: tuple[tuple[float, float], ...] = (
+    (145.84, 43.20),  # Pacific south of Cape Nosappu (145.82E)
+    (145.84, 43.41),  # Goyomai Strait: Cape Nosappu - Kaigara-jima
+    (145.75, 43.50),
+    (145.46, 43.63),  # Nemuro Strait entrance: Notsuke spit (145.34E) - Kunashiri (145.54E)
+    (145.26, 43.78),
+    (145.30, 43.92),
+    (145.48, 44.05),  # off Rausu
+    (145.60, 44.20),
+    (145.68, 44.35),  # off Cape Shiretoko (44.35N 145.35E)
+    (145.75, 44.80),
+    (146.50, 44.80),
+    (146.50, 43.20),
+)
+JAPAN_EXCLUDED_AREAS: tuple[tuple[tuple[float, float], ...], ...] = (JAPAN_EXCLUDE_ASIA, JAPAN_EXCLUDE_SOUTHERN_KURILS)
+
+_EARTH_RADIUS_M = 6371008.8  # mean radius (IUGG)
+
+
+class JapanCoverage(RasterCoverage):
+    """Land administered by Japan and the sea within ``buffer_km`` of it.
+
+    Land is the GLOBE 1 km mask of ``global_land_mask`` inside the box (see the comment above
+    ``JAPAN_EXCLUDE_ASIA``) minus the ``exclude`` polygons; the raster has the mask's own
+    resolution (1/120 degree, 30": the latitude step of the JIS third-order mesh). The buffer
+    is a Euclidean distance on the sphere's local plane, computed in bands of 0.5 degree of
+    latitude with the band's own east-west scale; a raster cell is covered when its centre is
+    within ``buffer_km`` of the centre of a land cell and outside every excluded polygon.
+    """
+
+    cache_name = "japan"
+
+    def __init__(
+        self,
+        *,
+        west: float = 122.9,
+        south: float = 24.0,
+        east: float = 146.0,
+        north: float = 45.6,
+        buffer_km: float = 2.0,
+        exclude: Sequence[Sequence[tuple[float, float]]] = JAPAN_EXCLUDED_AREAS,
+    ) -> None:
+        super().__init__(west=west, south=south, east=east, north=north, res_deg=1.0 / _GLM_STEP)
+        self.buffer_km = buffer_km
+        self.exclude = tuple(tuple(p) for p in exclude)
+        self.description = (
+            f"Japan: land administered by Japan within {south:g}..{north:g}N, {west:g}..{east:g}E "
+            f"and the sea within {buffer_km:g} km of it"
+        )
+
+    def _cache_params(self) -> tuple:
+        return ("japan-coverage-v1", self.west, self.south, self.east, self.north, self.buffer_km, self.exclude)
+
+    def excluded(self, lats, lons) -> np.ndarray:
+        """Vectorised: inside one of the excluded polygons."""
+        lat, lon = _as_float_arrays(lats, lons)
+        out = np.zeros(lat.shape, bool)
+        for poly in self.exclude:
+            out |= _points_in_polygon(lon, lat, poly)
+        return out
+
+    def build(self) -> np.ndarray:
+        """Compute the coverage raster (no caching)."""
+        from scipy.ndimage import distance_transform_edt
+
+        res = self.res_deg
+        land = _land_any_blocks(self.north, self.south, self.west, self.east, 1)
+        lat_c = self.north - (np.arange(self.nrow) + 0.5) * res
+        lon_c = self.west + (np.arange(self.ncol) + 0.5) * res
+        lon2, lat2 = np.meshgrid(lon_c, lat_c)
+        outside = self.excluded(lat2, lon2)
+        land &= ~outside
+
+        dy = _EARTH_RADIUS_M * math.radians(res)
+        buffer_m = self.buffer_km * 1000.0
+        margin = math.ceil(buffer_m / dy) + 1
+        band = round(0.5 / res)
+        near = np.zeros_like(land)
+        for r0 in range(0, self.nrow, band):
+            r1 = min(r0 + band, self.nrow)
+            a0, a1 = max(r0 - margin, 0), min(r1 + margin, self.nrow)
+            block = land[a0:a1]
+            if not block.any():
+                continue
+            dx = dy * math.cos(math.radians(lat_c[(r0 + r1) // 2]))
+            dist = distance_transform_edt(~block, sampling=(dy, dx))
+            near[r0:r1] = dist[r0 - a0 : r1 - a0] <= buffer_m
+        return near & ~outside
+
+
+JAPAN_COVERAGE = JapanCoverage()
 
 
 # --------------------------------------------------------------------------------------------
@@ -590,12 +772,125 @@ class LaeaGrid(ProductGrid):
 
 EUROPE_2KM = LaeaGrid("europe-2km", 2000.0, EUROPE_COVERAGE)
 
+
+# --- JIS X 0410 regional mesh ------------------------------------------------------------------
+
+_JIS_ROWS_PER_DEG = 120  # third-order mesh: 30" of latitude
+_JIS_COLS_PER_DEG = 80  # third-order mesh: 45" of longitude
+_JIS_LON0 = 100.0
+_JIS_MAX_INDEX = 100 * 80  # first-order codes have two digits: 00..99
+_JIS_TOLERANCE = 1e-9  # in cells (about 1 micrometre): decimal edges such as 35.675 stay on the edge
+_JIS_KEY = re.compile(r"(\d{2})(\d{2})([0-7])([0-7])(\d)(\d)")
+
+
+def _jis_indices(lat: np.ndarray, lon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Third-order row/column counted from 0N, 100E; ValueError outside the mesh domain."""
+    if not _valid_latlon(lat, lon).all():
+        raise ValueError("invalid coordinates (lat outside -90..90, lon outside -180..180, or not finite)")
+    row = np.floor(lat * _JIS_ROWS_PER_DEG + _JIS_TOLERANCE).astype(np.int64)
+    col = np.floor((lon - _JIS_LON0) * _JIS_COLS_PER_DEG + _JIS_TOLERANCE).astype(np.int64)
+    if ((row < 0) | (row >= _JIS_MAX_INDEX) | (col < 0) | (col >= _JIS_MAX_INDEX)).any():
+        raise ValueError("coordinates outside the JIS X 0410 mesh domain (0..66.67N, 100..180E)")
+    return row, col
+
+
+def _jis_code(row: int, col: int, order: int = 3) -> str:
+    p, q, r = row // 80, row % 80 // 10, row % 10
+    u, v, w = col // 80, col % 80 // 10, col % 10
+    code = f"{p:02d}{u:02d}"
+    if order >= 2:
+        code += f"{q}{v}"
+    if order >= 3:
+        code += f"{r}{w}"
+    return code
+
+
+def jis_mesh_code(lat: float, lon: float, order: int = 3) -> str:
+    """JIS X 0410 mesh code of (lat, lon): 4 digits (order 1), 6 (order 2) or 8 (order 3).
+
+    First order (1 degree of longitude x 40' of latitude): ``floor(lat * 1.5)`` and
+    ``floor(lon - 100)``, two digits each; second order: the 8 x 8 subdivision (row digit then
+    column digit, 0-7); third order: the 10 x 10 subdivision of that (0-9). A point on a cell
+    edge belongs to the cell north and east of it (a cell holds its south and west edges).
+    """
+    if order not in (1, 2, 3):
+        raise ValueError(f"order must be 1, 2 or 3, got {order!r}")
+    return _jis_code(*JAPAN_1KM.cell_index(lat, lon), order)
+
+
+class JisMeshGrid(ProductGrid):
+    """JIS X 0410 third-order ("standard") regional mesh: 30" of latitude x 45" of longitude.
+
+    About 0.93 km north-south and 1.0-1.2 km east-west in Japan (1.14 km at 35N). The cell key
+    is the 8-digit third-order mesh code (``jis_mesh_code``), e.g. Tokyo Station
+    (35.681236N 139.767125E) lies in ``"53394611"``. The code is defined from 0N 100E to
+    66.67N 200E; ``cell_key`` raises ValueError outside it (east of 180E is not a valid
+    longitude here).
+    """
+
+    def __init__(self, name: str, coverage: Coverage) -> None:
+        self.name = name
+        self.coverage = coverage
+        self.description = 'JIS X 0410 third-order mesh (30" x 45"), key: the 8-digit mesh code'
+
+    def cell_index(self, lat: float, lon: float) -> tuple[int, int]:
+        """(row, column) of third-order cells counted from 0N, 100E."""
+        lat = float(lat)
+        lon = float(lon)
+        if not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
+            raise ValueError(f"invalid coordinates lat={lat!r} lon={lon!r}")
+        row = math.floor(lat * _JIS_ROWS_PER_DEG + _JIS_TOLERANCE)
+        col = math.floor((lon - _JIS_LON0) * _JIS_COLS_PER_DEG + _JIS_TOLERANCE)
+        if not (0 <= row < _JIS_MAX_INDEX and 0 <= col < _JIS_MAX_INDEX):
+            raise ValueError(
+                f"lat={lat!r} lon={lon!r} is outside the JIS X 0410 mesh domain (0..66.67N, 100..180E)"
+            )
+        return row, col
+
+    def cell_key(self, lat: float, lon: float) -> str:
+        return _jis_code(*self.cell_index(lat, lon))
+
+    def cell_keys(self, lats, lons) -> np.ndarray:
+        lat, lon = _as_float_arrays(lats, lons)
+        row, col = _jis_indices(lat, lon)
+        keys = [_jis_code(a, b) for a, b in zip(row.ravel().tolist(), col.ravel().tolist())]
+        return np.array(keys, dtype=str).reshape(lat.shape)
+
+    def parse_key(self, key: str) -> tuple[int, int]:
+        """(row, column) of an 8-digit mesh code; ValueError for a malformed one."""
+        m = _JIS_KEY.fullmatch(key) if isinstance(key, str) else None
+        if m is None:
+            raise ValueError(
+                f"invalid cell key {key!r} for grid {self.name} (expected an 8-digit JIS X 0410 "
+                "third-order mesh code, second-order digits 0-7)"
+            )
+        p, u, q, v, r, w = (int(g) for g in m.groups())
+        return p * 80 + q * 10 + r, u * 80 + v * 10 + w
+
+    def cell_bounds(self, key: str) -> tuple[float, float, float, float]:
+        """(south, west, north, east) of the cell ``key``, degrees."""
+        row, col = self.parse_key(key)
+        return (
+            row / _JIS_ROWS_PER_DEG,
+            _JIS_LON0 + col / _JIS_COLS_PER_DEG,
+            (row + 1) / _JIS_ROWS_PER_DEG,
+            _JIS_LON0 + (col + 1) / _JIS_COLS_PER_DEG,
+        )
+
+    def cell_centre(self, key: str) -> tuple[float, float]:
+        row, col = self.parse_key(key)
+        return (row + 0.5) / _JIS_ROWS_PER_DEG, _JIS_LON0 + (col + 0.5) / _JIS_COLS_PER_DEG
+
+
+JAPAN_1KM = JisMeshGrid("japan-1km", JAPAN_COVERAGE)
+
 PRODUCT_GRIDS: Mapping[str, ProductGrid] = MappingProxyType(
     {
         "eu-medium": EUROPE_2KM,
         "eu-short": EUROPE_2KM,
         "eu-wind": EUROPE_2KM,
-        # "global" (0.05 deg lat/lon cells) and "japan" (JIS X 0410 third mesh) come later.
+        "japan": JAPAN_1KM,
+        # "global" (0.05 deg lat/lon cells) comes later.
     }
 )
 

@@ -174,6 +174,11 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float]) -> xr.Da
         if name in PROFILE_INPUTS:
             continue
         out[name] = (("time", "point"), val)
+    if "d2m" not in values and {"rh2m", "t2m"} <= values.keys():
+        # Sources that publish humidity instead of dewpoint (JMA MSM): one canonical dewpoint.
+        out["d2m"] = (("time", "point"), physics.dewpoint_from_relative_humidity(
+            values["t2m"].astype(np.float64), values["rh2m"] / 100.0).astype(np.float32))
+        out = out.drop_vars("rh2m")
     orog = values.get("orog", np.zeros(len(points), dtype=np.float32))
     _profiles(out, values, ds, orog, np.asarray(heights, dtype=float))
     _correct_elevation(out, points.elevation - orog)

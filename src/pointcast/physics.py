@@ -47,6 +47,27 @@ def relative_humidity(t_k, td_k):
     return np.clip(saturation_vapour_pressure(td_k) / saturation_vapour_pressure(t_k), 0.0, 1.0)
 
 
+def dewpoint_from_relative_humidity(t_k, rh_fraction):
+    """Dewpoint (K) from temperature and relative humidity: Bolton's formula inverted, so that
+    `relative_humidity(t, dewpoint_from_relative_humidity(t, rh)) == rh` (sources such as JMA MSM
+    publish humidity instead of dewpoint)."""
+    e = np.clip(rh_fraction, 1e-6, 1.0) * saturation_vapour_pressure(t_k)
+    x = np.log(e / 611.2)
+    return 273.15 + 243.5 * x / (17.67 - x)
+
+
+SNOW_ALL_BELOW_C = 0.5
+RAIN_ALL_ABOVE_C = 2.5
+
+
+def snow_fraction(t2m_c):
+    """Share of precipitation falling as snow, from the 2 m temperature alone: all snow at or
+    below 0.5 degC, all rain at or above 2.5 degC, linear in between (the usual temperature
+    threshold method, e.g. Auer 1974 found 50 % snow near 1.5 degC). Used where a source gives no
+    snowfall of its own."""
+    return np.clip((RAIN_ALL_ABOVE_C - t2m_c) / (RAIN_ALL_ABOVE_C - SNOW_ALL_BELOW_C), 0.0, 1.0)
+
+
 def mixing_ratio(p_pa, td_k):
     """Water-vapour mixing ratio w = eps*e/(p - e), kg/kg, with e = es(Td).
 
@@ -67,6 +88,76 @@ def virtual_temperature(t_k, mixing_ratio):
 def air_density(p_pa, t_k, td_k):
     """Density of moist air, p/(Rd*Tv), kg/m3: the ideal-gas law for the mixture."""
     return p_pa / (RD * virtual_temperature(t_k, mixing_ratio(p_pa, td_k)))
+
+
+# --- feel-like temperature ---------------------------------------------------------
+
+BODY_ABSORBED_FRACTION = 0.15
+"""Q / global radiation: shortwave absorbed per m2 of body surface per W/m2 of global horizontal
+irradiance, for `body_absorbed_radiation` (derivation in its docstring)."""
+
+
+def bom_vapour_pressure_hpa(t_c):
+    """Saturation vapour pressure 6.105*exp(17.27*t/(237.7 + t)), hPa, t in degC.
+
+    The Tetens-type expression of the Australian Bureau of Meteorology's apparent-temperature
+    page (used there with e = rh/100 * this), kept so that the apparent temperature is the
+    BoM's to the digit. It is within 0.7 % of `saturation_vapour_pressure` (Bolton) from 0 to
+    40 degC and 1.3 % down to -30 degC: at most 0.17 degC of apparent temperature (saturated
+    air at 40 degC). Evaluated at the dewpoint it gives the actual vapour pressure.
+    """
+    return 6.105 * np.exp(17.27 * t_c / (237.7 + t_c))
+
+
+def body_absorbed_radiation(ghi_w_m2):
+    """Q of `apparent_temperature` from global horizontal irradiance: BODY_ABSORBED_FRACTION * GHI.
+
+    Q is the extra radiation a person in the sun absorbs per m2 of body surface. For a standing
+    person with sunlit surroundings under a high summer sun, the irradiance on the body's
+    surface is about 0.4 times the global horizontal irradiance: direct beam on the projected
+    area (projected-area factor 0.2-0.3 at solar elevations of 60-30 degrees, Fanger 1970;
+    ISO 7726) plus half the diffuse sky and half the light reflected by ground of albedo 0.2
+    (more than 0.4 when the sun is low, but then the irradiance itself is small). Times the shortwave absorptivity
+    of a clothed person, 0.7 (ISO 7726), and the effective radiating area of a standing body,
+    0.72 (Fanger 1970) minus the extra long-wave emission of sun-warmed clothing, this is
+    0.7 * 0.72 * 0.4 = 0.2; we take 0.15, at the low end, so that full summer sun (GHI 900 W/m2,
+    Q = 135 W/m2) adds 8 degC in light wind (2 m/s) and 6 degC in a 6 m/s breeze, the size of
+    the sun's effect the US National Weather Service states for its heat index (up to 15 degF).
+    Negative or missing irradiance gives Q = 0 or NaN (the shade form then applies to NaN).
+    """
+    return BODY_ABSORBED_FRACTION * np.maximum(ghi_w_m2, 0.0)
+
+
+def apparent_temperature(t_k, td_k, wind_10m, net_radiation_w_m2=None, *, rh_fraction=None):
+    """Apparent ("feel-like") temperature, degC: Steadman's, in the Australian BoM's form.
+
+    Steadman (1994, "Norms of apparent temperature in Australia", Aust. Met. Mag. 43, 1-16), as
+    published by the Australian Bureau of Meteorology ("Thermal Comfort observations: about
+    the formula for the apparent temperature"):
+
+    * shade, or radiation unknown: AT = Ta + 0.33 e - 0.70 ws - 4.00
+    * with radiation:              AT = Ta + 0.348 e - 0.70 ws + 0.70 Q / (ws + 10) - 4.25
+
+    Ta air temperature (degC, from ``t_k``), e water vapour pressure (hPa), ws wind speed at
+    10 m (m/s), Q net radiation absorbed per m2 of body surface (W/m2; from global radiation
+    with `body_absorbed_radiation`). e comes from the dewpoint ``td_k`` (K) as
+    `bom_vapour_pressure_hpa` (Td), or, when ``td_k`` is None, from ``rh_fraction`` (relative
+    humidity as a fraction 0..1, like `relative_humidity`) as rh * `bom_vapour_pressure_hpa` (Ta),
+    the BoM's own expression. Where ``net_radiation_w_m2`` is None or NaN the shade form is used
+    (at night pass Q = 0: the two forms then differ by 0.018 e - 0.25, under 0.3 degC).
+    """
+    ta = t_k - _T0
+    if td_k is not None:
+        e = bom_vapour_pressure_hpa(td_k - _T0)
+    elif rh_fraction is not None:
+        e = rh_fraction * bom_vapour_pressure_hpa(ta)
+    else:
+        raise TypeError("apparent_temperature needs td_k or rh_fraction")
+    shade = ta + 0.33 * e - 0.70 * wind_10m - 4.00
+    if net_radiation_w_m2 is None:
+        return shade
+    sun = ta + 0.348 * e - 0.70 * wind_10m + 0.70 * net_radiation_w_m2 / (wind_10m + 10.0) - 4.25
+    return xr.where(np.isnan(net_radiation_w_m2), shade, sun)
 
 
 # --- height corrections -----------------------------------------------------------
