@@ -13,12 +13,15 @@ from fixed tables in this module, the point id from the run's ``index.json``.
 
 The point files start with ``{"latitude": <lat>, "longitude": <lon>, "basetime"`` (see
 docs/contracts.md); a response splices the requested coordinates in front of
-``"basetime"`` without parsing JSON per request. Windpack (4.3) height files are spliced the
+``"basetime"`` without parsing JSON per request. The Japan files (4.5) are spliced the same way:
+they start with ``{"lat": <lat>, "lon": <lon>, "srf"`` and become the one ``wxdata`` element of
+an answer whose ``requestId`` is a fresh UUID4 per request (so its ETag is weak: it covers the
+forecast content, not the id). Windpack (4.3) height files are spliced the
 same way, with the ``hub_height`` value replaced by the requested text (its byte offsets are
 found once per file); a height between two precomputed ones is interpolated from the numeric
 u/v arrays of the two files, parsed once per run and cached.
 
-Operations live in ``OPERATIONS`` (path -> ``Operation``); 4.4 and 4.5 slot in there later.
+Operations live in ``OPERATIONS`` (path -> ``Operation``); 4.4 slots in there later.
 The query conventions and error codes are documented in docs/api.md.
 """
 
@@ -33,6 +36,7 @@ import math
 import os
 import re
 import time
+import uuid
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
@@ -241,6 +245,15 @@ def check_coverage(grid: Grid, pairs: Iterable[Pair], name: str = "latlon") -> N
             raise outside_coverage(name, pair.text)
 
 
+def parse_coordinate(text: str, name: str) -> float:
+    """One decimal degree (4.5's ``lat`` / ``lon``), in the syntax of a ``latlon`` number:
+    400_002 when it is not one (or NaN/inf). The range is a separate, later check."""
+    value = _number(text)
+    if value is None:
+        raise invalid(name)
+    return value
+
+
 @dataclass(frozen=True)
 class HubHeight:
     """The requested height: its text exactly as sent, its exact and its float value."""
@@ -350,38 +363,60 @@ def height_name(metres: float) -> str:
 
 
 @dataclass(frozen=True)
+class SpliceLayout:
+    """How a kind of point file starts: its two coordinate keys, then the key that follows."""
+
+    lat: str
+    lon: str
+    anchor: str
+
+    @property
+    def open(self) -> bytes:  # b'{"latitude":'
+        return b'{"' + self.lat.encode() + b'":'
+
+    @property
+    def between(self) -> bytes:  # b',"longitude":'
+        return b',"' + self.lon.encode() + b'":'
+
+
+EU_LAYOUT = SpliceLayout("latitude", "longitude", "basetime")  # 4.1-4.3 (docs/contracts.md)
+JAPAN_LAYOUT = SpliceLayout("lat", "lon", "srf")  # 4.5: one wxdata element
+
+
+@dataclass(frozen=True)
 class PointFile:
     """A point file ready to splice: everything after the longitude, and a digest."""
 
     tail: bytes  # b',"basetime": ... }'
     digest: bytes
+    layout: SpliceLayout = EU_LAYOUT
 
     def splice(self, lat_json: bytes, lon_json: bytes) -> list[bytes]:
-        return [b'{"latitude":', lat_json, b',"longitude":', lon_json, self.tail]
+        return [self.layout.open, lat_json, self.layout.between, lon_json, self.tail]
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> PointFile:
+    def from_bytes(cls, data: bytes, layout: SpliceLayout = EU_LAYOUT) -> PointFile:
         digest = hashlib.blake2b(data, digest_size=16).digest()
-        offset = data.find(b'"basetime"')
+        offset = data.find(b'"' + layout.anchor.encode() + b'"')
         head = data[:offset].strip() if offset > 0 else b""
         if (
             offset > 0
             and head.startswith(b"{")
             and head.endswith(b",")
-            and b'"latitude"' in head
-            and b'"longitude"' in head
+            and b'"' + layout.lat.encode() + b'"' in head
+            and b'"' + layout.lon.encode() + b'"' in head
             and len(head) < 256
         ):
-            return cls(b"," + data[offset:].rstrip(), digest)
+            return cls(b"," + data[offset:].rstrip(), digest, layout)
         # Not in the contract's shape: re-render once (cached), never per request.
         log.warning("point file not in the documented layout; re-rendering it once")
         obj = json.loads(data)
         if not isinstance(obj, dict):
             raise ValueError("a point file must hold a JSON object")
-        obj.pop("latitude", None)
-        obj.pop("longitude", None)
+        obj.pop(layout.lat, None)
+        obj.pop(layout.lon, None)
         rest = json.dumps(obj).encode()[1:]  # drop the "{"
-        return cls((b"," + rest) if obj else b"}", digest)
+        return cls((b"," + rest) if obj else b"}", digest, layout)
 
 
 def _hub_height_value(tail: bytes) -> tuple[int, int] | None:
@@ -509,6 +544,18 @@ def interpolate_wind(lower: WindSeries, upper: WindSeries, z1: float, z2: float,
     return b"," + json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()[1:]
 
 
+def _check_wxdata(obj: Any) -> None:
+    """A wxdata element (spec 2.4): an object with numeric lat, lon and the srf, mrf arrays."""
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    for key in ("lat", "lon"):
+        if not isinstance(obj.get(key), (int, float)) or isinstance(obj.get(key), bool):
+            raise ValueError(f'"{key}" is not a number')
+    for key in ("srf", "mrf"):
+        if not isinstance(obj.get(key), list):
+            raise ValueError(f'"{key}" is not an array')
+
+
 class Run:
     """Everything cached for one published run."""
 
@@ -575,6 +622,26 @@ class Run:
         if data is None:
             return None
         point = PointFile.from_bytes(data)
+        self._remember(key, point, len(point.tail))
+        return point
+
+    def wx_file(self, product: str, point_id: str) -> PointFile | None:
+        """A Japan point file (``json/<product>/<point id>.json``: one wxdata element)."""
+        key = ("wx", product, point_id)
+        cached = self._recall(key)
+        if cached is not None:
+            return cached
+        # product from this module's table, point id from index.json.
+        what = f"{product}/{point_id}"
+        data = self._read(self.path / "json" / product, point_id, what)
+        if data is None:
+            return None
+        try:
+            _check_wxdata(json.loads(data))  # once per file and run, never per request
+            point = PointFile.from_bytes(data, JAPAN_LAYOUT)
+        except ValueError as exc:  # includes invalid JSON and invalid UTF-8
+            log.error("run %s: %s is not a wxdata element: %s", self.run_id, what, exc)
+            return None
         self._remember(key, point, len(point.tail))
         return point
 
@@ -647,9 +714,11 @@ def _http_date(dt: datetime) -> bytes:
 
 
 def _etag_matches(header: bytes, etag: bytes) -> bool:
-    """Weak comparison, as RFC 9110 asks for If-None-Match."""
+    """Weak comparison, as RFC 9110 asks for If-None-Match (``etag`` may be weak itself)."""
     if header.strip() == b"*":
         return True
+    if etag.startswith(b"W/"):
+        etag = etag[2:]
     for candidate in header.split(b","):
         candidate = candidate.strip()
         if candidate.startswith(b"W/"):
@@ -861,6 +930,47 @@ def _wind_at_height(
     return [tail], digest
 
 
+def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Response:
+    """4.5: ``{"requestId": <fresh uuid4>, "wxdata": [<the point's element, coordinates echoed>]}``.
+
+    The ETag is weak and covers the forecast content only (run, product, echoed coordinates,
+    the point file), not the requestId: two answers that differ only in their id are
+    equivalent, and a client revalidating with If-None-Match gets 304."""
+    assert op.product is not None
+    lat_text = single(request.params, "lat")
+    lon_text = single(request.params, "lon")
+    lat = parse_coordinate(lat_text, "lat")
+    lon = parse_coordinate(lon_text, "lon")
+    if not -90.0 <= lat <= 90.0:
+        raise out_of_range("lat", lat_text)
+    if not -180.0 <= lon <= 180.0:
+        raise out_of_range("lon", lon_text)
+    point_text = f"{lat_text},{lon_text}"
+
+    grid = app.grid(op.product)
+    if not grid.covers(lat, lon):
+        raise outside_coverage("lat,lon", point_text)
+
+    run = app.current_run()  # resolved once; everything below reads from this run
+    index = run.product(op.product)
+    if index is None:
+        raise no_data(f"no published forecast for {op.product} in the current run")
+    point_id = index.cells.get(grid.cell_key(lat, lon))
+    if point_id is None:
+        raise no_data(f'"lat,lon" has no forecast point in its grid cell: {point_text}')
+    point = run.wx_file(op.product, point_id)
+    if point is None:
+        raise no_data(f'"lat,lon" has no forecast in the current run: {point_text}')
+
+    lat_json, lon_json = repr(lat).encode(), repr(lon).encode()
+    tag = hashlib.blake2b(digest_size=16)
+    tag.update(b"\0".join([b"ss1wx", os.fsencode(run.run_id), op.product.encode(), lat_json, lon_json, point.digest]))
+    etag = b'W/"' + tag.hexdigest().encode() + b'"'
+    request_id = str(uuid.uuid4()).encode()
+    parts = [b'{"requestId":"', request_id, b'","wxdata":[', *point.splice(lat_json, lon_json), b"]}"]
+    return cached_response(request, parts, etag, index.updated, index.next_update)
+
+
 def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Response:
     """What the current run serves: each product with its points, basetime, updated_time."""
     run = app.current_run()
@@ -910,8 +1020,8 @@ OPERATIONS: dict[str, Operation] = {
         Operation(
             "4.3", "/V1/forecast/short-range/windpack", "eu-wind", handle_windpack, ("latlon", "freq", "hubheight")
         ),
-        # 4.4 /api/v2/global/wx (global) and 4.5 /api/v1/ss1wx (japan) slot in here when their
-        # products are published.
+        Operation("4.5", "/api/v1/ss1wx", "japan", handle_ss1wx, ("lat", "lon")),
+        # 4.4 /api/v2/global/wx (global) slots in here when its product is published.
         Operation("catalog", "/catalog", None, handle_catalog),
     )
 }
@@ -981,8 +1091,8 @@ class PointcastApp:
             try:
                 grid = self.grid(product)
                 for lat, lon in probes:
-                    grid.covers(lat, lon)
-                    grid.cell_key(lat, lon)
+                    if grid.covers(lat, lon):  # requests ask for cells inside the coverage only
+                        grid.cell_key(lat, lon)
             except Exception:
                 log.exception("warming up the grid of %s failed", product)
         try:
