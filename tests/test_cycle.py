@@ -227,6 +227,24 @@ def test_served_over_http(published):
         assert r.status_code == 403 and r.json()["code"] == "403_001"
         r = httpx.get(f"{base}/V1/forecast/short-range/common", params={"latlon": "47.0,8.0", "freq": "1H"})
         assert r.status_code == 404 and r.json()["code"] == "404_002"
+        wind = "/V1/forecast/short-range/windpack"
+        r = httpx.get(f"{base}{wind}", params={"latlon": "53.885,1.791", "freq": "1H", "hubheight": "100m"})
+        assert r.status_code == 200
+        obj = r.json()["53.885,1.791"]
+        assert obj["hub_height"] == "100m" and obj["latitude"] == 53.885
+        stored = {h: json.loads((run_dir(root) / "json" / "eu-wind" / "1H" / "hornsea-1" / f"{h}m.json").read_text())["data"]
+                  for h in (80, 100)}
+        assert obj["data"] == stored[100]
+        r = httpx.get(f"{base}{wind}", params={"latlon": "53.885,1.791", "freq": "1H", "hubheight": "90.0m"})
+        between = r.json()["53.885,1.791"]
+        assert r.status_code == 200 and between["hub_height"] == "90.0m"
+        for e, lo, hi in zip(between["data"], stored[80], stored[100]):
+            w = math.log(90 / 80) / math.log(100 / 80)
+            assert abs(e["u_windspd"] - (lo["u_windspd"] + w * (hi["u_windspd"] - lo["u_windspd"]))) <= 0.011
+            assert min(lo["windspd"], hi["windspd"]) - 0.3 <= e["windspd"] <= max(lo["windspd"], hi["windspd"]) + 0.3
+        for bad, code in (("100", "400_002"), ("5m", "400_003"), ("", "400_001")):
+            r = httpx.get(f"{base}{wind}", params={"latlon": "53.885,1.791", "freq": "1H", "hubheight": bad})
+            assert r.status_code == 400 and r.json()["code"] == code
         catalog = httpx.get(f"{base}/catalog").json()
         assert catalog and "paris" in json.dumps(catalog)
     finally:

@@ -45,6 +45,28 @@ def iso(t) -> str:
     return np.datetime_as_string(np.datetime64(t, "s"), unit="s") + "+00:00"
 
 
+FREQ_STEPS = {"1H": np.timedelta64(60, "m"), "30min": np.timedelta64(30, "m"),
+              "15min": np.timedelta64(15, "m")}
+
+
+def freq_series(series: xr.Dataset, cfg: ProductConfig, ctx: RunContext):
+    """Yield (freq, step, series aggregated to that step over the horizon), the finest last."""
+    from ..interp import aggregate
+
+    start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
+    for freq in sorted(cfg.freqs, key=lambda f: -FREQ_STEPS[f]):
+        step = FREQ_STEPS[freq]
+        yield freq, step, aggregate(series, start, step, int(np.timedelta64(cfg.horizon_hours, "h") / step))
+
+
+def number(value: float, decimals: int | None) -> float | int | None:
+    """A JSON number rounded to the element's precision; None (null) for a gap, which the
+    validation gate rejects before anything is published."""
+    if not np.isfinite(value):
+        return None
+    return int(value) if decimals is None else round(float(value), decimals) + 0.0
+
+
 def dumps(obj) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 

@@ -15,11 +15,8 @@ import xarray as xr
 
 from .. import codes, physics
 from ..config import ProductConfig
-from ..interp import aggregate
-from .base import ProductOutput, RunContext, archive_frame, dumps, iso, render_index
+from .base import ProductOutput, RunContext, archive_frame, dumps, freq_series, iso, number, render_index
 
-FREQ_STEPS = {"1H": np.timedelta64(60, "m"), "30min": np.timedelta64(30, "m"),
-              "15min": np.timedelta64(15, "m")}
 HEIGHTS = (10.0, 100.0, 200.0)
 KELVIN = 273.15
 
@@ -139,14 +136,6 @@ def elements(ds: xr.Dataset, step: np.timedelta64) -> dict[str, np.ndarray]:
     return out
 
 
-def _number(value: float, decimals: int | None) -> float | int | None:
-    """A JSON number rounded to the element's precision; None (null) for a gap, which the
-    validation gate rejects before anything is published."""
-    if not np.isfinite(value):
-        return None
-    return int(value) if decimals is None else round(float(value), decimals) + 0.0
-
-
 class EuCommon:
     """4.1 and 4.2: the same elements over the product's horizon at 1H, 30min and 15min."""
 
@@ -158,22 +147,14 @@ class EuCommon:
         return list(HEIGHTS)
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput:
-        start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
-        points = list(cfg.points)
         files: dict[str, bytes] = {}
-        finest = None
-        for freq in cfg.freqs:
-            step = FREQ_STEPS[freq]
-            count = int(np.timedelta64(cfg.horizon_hours, "h") / step)
-            ds = aggregate(series, start, step, count)
+        for freq, step, ds in freq_series(series, cfg, ctx):
             values = elements(ds, step)
             stamps = [iso(t) for t in ds.time.values]
-            for j, p in enumerate(points):
+            for j, p in enumerate(cfg.points):
                 files[f"{self.id}/{freq}/{p.id}.json"] = self._render(p, freq, stamps, values, j, ctx)
-            if finest is None or step < finest[0]:
-                finest = (step, ds, values)
         files[f"{self.id}/index.json"] = self._index(cfg, ctx)
-        step, ds, values = finest
+        # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, values, cfg, ctx, step))
 
     def _render(self, p, freq, stamps, values, j, ctx: RunContext) -> bytes:
@@ -183,7 +164,7 @@ class EuCommon:
             if key == "weather_type":
                 columns[key] = list(col)
                 continue
-            columns[key] = [_number(v, BY_KEY[key].decimals) for v in col]
+            columns[key] = [number(v, BY_KEY[key].decimals) for v in col]
         data = [{"datetime": s, **{k: columns[k][i] for k in ORDER[1:]}} for i, s in enumerate(stamps)]
         # latitude/longitude first and basetime next: the server splices the request's coordinates.
         obj = {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),

@@ -15,9 +15,7 @@ import xarray as xr
 
 from .. import physics
 from ..config import ProductConfig
-from ..interp import aggregate
-from .base import ProductOutput, RunContext, archive_frame, dumps, iso, render_index
-from .eu_common import FREQ_STEPS, _number
+from .base import ProductOutput, RunContext, archive_frame, dumps, freq_series, iso, number, render_index
 
 LADDER = (10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 180.0, 200.0, 250.0, 300.0)
 UNITS = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
@@ -45,13 +43,8 @@ class EuWind:
                 for freq in cfg.freqs for p in cfg.points for h in point_heights(p)]
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput:
-        start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
         files: dict[str, bytes] = {}
-        finest = None
-        for freq in cfg.freqs:
-            step = FREQ_STEPS[freq]
-            count = int(np.timedelta64(cfg.horizon_hours, "h") / step)
-            ds = aggregate(series[["wind_u", "wind_v"]], start, step, count)
+        for freq, step, ds in freq_series(series[["wind_u", "wind_v"]], cfg, ctx):
             wind = _wind(ds)
             stamps = [iso(t) for t in ds.time.values]
             heights = list(ds.height.values)
@@ -60,15 +53,13 @@ class EuWind:
                     k = heights.index(h)
                     files[f"{self.id}/{freq}/{p.id}/{height_name(h)}.json"] = self._render(
                         p, freq, h, stamps, {name: arr[:, j, k] for name, arr in wind.items()}, ctx)
-            if finest is None or step < finest[0]:
-                finest = (step, ds, wind)
         files[f"{self.id}/index.json"] = self._index(cfg, ctx)
-        step, ds, wind = finest
+        # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, wind, cfg, ctx, step))
 
     def _render(self, p, freq, h, stamps, cols, ctx: RunContext) -> bytes:
         decimals = {"windspd": 2, "windir": 1, "u_windspd": 2, "v_windspd": 2}
-        values = {k: [_number(v, decimals[k]) for v in cols[k]] for k in decimals}
+        values = {k: [number(v, decimals[k]) for v in cols[k]] for k in decimals}
         data = [{"datetime": s, **{k: values[k][i] for k in decimals}} for i, s in enumerate(stamps)]
         return dumps({"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
                       "updated_time": iso(ctx.updated), "freq": freq, "hub_height": height_name(h),
