@@ -164,13 +164,21 @@ def _variant(cfg: Path, name: str, old: str, new: str) -> Path:
     return path
 
 
+def _only_product(cfg: Path, name: str, section: str) -> Path:
+    """The test configuration with its products replaced by one product `section`."""
+    text = cfg.read_text()
+    path = cfg.parent / name
+    path.write_text(text[:text.index("[products.")] + section)
+    return path
+
+
 def test_cycle_failing_validation_is_kept_aside_and_not_served(published):
     """ICON-D2 alone cannot cover Lisbon: the run fails validation, goes to runs/failed/."""
     from flows.cycle import cycle
 
     cfg, root, run_id = published
-    bad = _variant(cfg, "d2-only.toml", 'models = ["icon-d2", "icon-eu", "ifs"]\nfreqs = ["1H", "30min", "15min"]\nhorizon_hours = 72',
-                   'models = ["icon-d2"]\nfreqs = ["1H", "30min", "15min"]\nhorizon_hours = 48')
+    bad = _only_product(cfg, "d2-only.toml", '[products.eu-short]\npoints = "points/europe.csv"\n'
+                        'models = ["icon-d2"]\nfreqs = ["1H"]\nhorizon_hours = 48\n')
     state = cycle(str(bad), return_state=True)
     assert state.is_failed()
     assert (root / "current").readlink().name == run_id

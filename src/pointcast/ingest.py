@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -33,6 +34,7 @@ from .sources.base import GribField, Processing
 
 log = logging.getLogger(__name__)
 
+INDEX_THREADS = min(8, 2 * (os.cpu_count() or 1))
 LEVEL_DIMS = {"heightAboveGround": "height", "isobaricInhPa": "plev",
               "generalVerticalLayer": "mlev", "generalVertical": "hlev"}
 
@@ -148,8 +150,10 @@ def index_file(path: Path) -> list[Message]:
     return out
 
 
-def read_values(path: Path, offset: int, length: int, nj: int, ni: int, north_first: bool) -> np.ndarray:
-    """Decode one message's values into a (lat ascending, lon) float32 array, NaN where missing."""
+def read_values(path: Path, offset: int, length: int, nj: int, ni: int, north_first: bool,
+                scale: float = 1.0, add: float = 0.0) -> np.ndarray:
+    """Decode one message's values into a (lat ascending, lon) float32 array in canonical units
+    (``raw * scale + add``), NaN where missing."""
     with open(path, "rb") as f:
         f.seek(offset)
         raw = f.read(length)
@@ -162,14 +166,18 @@ def read_values(path: Path, offset: int, length: int, nj: int, ni: int, north_fi
             values[values == eccodes.codes_get(h, "missingValue")] = np.nan
     finally:
         eccodes.codes_release(h)
+    if scale != 1.0 or add != 0.0:
+        values = values * scale + add
     grid = values.astype(np.float32, copy=False).reshape(nj, ni)
     return grid[::-1] if north_first else grid
 
 
-def _lazy(msg: Message) -> da.Array:
+def _lazy(msg: Message, row: GribField) -> da.Array:
+    """One message as a dask array, already scaled to canonical units (the scaling is linear, so
+    it commutes with de-accumulation and with the sums of components)."""
     g = msg.grid
     task = dask.delayed(read_values, pure=True)(msg.path, msg.offset, msg.length, g.nj, g.ni,
-                                                g.north_first)
+                                                g.north_first, row.scale, row.offset)
     return da.from_delayed(task, shape=(g.nj, g.ni), dtype=np.float32)
 
 
@@ -216,9 +224,8 @@ def _component(row: GribField, msgs: list[Message], levels: list[int] | None) ->
     if row.processing is Processing.CONSTANT:
         first_step = min(m.end_minutes for m in msgs)
         by_level = {m.level: m for m in msgs if m.end_minutes == first_step}
-        planes = [_lazy(by_level[lv]) for lv in (levels or [msgs[0].level])]
-        arr = (planes[0] if levels is None else da.stack(planes)) * np.float32(row.scale) + np.float32(row.offset)
-        return {first_step: arr}
+        planes = [_lazy(by_level[lv], row) for lv in (levels or [msgs[0].level])]
+        return {first_step: planes[0] if levels is None else da.stack(planes)}
     by_key = {(m.end_minutes, m.level): m for m in msgs}
     own_steps = np.array(sorted({m.end_minutes for m in msgs}))
     lv = levels if levels is not None else [msgs[0].level]
@@ -227,15 +234,17 @@ def _component(row: GribField, msgs: list[Message], levels: list[int] | None) ->
 
     def plane(step, level):
         m = by_key.get((step, level))
-        return _lazy(m) if m is not None else blank
+        return _lazy(m, row) if m is not None else blank
 
-    planes = [da.stack([plane(s, l) for l in lv]) for s in own_steps]  # each (L, y, x)
+    planes = [plane(s, lv[0]) if levels is None else da.stack([plane(s, l) for l in lv])
+              for s in own_steps]
     if row.processing in (Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START):
+        if row.offset:
+            raise DecodeError(f"{row.shortName}: an accumulated field cannot have an offset")
         starts = [min(m.start_minutes for m in msgs if m.end_minutes == s) for s in own_steps]
         planes = _deaccumulate(planes, starts, list(own_steps), row, str(msgs[0].path.parent))
-    scale, offset = np.float32(row.scale), np.float32(row.offset)
-    planes = [(p * scale + offset).astype(np.float32) for p in planes]
-    return {int(s): (p if levels is not None else p[0]) for s, p in zip(own_steps, planes)}
+        planes = [p.astype(np.float32) for p in planes]
+    return {int(s): p for s, p in zip(own_steps, planes)}
 
 
 def _combine(rows: list[GribField], rows_msgs: dict, levels: list[int] | None,
@@ -272,7 +281,10 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     Messages that no table row names are skipped (and counted in the log); fields on a grid
     other than the run's main grid raise, since one model run has one grid.
     """
-    messages = [m for path in files for m in index_file(Path(path))]
+    # Headers of many small files (DWD publishes one field per file): read them in parallel;
+    # bz2 and ecCodes release the GIL for most of the work.
+    with ThreadPoolExecutor(max_workers=INDEX_THREADS) as pool:
+        messages = [m for msgs in pool.map(index_file, map(Path, files)) for m in msgs]
     rows_msgs: dict[GribField, list[Message]] = defaultdict(list)
     unused = 0
     for m in messages:
