@@ -1,7 +1,8 @@
 """Where model runs come from.
 
-A model is defined once (``ifs.py``, ``icon.py``); a source is a place runs of those models come
-from, chosen by configuration (``[sources.<name>] type = ...``) through ``make_source``.
+A model is defined once (``ifs.py``, ``icon.py``, ``msm.py``); a source is a place runs of those
+models come from, chosen by configuration (``[sources.<name>] type = ...``) through
+``make_source``.
 """
 
 from __future__ import annotations
@@ -12,15 +13,21 @@ from typing import Any, Protocol
 from .base import FetchedRun, GribField, ModelSpec, Processing, RegularGrid, RunRef, Source
 from .icon import ICON_D2, ICON_EU
 from .ifs import IFS
+from .msm import MSM
 from . import ifs as _ifs
+from . import msm as _msm
 
-MODELS: dict[str, ModelSpec] = {"ifs": IFS, "icon-eu": ICON_EU, "icon-d2": ICON_D2}
+MODELS: dict[str, ModelSpec] = {"ifs": IFS, "icon-eu": ICON_EU, "icon-d2": ICON_D2, "msm": MSM}
 
 
 def run_steps(model: ModelSpec, init: datetime) -> tuple[timedelta, ...]:
-    """Output steps of the run of ``model`` starting at ``init`` (IFS 06/18 UTC stop at 144 h)."""
+    """Output steps of the run of ``model`` starting at ``init``: the forecast range of some
+    models depends on the run (IFS 06/18 UTC stop at 144 h, MSM 03/06/09/15/18/21 UTC at
+    39 h while 00/12 UTC reach 78 h)."""
     if model.id == IFS.id:
         return _ifs.steps_for_run(init.hour)
+    if model.id == MSM.id:
+        return _msm.steps_for_run(init.hour)
     return model.steps
 
 
@@ -41,6 +48,6 @@ def make_source(name: str, cfg: SourceConfig) -> Source:
 
 
 __all__ = [
-    "FetchedRun", "GribField", "ICON_D2", "ICON_EU", "IFS", "MODELS", "ModelSpec", "Processing",
-    "RegularGrid", "RunRef", "Source", "make_source", "run_steps",
+    "FetchedRun", "GribField", "ICON_D2", "ICON_EU", "IFS", "MODELS", "MSM", "ModelSpec",
+    "Processing", "RegularGrid", "RunRef", "Source", "make_source", "run_steps",
 ]

@@ -35,6 +35,19 @@ writes what they write, byte for byte in format if not in content:
   (ICON-EU 55-60, ICON-D2 58-65) at every step, HHL on their half levels once, on the
   generalized vertical height coordinate with DWD's vertical-grid header (``nlev``,
   ``numberOfVGridUsed`` 4, a synthetic ``uuidOfVGrid``), see ``sources/icon.py``.
+* JMA MSM as JMA's surface GPV ("Lsurf"): one file per range of steps holding every field of
+  those steps, ``Z__C_RJTD_<YYYYMMDDhh>0000_MSM_GPV_Rjp_Lsurf_FH<aa>-<bb>_grib2.bin`` with
+  FH00-15, FH16-33 and FH34-39 for every run and FH40-51, FH52-78 for the 00/12 UTC runs,
+  directly in the run directory; inside a file step after step, each step in JMA's element
+  order (PRMSL, PRES, UGRD, VGRD, TMP, RH, LCDC, TCDC, then APCP and DSWRF from step 1).
+  Centre ``rjtd`` (subcentre 0), GRIB master tables 2, local tables 1, earth shape 4 (GRS80),
+  rows from north to south, ``grid_simple`` 12-bit packing, steps in hours; temperature and
+  humidity at 1.5 m (scale factor 1, value 15); APCP (0/1/8, accumulation) and DSWRF (0/4/7,
+  average) over the hour before the step (``k-1``-``k``), template 4.8. MCDC and HCDC, which
+  real files also hold, are not written (no catalogue name). Header keys that no reader of
+  the fields depends on (generating process identifier, type of processed data) are left at
+  ecCodes' defaults: not checked against a real MSM file (none is at hand). See
+  ``sources/msm.py``.
 
 Everything sits under ``<cache>/sample/<model>/<YYYYMMDDHH>/`` with a ``README.txt`` saying the
 data are synthetic and a ``complete`` marker written last (it records the parameters, so a
@@ -45,14 +58,21 @@ The weather is one analytic "truth", a function of place and valid time that eve
 samples on its own grid with small model-specific differences (depth and phase of the lows,
 a temperature bias, precipitation efficiency, smoother orography on coarser grids, a phase
 error growing with lead time): a smooth orography (Gaussian ridges at the real mountain
-ranges, zero over sea), temperature by latitude and season with a diurnal cycle by local solar
-time, a -6.5 K/km lapse rate, a train of lows (20-30 hPa, eastwards at 10 m/s) with
-geostrophic winds turned towards low pressure near the ground, hypsometric surface pressure
-and pressure-level heights, log wind profiles, humidity and cloud around the lows, precipitation
+ranges of Europe, Asia and Japan, zero over sea), temperature by latitude and season with a
+diurnal cycle by local solar time, a -6.5 K/km lapse rate, a train of lows (20-30 hPa,
+eastwards at 10 m/s) crossing the Atlantic and Europe and another (10-26 hPa, 11 m/s) born
+over eastern China that crosses Japan, the seasonal centres of the East Asian monsoon (the
+Siberian high and Aleutian low in winter, the North Pacific high in summer), East Asia's
+climate (cold continental winters, Japan's large annual cycle, the Kuroshio, humid monsoon
+air), geostrophic winds turned towards low pressure near the ground, hypsometric surface
+pressure and pressure-level heights, log wind profiles, humidity and cloud around the lows and
+on windward slopes (orographic lift; drier in the lee: snow on Japan's Sea of Japan side in the
+north-westerly winter monsoon, sunshine on the Pacific side), precipitation
 only under cloud above 80 %, snow below about 1 degC, clear-sky radiation (Haurwitz) reduced by
 cloud, net shortwave through an albedo (sea 0.07, land 0.17, snow 0.6 where the daily-mean
 temperature is below -2 degC), low cloud as a share (30-90 %) of the total, gusts,
-visibility and CAPE. ICON's half levels follow the terrain (``half_level_height``) and the
+visibility and CAPE, relative humidity from the 2 m dewpoint. ICON's half levels follow the
+terrain (``half_level_height``) and the
 model-level winds are the same column as the 10 m, height-level and pressure-level winds
 (``Weather.profile``). Accumulations, means and maxima are integrated over
 sub-steps of at most 30 minutes (15 for ICON-D2's quarter hours), so they never decrease, and
@@ -60,8 +80,11 @@ interval means are zero when the sun stayed down.
 
 Choices a reader of the files should know: interval fields (the gust maxima) start at the
 first step after 0 (no interval ends at step 0); IFS surface geopotential is written at step 0
-only; overcast is 99.99 % so that 16-bit packing never decodes above 100 %; the DWD local
-section (254) is not written (this ecCodes cannot encode it).
+only; overcast is 99.99 % so that 16-bit packing never decodes above 100 % (JMA's 12-bit
+percentages are capped at 99.98 % for the same reason); the DWD local section (254) is not
+written (this ecCodes cannot encode it). The default area (``DEFAULT_AREA``, west -25, south
+20, east 150, north 72) crops the global model to Europe and Asia as far as Japan; a regional
+model is cropped to it too and must overlap it by at least 2 x 2 points.
 
 Nothing depends on the wall clock or on unseeded randomness: the same model, init time, scale,
 area and steps give byte-identical files.
@@ -86,19 +109,25 @@ from typing import Any
 import eccodes
 import numpy as np
 
+from ..catalogue import variable
 from .base import FetchedRun, GribField, ModelSpec, Processing, RunRef
 from .icon import HALF_LEVEL_HEIGHTS, NUMBER_OF_HALF_LEVELS, SLEVE_DECAY
+from .msm import file_group as msm_file_group
+from .msm import file_name as msm_file_name
 
 log = logging.getLogger(__name__)
 
 # Part of the cached run's fingerprint: bump it when the files written change, so that
-# runs cached by an older version are rewritten (2: CLCL, ASOB_S, ICON model levels, HHL).
-GENERATOR = "pointcast-sample/2"
+# runs cached by an older version are rewritten (2: CLCL, ASOB_S, ICON model levels, HHL;
+# 3: JMA MSM, East Asian weather and orography, orographic lift, the wider default area).
+GENERATOR = "pointcast-sample/3"
 SYNTHETIC_NOTE = ("SYNTHETIC DATA: written by pointcast's embedded sample source from an "
                   "analytic weather model; this is not a real forecast.")
 
 DEFAULT_SCALE = 4
-DEFAULT_AREA = (-25.0, 30.0, 45.0, 72.0)  # west, south, east, north
+# West, south, east, north: Europe, and Asia as far as Japan (MSM's whole domain lies inside,
+# and IFS covers Japan beyond MSM's horizon).
+DEFAULT_AREA = (-25.0, 20.0, 150.0, 72.0)
 
 UTC = timezone.utc
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -114,6 +143,9 @@ SUB_STEP_MIN = 30  # longest integration sub-step of accumulated and interval fi
 # "grid_ccsds" on 16 June 2026; ecCodes reads both, so readers must not assume either.)
 DWD_PACKING = "grid_simple"
 ECMWF_PACKING = "grid_ccsds"
+# JMA's GPV: simple packing at 12 bits (JMA's published file sizes, see sources/msm.py).
+JMA_PACKING = "grid_simple"
+JMA_BITS = 12
 # ICON model-level wind is written at every step up to this lead time (hours; None: all).
 MODEL_LEVEL_HOURS: int | None = None
 
@@ -224,6 +256,7 @@ FLAVOURS: dict[str, Flavour] = {
                    cape=1.15),
     "icon-eu": Flavour(depth=1.03, phase_h_per_day=-0.2, bias_k=0.25, precip=1.05),
     "icon-d2": Flavour(depth=1.01, phase_h_per_day=-0.1, bias_k=0.1, precip=1.1, cloud=1.02),
+    "msm": Flavour(depth=1.02, phase_h_per_day=-0.15, bias_k=0.2, precip=1.08, cloud=1.01),
 }
 
 # Mountain ranges as Gaussian ridges: lat, lon, height (m), sigma along/across (km), azimuth of
@@ -262,6 +295,44 @@ RIDGES: tuple[tuple[float, float, float, float, float, float], ...] = (
     (-26.0, 27.0, 1300, 800, 500, 45),  # southern African plateau
     (73.0, -40.0, 2600, 1000, 480, 170),  # Greenland ice sheet
     (-80.0, 45.0, 2800, 2000, 1200, 90),  # East Antarctica
+    # Asia (IFS's area reaches Japan).
+    (60.0, 59.5, 700, 1200, 90, 5),  # Urals
+    (42.0, 80.0, 3800, 800, 130, 80),  # Tian Shan
+    (37.5, 72.0, 4200, 400, 150, 60),  # Pamir and Hindu Kush
+    (48.5, 89.0, 2500, 500, 120, 130),  # Altai
+    (52.0, 96.0, 2000, 500, 120, 100),  # Sayan
+    (47.0, 103.0, 1600, 900, 450, 80),  # Mongolian plateau
+    (32.0, 50.0, 2000, 900, 120, 135),  # Zagros
+    (36.2, 52.0, 2800, 300, 50, 95),  # Elburz
+    (33.0, 56.0, 1200, 800, 500, 110),  # Iranian plateau
+    (34.0, 108.0, 2200, 400, 60, 90),  # Qinling
+    (37.0, 113.5, 1300, 350, 60, 20),  # Taihang
+    (26.0, 104.0, 1800, 500, 300, 90),  # Yunnan-Guizhou plateau
+    (27.0, 117.5, 1100, 300, 60, 50),  # Wuyi
+    (47.0, 121.0, 1000, 600, 100, 20),  # Greater Khingan
+    (46.0, 136.0, 1000, 500, 80, 40),  # Sikhote-Alin
+    (49.0, 143.0, 900, 400, 30, 0),  # Sakhalin
+    (41.5, 128.0, 1600, 150, 60, 45),  # Changbai, northern Korea
+    (37.3, 128.8, 1100, 200, 30, 155),  # Taebaek, Korea
+    (23.6, 121.0, 2800, 170, 35, 15),  # Taiwan's Central Range
+    # Japan (MSM's 5 km grid resolves these).
+    (36.35, 137.6, 2200, 60, 18, 10),  # Hida Mountains (Northern Alps)
+    (35.75, 137.85, 1800, 40, 12, 15),  # Kiso Mountains (Central Alps)
+    (35.45, 138.2, 2200, 55, 18, 20),  # Akaishi Mountains (Southern Alps)
+    (35.36, 138.73, 2600, 14, 14, 0),  # Mount Fuji
+    (36.9, 139.0, 1500, 80, 25, 40),  # Echigo and Mikuni Mountains
+    (39.3, 140.85, 1100, 220, 22, 5),  # Ou Mountains (Tohoku's spine)
+    (38.9, 140.1, 1000, 150, 18, 5),  # Dewa Mountains, Chokai, Gassan
+    (39.6, 141.5, 800, 120, 30, 0),  # Kitakami Highlands
+    (37.4, 140.55, 600, 80, 25, 5),  # Abukuma Highlands
+    (42.75, 142.85, 1400, 90, 18, 155),  # Hidaka Mountains (Hokkaido)
+    (43.6, 142.8, 1600, 50, 25, 45),  # Daisetsuzan and Tokachi (Hokkaido)
+    (44.3, 142.5, 800, 120, 25, 0),  # Teshio and Kitami Mountains (Hokkaido)
+    (44.05, 145.05, 1200, 40, 8, 45),  # Shiretoko
+    (34.1, 135.9, 1300, 70, 30, 10),  # Kii Mountains
+    (35.1, 133.4, 900, 200, 25, 65),  # Chugoku Mountains
+    (33.75, 133.4, 1400, 140, 20, 70),  # Shikoku Mountains
+    (32.4, 131.1, 1200, 110, 30, 30),  # Kyushu Mountains
 )
 
 
@@ -359,12 +430,14 @@ class LandMask:
 _LAND_MASK: LandMask | None = None
 
 
-def _orography(lat: np.ndarray, lon: np.ndarray, land: np.ndarray, landfrac: np.ndarray,
-               grid_km: float) -> np.ndarray:
-    """Surface height (m): smooth ridges plus a low plateau over land, 0 over sea. A model with
-    a coarser grid sees the ridges smoothed by its grid spacing (lower, wider)."""
+def _ridges(lat: np.ndarray, lon: np.ndarray, grid_km: float
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The mountain ridges (m, over land and sea alike) and their slope (m per m, eastwards and
+    northwards, analytic). A model with a coarser grid sees the ridges smoothed by its grid
+    spacing (lower, wider)."""
     phi = np.radians(lat)[:, None]
-    h = 120.0 * np.clip(landfrac, 0.0, 1.0) ** 2
+    shape = (len(lat), len(lon))
+    h, dhdx, dhdy = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     for rlat, rlon, height, along, across, azimuth in RIDGES:
         sa, sc = math.hypot(along, grid_km), math.hypot(across, grid_km)
         margin = 5.0 * max(sa, sc) / 111.2  # degrees of latitude beyond which it is ~0
@@ -377,7 +450,21 @@ def _orography(lat: np.ndarray, lon: np.ndarray, land: np.ndarray, landfrac: np.
         az = math.radians(azimuth)
         a = x * math.sin(az) + y * math.cos(az)
         c = x * math.cos(az) - y * math.sin(az)
-        h = h + peak * np.exp(-0.5 * ((a / sa) ** 2 + (c / sc) ** 2))
+        hr = peak * np.exp(-0.5 * ((a / sa) ** 2 + (c / sc) ** 2))
+        h = h + hr
+        # d/da and d/dc (m per km), turned back to east/north, in m per m.
+        da, dc = -hr * a / (sa * sa), -hr * c / (sc * sc)
+        dhdx = dhdx + (da * math.sin(az) + dc * math.cos(az)) * 1e-3
+        dhdy = dhdy + (da * math.cos(az) - dc * math.sin(az)) * 1e-3
+    return h, dhdx, dhdy
+
+
+def _orography(lat: np.ndarray, lon: np.ndarray, land: np.ndarray, landfrac: np.ndarray,
+               grid_km: float, ridges: np.ndarray | None = None) -> np.ndarray:
+    """Surface height (m): smooth ridges plus a low plateau over land, 0 over sea."""
+    if ridges is None:
+        ridges = _ridges(lat, lon, grid_km)[0]
+    h = 120.0 * np.clip(landfrac, 0.0, 1.0) ** 2 + ridges
     return np.where(land, h, 0.0)
 
 
@@ -420,13 +507,50 @@ class Blob:
 LOW_PERIOD_H = 90.0  # a new low every 90 h in each hemisphere
 LOW_LIFE_H = 216.0
 LOW_SPEED = 10.0  # m s-1 eastwards
+# East Asia: lows born over eastern China and the East China Sea (29-37 N, 112-126 E) every
+# 72 h, living 150 h, moving east at 11 m/s and poleward by 14 degrees over their life, so that
+# they cross Japan in their first two days (the Sea of Japan and south-coast lows) and deepen
+# towards the Kurils and the Aleutians; 10-26 hPa deep when born in winter, 0.6 of that in
+# summer.
+EA_PHASE_H = 29.0
+EA_PERIOD_H = 72.0
+EA_LIFE_H = 150.0
+EA_SPEED = 11.0
+EA_DRIFT_DEG = 14.0
+
+
+def season_index(th: float) -> float:
+    """+1 in mid-July, -1 in mid-January (northern hemisphere), at ``th`` hours since 2000."""
+    return math.cos(2.0 * math.pi * (th / 24.0 - 199.0) / 365.2422)
+
+
+def _east_lon(lon0: float, lat0: float, lat1: float, dist_m: float) -> float:
+    """Longitude reached after ``dist_m`` eastwards at constant speed while the latitude goes
+    linearly from ``lat0`` to ``lat1`` (the exact integral of the zonal speed over cos(lat))."""
+    p0, p1 = math.radians(lat0), math.radians(lat1)
+    if abs(p1 - p0) < 1e-9:
+        rad = dist_m / (R_EARTH * math.cos(p0))
+    else:
+        mercator = (math.log(math.tan(math.pi / 4 + p1 / 2))
+                    - math.log(math.tan(math.pi / 4 + p0 / 2)))
+        rad = dist_m / R_EARTH * mercator / (p1 - p0)
+    return (lon0 + math.degrees(rad) + 180.0) % 360.0 - 180.0
 
 
 def lows(th: float, depth: float = 1.0) -> list[Blob]:
-    """The travelling lows alive at ``th`` (hours since 2000) plus the stationary centres."""
+    """The travelling lows alive at ``th`` (hours since 2000) plus the stationary centres.
+
+    Stationary: the Azores high and the Icelandic low all year; over East Asia and the North
+    Pacific the seasonal centres of the monsoon, the Siberian high and the Aleutian low in
+    winter (north-westerly winter monsoon over Japan) and the North Pacific high in summer."""
+    season = season_index(th)
+    winter, summer = 0.5 * (1.0 - season), 0.5 * (1.0 + season)
     out: list[Blob] = [
         Blob(37.0, -32.0, -700.0, 1.3e6),  # Azores high
         Blob(63.0, -28.0, 600.0, 1.2e6),  # Icelandic low
+        Blob(49.0, 103.0, -2200.0 * winter, 1.6e6),  # Siberian high
+        Blob(52.0, 178.0, 1800.0 * winter, 1.6e6),  # Aleutian low
+        Blob(32.0, 160.0, -1600.0 * summer, 2.0e6),  # North Pacific high
     ]
     for hemi, phase0 in ((1, 11.0), (-1, 47.0)):
         kmax = math.floor((th - phase0) / LOW_PERIOD_H)
@@ -445,6 +569,22 @@ def lows(th: float, depth: float = 1.0) -> list[Blob]:
             amp = depth * (1800.0 + 1200.0 * r[2]) * life ** 0.8
             radius = (550e3 + 300e3 * r[3]) * (0.75 + 0.25 * life)
             out.append(Blob(lat, lon, amp, radius, moist=life ** 0.5, hemi=hemi))
+    kmax = math.floor((th - EA_PHASE_H) / EA_PERIOD_H)
+    kmin = math.ceil((th - EA_PHASE_H - EA_LIFE_H) / EA_PERIOD_H)
+    for k in range(kmin, kmax + 1):
+        age = th - EA_PHASE_H - k * EA_PERIOD_H
+        if not 0.0 <= age < EA_LIFE_H:
+            continue
+        r = [_hash01(k, 2, salt) for salt in range(4)]  # train 2: East Asia
+        life = math.sin(math.pi * age / EA_LIFE_H)
+        lat0 = 29.0 + 8.0 * r[0]
+        lat = lat0 + EA_DRIFT_DEG * age / EA_LIFE_H
+        lon = _east_lon(112.0 + 14.0 * r[1], lat0, lat, EA_SPEED * age * 3600.0)
+        # Deepest in winter and spring, shallower in summer (the season at the low's birth).
+        strength = 0.6 + 0.4 * 0.5 * (1.0 - season_index(th - age))
+        amp = depth * strength * (1000.0 + 1600.0 * r[2]) * life ** 0.8
+        radius = (450e3 + 250e3 * r[3]) * (0.75 + 0.25 * life)
+        out.append(Blob(lat, lon, amp, radius, moist=life ** 0.5, hemi=1))
     return out
 
 
@@ -493,7 +633,12 @@ class Weather:
         lf = np.clip(land.fraction(lat, lon), 0.0, 1.0)
         self.landfrac = lf.astype(f4)
         self.land = land.is_land(lat, lon)
-        self.orog = _orography(lat, lon, self.land, lf, model.grid.dlat * 111.2).astype(f4)
+        ridges, dhdx, dhdy = _ridges(lat, lon, model.grid.dlat * 111.2)
+        self.orog = _orography(lat, lon, self.land, lf, model.grid.dlat * 111.2,
+                               ridges).astype(f4)
+        # Slope of the ridges (m/m): air blown up it rises (cloud, rain and snow on the
+        # windward side), air blown down it sinks and dries (the lee).
+        self.dhdx, self.dhdy = dhdx.astype(f4), dhdy.astype(f4)
         # Roughness length: sea, land, more over mountains.
         z0_land = 0.05 + 0.25 * np.clip(self.orog / 2000.0, 0.0, 1.0)
         self.z0 = np.exp(math.log(2e-4) * (1 - lf) + np.log(z0_land) * lf).astype(f4)
@@ -515,12 +660,21 @@ class Weather:
         la, lo = lat[:, None], lon[None, :]
         gulf = np.exp(-(((la - 60.0) / 12.0) ** 2) - (((lo + 10.0) / 28.0) ** 2))
         iberia = np.exp(-(((la - 37.0) / 7.0) ** 2) - (((lo + 3.0) / 9.0) ** 2))
+        # East Asia: the Siberian winter (colder, a much larger annual cycle inland), the
+        # monsoon climate of China, Korea and Japan (large annual cycle also near the sea:
+        # Sapporo -3/22 degC, Tokyo 5/27 degC in January/August), the Kuroshio warming
+        # Japan's Pacific coast, and the humid monsoon air (no subtropical dryness there).
+        siberia = np.exp(-(((la - 55.0) / 15.0) ** 2) - (((lo - 110.0) / 35.0) ** 2))
+        monsoon = np.exp(-(((la - 38.0) / 10.0) ** 2) - (((lo - 128.0) / 22.0) ** 2))
+        kuroshio = np.exp(-(((la - 32.0) / 4.0) ** 2) - (((lo - 136.0) / 10.0) ** 2))
+        humid = np.exp(-(((la - 33.0) / 9.0) ** 2) - (((lo - 125.0) / 22.0) ** 2))
         self.t_annual = (300.0 - 50.0 * (np.abs(la) / 90.0) ** 1.74 + 4.0 * gulf + 3.0 * iberia
-                         + self.flavour.bias_k).astype(f4)
-        self.t_season_amp = (sign * (2.0 + 10.5 * np.abs(np.sin(phi)) * (0.3 + 0.7 * lf))
+                         - 7.0 * siberia + 2.0 * kuroshio + self.flavour.bias_k).astype(f4)
+        self.t_season_amp = (sign * (2.0 + 10.5 * np.abs(np.sin(phi)) * (0.3 + 0.7 * lf)
+                                     + 14.0 * siberia * (0.5 + 0.5 * lf) + 4.0 * monsoon)
                              ).astype(f4)
-        self.rh_base = (0.74 - 0.1 * lf
-                        - 0.2 * np.exp(-(((np.abs(la) - 27.0) / 9.0) ** 2))).astype(f4)
+        self.rh_base = (0.74 - 0.1 * lf - 0.2 * np.exp(-(((np.abs(la) - 27.0) / 9.0) ** 2))
+                        + 0.12 * humid).astype(f4)
         # K, half the clear-sky daily range (dry air widens it, see surface()).
         self.diurnal_amp = (0.5 + 5.5 * lf).astype(f4)
         self.t_lapse = (LAPSE * self.orog).astype(f4)
@@ -595,10 +749,14 @@ class Weather:
         # Geostrophic wind: cyclonic around lows (counter-clockwise in the north).
         ug = np.clip(self.trades - dpdy * self.geo, -60.0, 60.0)
         vg = np.clip(dpdx * self.geo, -60.0, 60.0)
+        # Orographic lift (m/s) of the near-surface flow (about 0.6 of the geostrophic wind):
+        # moister up to +0.33 on windward slopes, drier down to -0.15 in the lee.
+        lift = 0.6 * (ug * self.dhdx + vg * self.dhdy)
+        orographic = 0.22 * np.clip(lift * (1.0 / 0.15), -0.7, 1.5)
 
         # Temperature, humidity, cloud.
-        season = math.cos(2.0 * math.pi * (th / 24.0 - 199.0) / 365.2422)
-        rh_env = np.clip(self.rh_base + moist, 0.25, 0.995)
+        season = season_index(th)
+        rh_env = np.clip(self.rh_base + moist + orographic, 0.25, 0.995)
         x_ls = np.clip((rh_env - 0.62) * (1.0 / 0.31), 0.0, 1.0)
         c_ls = x_ls * (0.6 + 0.4 * x_ls)
         t_sl = self.t_annual + self.t_season_amp * season + warm  # daily mean at sea level
@@ -739,12 +897,15 @@ def integrate(weather: Weather, init: datetime, main_min: list[int], fine_min: l
     minutes (midpoint rule): accumulations and means since the start, and the gust's maximum
     since the previous step, or over the last ``gust_window`` minutes before the step if
     that is shorter (DWD's VMAX_10M covers the last hour even where steps are 3-hourly).
+    At every step after the first, the precipitation (``tp_int``) and mean global radiation
+    (``ghi_int_avg``) of the interval since the previous step too (JMA's hourly windows).
     The wind on the model levels is computed at the steps in ``model_level_min`` (none if
     None)."""
     t0 = hours_since_epoch(init)
     shape = weather.orog.shape
     acc = {k: np.zeros(shape) for k in ("tp", "sf", "sf_ls", "sf_cv", "ghi", "dir", "net")}
     gusts: list[tuple[float, np.ndarray]] = []  # (minute, gust) since the previous step
+    since = {k: np.zeros(shape) for k in ("tp", "ghi")}  # since the previous step
     mains = set(main_min)
     prev, prev_main = 0, None
     for minute in sorted(set(main_min) | set(fine_min)):
@@ -761,6 +922,8 @@ def integrate(weather: Weather, init: datetime, main_min: list[int], fine_min: l
                 acc["ghi"] += s["ghi"] * dt * 60.0
                 acc["dir"] += s["direct"] * dt * 60.0
                 acc["net"] += s["net"] * dt * 60.0
+                since["tp"] += s["rate"] * hours_
+                since["ghi"] += s["ghi"] * dt * 60.0
                 gusts.append((mid, s["gust"]))
         acc["sf_ls"] = acc["sf"] - acc["sf_cv"]
         q: dict[Any, np.ndarray] = {
@@ -785,13 +948,18 @@ def integrate(weather: Weather, init: datetime, main_min: list[int], fine_min: l
                         np.maximum(gmax, g, out=gmax)
                 q["gust"] = gmax
                 snap.interval_start = start
+                q["tp_int"] = since["tp"].copy()
+                q["ghi_int_avg"] = since["ghi"] / ((minute - prev_main) * 60.0)
             q.update({k: s[k] for k in ("t2m", "d2m", "msl", "u10", "v10", "tcc", "lcc", "vis",
                                         "cape")})
+            # Relative humidity (%) of the 2 m (JMA: 1.5 m) air, from its dewpoint.
+            q["rh2m"] = np.clip(100.0 * relative_humidity(s["t2m"], s["d2m"]), 0.0, 100.0)
             q["orog"] = weather.orog
             q.update({("hhl", lv): h for lv, h in weather.hhl.items()})
             q.update(weather.profile(s, heights, levels, model_levels=bool(
                 model_level_min and minute in model_level_min)))
             gusts = []
+            since = {k: np.zeros(shape) for k in since}
             prev_main = minute
         prev = minute
         yield snap
@@ -864,7 +1032,7 @@ def _raw(canonical: np.ndarray, product: Product) -> np.ndarray:
 
 def _quantity(product: Product, kind: str) -> Any:
     """The canonical quantity a product encodes."""
-    table = _ECMWF_QUANTITY if kind == "ecmwf" else _DWD_QUANTITY
+    table = {"ecmwf": _ECMWF_QUANTITY, "dwd": _DWD_QUANTITY, "jma": _JMA_QUANTITY}[kind]
     key = product.short_name if kind == "ecmwf" else product.param
     if kind == "dwd" and product.type_of_level in MODEL_LEVEL_TYPES:
         name = _DWD_MODEL_LEVEL_QUANTITY[key]
@@ -946,6 +1114,36 @@ _DWD_KEYS: dict[str, dict[str, int]] = {
 }
 
 
+# JMA encodings (GRIB2 keys as in JMA's GPV format descriptions), by JMA element name.
+_JMA_QUANTITY = {
+    "PRMSL": "msl", "PRES": "sp", "UGRD": "u10", "VGRD": "v10", "TMP": "t2m", "RH": "rh2m",
+    "LCDC": "lcc", "TCDC": "tcc", "APCP": "tp_int", "DSWRF": "ghi_int_avg",
+}
+# The screen level: 1.5 m above the ground (scale factor 1, scaled value 15).
+_H15 = dict(typeOfFirstFixedSurface=103, scaleFactorOfFirstFixedSurface=1,
+            scaledValueOfFirstFixedSurface=15)
+_JMA_KEYS: dict[str, dict[str, int]] = {
+    "PRMSL": dict(parameterCategory=3, parameterNumber=1, typeOfFirstFixedSurface=101),
+    "PRES": dict(parameterCategory=3, parameterNumber=0, **_SFC),
+    "UGRD": dict(parameterCategory=2, parameterNumber=2, **_H10),
+    "VGRD": dict(parameterCategory=2, parameterNumber=3, **_H10),
+    "TMP": dict(parameterCategory=0, parameterNumber=0, **_H15),
+    "RH": dict(parameterCategory=1, parameterNumber=1, **_H15),
+    "LCDC": dict(parameterCategory=6, parameterNumber=3, **_SFC),
+    "TCDC": dict(parameterCategory=6, parameterNumber=1, **_SFC),
+    # The past hour: precipitation accumulated (1), radiation averaged (0) over (k-1, k].
+    "APCP": dict(productDefinitionTemplateNumber=8, parameterCategory=1, parameterNumber=8,
+                 typeOfStatisticalProcessing=1, **_SFC),
+    "DSWRF": dict(productDefinitionTemplateNumber=8, parameterCategory=4, parameterNumber=7,
+                  typeOfStatisticalProcessing=0, **_SFC),
+}
+# JMA's percentages are written at most this high: 12-bit packing rounds to a quantum of up
+# to 1/32 %, and a field whose minimum is not 0 could otherwise decode a hair above 100 %.
+JMA_PERCENT_MAX = 99.98
+
+_CENTRE_KIND = {"ecmf": "ecmwf", "edzw": "dwd", "rjtd": "jma"}
+
+
 class Encoder:
     """GRIB2 messages of one model run: a base message with the grid, centre, reference time
     and packing, cloned once per product into a template that is reused for every step."""
@@ -953,11 +1151,17 @@ class Encoder:
     def __init__(self, grid: SampleGrid, init: datetime, *, centre: str, packing: str,
                  bits: int = 16, process_id: int | None = None,
                  vertical: tuple[int, int, str] | None = None):
-        self.kind = "ecmwf" if centre == "ecmf" else "dwd"
+        self.kind = _CENTRE_KIND[centre]
         base = eccodes.codes_grib_new_from_samples("GRIB2")
         s = eccodes.codes_set
         s(base, "centre", centre)
-        if self.kind == "ecmwf":
+        if self.kind == "jma":
+            # Master tables 2 and local tables 1, as in JMA's GRIB2 format descriptions (the
+            # same in its radar and nowcast GPV); not checked against a real MSM file.
+            s(base, "subCentre", 0)
+            s(base, "tablesVersion", 2)
+            s(base, "localTablesVersion", 1)
+        elif self.kind == "ecmwf":
             s(base, "subCentre", 0)
             s(base, "tablesVersion", 33)
             s(base, "grib2LocalSectionPresent", 1)
@@ -975,7 +1179,9 @@ class Encoder:
         s(base, "typeOfProcessedData", 1)  # forecast products
         s(base, "dataDate", int(init.strftime("%Y%m%d")))
         s(base, "dataTime", int(init.strftime("%H%M")))
-        s(base, "shapeOfTheEarth", 6)
+        # JMA: the GRS80 ellipsoid (4), as JMA's GRIB2 descriptions give it; DWD and ECMWF
+        # open data: a sphere of 6371229 m (6).
+        s(base, "shapeOfTheEarth", 4 if self.kind == "jma" else 6)
         nlat, nlon = grid.shape
         s(base, "Ni", nlon)
         s(base, "Nj", nlat)
@@ -1038,7 +1244,7 @@ class Encoder:
             if self.kind == "ecmwf":
                 eccodes.codes_set(h, "paramId", _ECMWF_PARAM_ID[product.short_name])
             else:
-                keys = dict(_DWD_KEYS[product.param])
+                keys = dict((_DWD_KEYS if self.kind == "dwd" else _JMA_KEYS)[product.param])
                 eccodes.codes_set(h, "productDefinitionTemplateNumber",
                                   keys.pop("productDefinitionTemplateNumber", 0))
                 eccodes.codes_set(h, "discipline", 0)
@@ -1274,6 +1480,42 @@ def _icon_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weathe
         enc.close()
 
 
+def _msm_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
+               writer: _Writer) -> None:
+    """JMA's Lsurf files: one file per range of steps (``msm.FILE_GROUPS``), each holding every
+    field of its steps, step by step in JMA's element order (the table's order). The hourly
+    precipitation and radiation start at step 1 (no window ends at step 0). A run capped
+    below a range's end (``horizon_hours``) writes that range's file with the steps it has."""
+    init = run.init
+    prods = products_of(model)
+    enc = Encoder(grid, init, centre="rjtd", packing=JMA_PACKING, bits=JMA_BITS)
+    main = [int(s.total_seconds() // 60) for s in run.steps]
+    if any(m % 60 for m in main):
+        raise ValueError("MSM steps are whole hours")
+    run_id = f"{init:%Y%m%d%H}"
+    last = main[-1] // 60
+    chunks: list[bytes] = []
+    try:
+        for snap in integrate(weather, init, main, [], (), ()):
+            step = snap.minute // 60
+            for p in prods:
+                statistical = p.processing is not Processing.INSTANT
+                if statistical and snap.interval_start is None:
+                    continue  # the past hour's precipitation and radiation start at step 1
+                values = _raw(snap.q[_quantity(p, "jma")], p)
+                if variable(p.rows[0].var).units == "%":
+                    values = np.minimum(values, JMA_PERCENT_MAX)
+                # The window of the statistics: since the previous step, (k-1, k].
+                start = snap.interval_start // 60 if statistical else 0
+                chunks.append(enc.message(p, values, end=step, start=start))
+            group = msm_file_group(step)
+            if step == group[1] or step == last:
+                writer.write(msm_file_name(run_id, group), b"".join(chunks))
+                chunks = []
+    finally:
+        enc.close()
+
+
 # ------------------------------------------------------------------------------------------
 # The source
 # ------------------------------------------------------------------------------------------
@@ -1398,6 +1640,8 @@ class SampleSource:
                 _ifs_files(run, model, grid, weather, writer)
             elif model.id in ("icon-eu", "icon-d2"):
                 _icon_files(run, model, grid, weather, writer)
+            elif model.id == "msm":
+                _msm_files(run, model, grid, weather, writer)
             else:
                 raise ValueError(f"the sample source has no writer for model {model.id!r}")
         finally:
@@ -1419,7 +1663,8 @@ def _readme(model: ModelSpec, init: datetime, grid: SampleGrid, src: SampleSourc
         f"{SYNTHETIC_NOTE}\n\n"
         f"Model stood in for: {model.name} ({model.id}), run {init:%Y-%m-%d %H:%M} UTC.\n"
         f"Layout, parameter encoding, packing and step conventions follow the real upstream\n"
-        f"(ECMWF open data for IFS, DWD open data for ICON), the values do not.\n"
+        f"(ECMWF open data for IFS, DWD open data for ICON, JMA's GPV for MSM), the values\n"
+        f"do not.\n"
         f"Grid: {nlat} x {nlon} points, lat {grid.lats[0]}..{grid.lats[-1]}, "
         f"lon {grid.lons[0]}..{grid.lons[-1]}, spacing {grid.dlat} x {grid.dlon} deg\n"
         f"(scale {src.scale}: every {src.scale}th row/column of the operational grid, "
