@@ -181,10 +181,22 @@ def _lazy(msg: Message, row: GribField) -> da.Array:
     return da.from_delayed(task, shape=(g.nj, g.ni), dtype=np.float32)
 
 
+# The statistical processing a message must carry for each kind of row: it tells apart fields
+# that ecCodes names alike (JMA's TCDC and APCP both decode as "unknown" at the surface).
+STEP_TYPES = {
+    Processing.INSTANT: {"instant"},
+    Processing.CONSTANT: {"instant"},
+    Processing.ACCUM_SINCE_START: {"accum"},
+    Processing.AVG_SINCE_START: {"avg"},
+    Processing.INTERVAL: {"max", "min"},
+}
+
+
 def _matches(row: GribField, msg: Message) -> bool:
     return (row.shortName == msg.shortName and row.typeOfLevel == msg.typeOfLevel
             and (row.levels is None or msg.level in row.levels)
-            and (row.edition is None or row.edition == msg.edition))
+            and (row.edition is None or row.edition == msg.edition)
+            and msg.stepType in STEP_TYPES[row.processing])
 
 
 def _deaccumulate(planes: list[da.Array], starts: list[int], ends: list[int], row: GribField,

@@ -181,7 +181,7 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float]) -> xr.Da
         out["d2m"] = (("time", "point"), physics.dewpoint_from_relative_humidity(
             values["t2m"].astype(np.float64), values["rh2m"] / 100.0).astype(np.float32))
         out = out.drop_vars("rh2m")
-    orog = values.get("orog", np.zeros(len(points), dtype=np.float32))
+    orog = values["orog"] if "orog" in values else _surface_height(values, len(points))
     _profiles(out, values, ds, orog, np.asarray(heights, dtype=float))
     _correct_elevation(out, points.elevation - orog)
     for name in out.data_vars:
@@ -237,16 +237,38 @@ def _profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
     zs, us, vs = (np.stack(a, axis=-1) for a in (wind_h, wind_u, wind_v))
     order = np.argsort(np.where(np.isnan(zs), np.inf, zs), axis=-1)
     zs, us, vs = (np.take_along_axis(a, order, axis=-1) for a in (zs, us, vs))
-    cols_u, cols_v = zip(*(physics.wind_at_height(us, vs, zs, h) for h in heights))
+    if zs.shape[-1] == 1:  # only the 10 m wind (JMA MSM surface fields): no profile to follow
+        cols_u, cols_v = ([_single_level(zs, a, h) for h in heights] for a in (us, vs))
+    else:
+        cols_u, cols_v = zip(*(physics.wind_at_height(us, vs, zs, h) for h in heights))
     out["wind_u"] = (("time", "point", "height"), np.stack(cols_u, axis=-1).astype(np.float32))
     out["wind_v"] = (("time", "point", "height"), np.stack(cols_v, axis=-1).astype(np.float32))
     zt, tt = np.stack(temp_h, axis=-1), np.stack(temp_v, axis=-1)
     order = np.argsort(np.where(np.isnan(zt), np.inf, zt), axis=-1)
     zt, tt = np.take_along_axis(zt, order, axis=-1), np.take_along_axis(tt, order, axis=-1)
-    temps = [physics.interp_linear_height(tt, zt, h) for h in heights]
+    temps = [_single_level(zt, tt, h) if zt.shape[-1] == 1 else physics.interp_linear_height(tt, zt, h)
+             for h in heights]
     out["air_temperature"] = (("time", "point", "height"), np.stack(temps, axis=-1).astype(np.float32))
     out.coords["height"] = heights
     out["height"].attrs.update(units="m", long_name="height above ground")
+
+
+def _single_level(heights: np.ndarray, values: np.ndarray, target: float) -> np.ndarray:
+    """A one-level 'profile' gives its level's value there and nothing elsewhere."""
+    return np.where(heights[..., 0] == target, values[..., 0], np.nan)
+
+
+def _surface_height(values: dict, n_points: int) -> np.ndarray:
+    """Model surface height where a source publishes no orography (JMA MSM surface files):
+    from sea-level and surface pressure at the first time by the hypsometric equation, with the
+    layer's mean temperature from the 2 m temperature and the standard lapse rate."""
+    if not {"sp", "msl", "t2m"} <= values.keys():
+        return np.zeros(n_points, dtype=np.float32)
+    sp, msl, t = (values[k][0].astype(np.float64) for k in ("sp", "msl", "t2m"))
+    z = np.zeros(n_points)
+    for _ in range(3):  # the layer temperature depends on the height: converge by iteration
+        z = physics.RD * (t + 0.5 * physics.LAPSE_RATE * z) / physics.G * np.log(msl / sp)
+    return np.nan_to_num(z).astype(np.float32)
 
 
 def _correct_elevation(out: xr.Dataset, dz: np.ndarray) -> None:
