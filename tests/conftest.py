@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 import pointcast  # noqa: F401  (loads PROJ before any test imports ecCodes, see pointcast/__init__.py)
 
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no network here
 ROOT = Path(__file__).resolve().parent.parent
 REAL_GRIB = ROOT.parent / "shared" / "data" / "real-grib"
 INIT = "2026-11-20T00:00Z"
@@ -18,7 +20,8 @@ def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str |
     """A copy of the shipped configuration, made small: coarse sample grids, a fixed run."""
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "points").mkdir(exist_ok=True)
-    shutil.copy(ROOT / "config" / "points" / "europe.csv", dest / "points" / "europe.csv")
+    for points_file in (ROOT / "config" / "points").glob("*.csv"):
+        shutil.copy(points_file, dest / "points" / points_file.name)
     if points is not None:
         (dest / "points" / "europe.csv").write_text(points)
     text = (ROOT / "config" / "pointcast.toml").read_text()
@@ -27,7 +30,7 @@ def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str |
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("["):
-            section = stripped
+            section = stripped.split("#")[0].strip()
         key = stripped.split("=")[0].strip()
         if section == "[sources.sample]" and key == "scale":
             line = f"scale = {scale}"

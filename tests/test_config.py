@@ -107,8 +107,8 @@ def test_shipped_config_loads():
     assert (cfg.dask.scheduler, cfg.dask.workers) == ("threads", 2)
     sample = cfg.sources["sample"]
     assert sample.type == "sample"
-    assert sample.options == {"scale": 4, "area": (-25.0, 30.0, 45.0, 72.0), "init": "latest"}
-    assert set(cfg.models) == {"ifs", "icon-eu", "icon-d2"}
+    assert sample.options == {"scale": 4, "area": (-25.0, 20.0, 150.0, 72.0), "init": "latest"}
+    assert set(cfg.models) == {"ifs", "icon-eu", "icon-d2", "msm"}
     assert all(m.source == "sample" for m in cfg.models.values())
     # eu-wind is shipped too; japan may be (its own test below checks it wherever it is used)
     assert {"eu-medium", "eu-short", "eu-wind"} <= set(cfg.products) <= {"eu-medium", "eu-short", "eu-wind", "japan"}

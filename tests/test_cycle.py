@@ -53,7 +53,7 @@ def test_published_run_is_complete_and_says_synthetic(published):
     assert (root / "current").is_symlink() and run_dir(root).name == run_id
     manifest = json.loads((run_dir(root) / "manifest.json").read_text())
     assert manifest["synthetic"] is True and "SYNTHETIC" in manifest["notice"]
-    assert set(manifest["models"]) == {"ifs", "icon-eu", "icon-d2"}
+    assert set(manifest["models"]) == {"ifs", "icon-eu", "icon-d2", "msm"}
     validation = json.loads((run_dir(root) / "validation.json").read_text())
     assert validation["ok"] is True and validation["errors"] == []
     points = [line.split(",")[0] for line in (cfg.parent / "points" / "europe.csv").read_text().splitlines()[1:]
@@ -297,3 +297,69 @@ def test_windpack_archive_has_heights(published):
     assert ds.windspd.dims == ("init_time", "point", "lead_time", "height")
     assert ds.sizes["lead_time"] == 288 and 10.0 in ds.height.values and 300.0 in ds.height.values
     np.testing.assert_allclose(ds.windspd.values, np.hypot(ds.u_windspd.values, ds.v_windspd.values), atol=1e-4)
+
+
+SRF_FIELDS = ["date", "wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum", "feelidx", "feeltmp"]
+MRF_FIELDS = ["date", "wx", "maxtemp", "mintemp", "pop"]
+SRF_CODES = {100, 200, 300, 400, 430, 500, 550, 600, 650, 850, 950}
+
+
+def test_japan_objects_follow_the_spec(published):
+    from datetime import timedelta
+
+    _, root, _ = published
+    index = json.loads((run_dir(root) / "json" / "japan" / "index.json").read_text())
+    assert len(index["points"]) >= 20
+    basetime = datetime.fromisoformat(index["basetime"])
+    for point in index["points"]:
+        obj = json.loads((run_dir(root) / "json" / "japan" / f"{point['id']}.json").read_text())
+        assert list(obj) == ["lat", "lon", "srf", "mrf"]
+        assert len(obj["srf"]) == 72 and len(obj["mrf"]) == 10
+        for i, e in enumerate(obj["srf"]):
+            assert list(e) == SRF_FIELDS and e["date"].endswith("+09:00")
+            assert datetime.fromisoformat(e["date"]) == basetime + timedelta(hours=i)
+            assert e["wx"] in SRF_CODES and isinstance(e["wnddir"], int) and 0 <= e["wnddir"] <= 16
+            assert isinstance(e["rhum"], int) and 0 <= e["rhum"] <= 100 and e["prec"] >= 0
+            if min(abs(e["feeltmp"] - b) for b in codes.FEELIDX_BOUNDS_C) > 0.051:  # not on a rounded boundary
+                assert e["feelidx"] == int(codes.feelidx(e["feeltmp"]))
+            assert 900 < e["arpress"] < 1080 and e["wndspd"] >= 0
+            if e["wndspd"] < 0.25:
+                assert e["wnddir"] == 0
+        days = [datetime.fromisoformat(e["date"]) for e in obj["mrf"]]
+        assert all(d.hour == 0 and d.utcoffset() == timedelta(hours=9) for d in days)
+        assert [(b - a).days for a, b in zip(days, days[1:])] == [1] * 9
+        assert days[0].date() == basetime.astimezone(days[0].tzinfo).date()
+        for e in obj["mrf"]:
+            assert list(e) == MRF_FIELDS and e["maxtemp"] >= e["mintemp"]
+            assert isinstance(e["pop"], int) and 0 <= e["pop"] <= 100
+            assert 100 <= e["wx"] < 500
+        day1 = [e["temp"] for e in obj["srf"] if datetime.fromisoformat(e["date"]).date() == days[1].date()]
+        assert max(day1) == obj["mrf"][1]["maxtemp"] and min(day1) == obj["mrf"][1]["mintemp"]
+
+
+def test_japan_archive_and_http(published):
+    from pointcast.server import server_config
+
+    _, root, _ = published
+    ds = xr.open_zarr(root / "zarr" / "japan.zarr")
+    assert ds.sizes["lead_time"] == 240 and "feeltmp" in ds and ds.attrs["synthetic"] == 1
+    port = _free_port()
+    server = uvicorn.Server(server_config(root, "127.0.0.1", port))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            time.sleep(0.05)
+        r = httpx.get(f"http://127.0.0.1:{port}/api/v1/ss1wx", params={"lat": "35.6812", "lon": "139.7671"})
+        assert r.status_code == 200
+        body = r.json()
+        assert list(body) == ["requestId", "wxdata"] and len(body["wxdata"]) == 1
+        stored = json.loads((run_dir(root) / "json" / "japan" / "tokyo.json").read_text())
+        assert body["wxdata"][0]["srf"] == stored["srf"] and body["wxdata"][0]["lat"] == 35.6812
+        r = httpx.get(f"http://127.0.0.1:{port}/api/v1/ss1wx", params={"lat": "37.5665", "lon": "126.978"})
+        assert r.status_code == 403 and r.json()["code"] == "403_001"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
 
 from .config import ConfigError, load_config
+
+# Prefect's local server would try to send usage telemetry: the pipeline runs offline.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 DEFAULT_CONFIG = "config/pointcast.toml"
 
