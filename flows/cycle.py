@@ -233,3 +233,12 @@ def _config_digest(cfg: Config) -> str:
     for points_file in sorted({pc.points_file for pc in cfg.products.values()}):
         digest.update(Path(points_file).read_bytes())
     return digest.hexdigest()
+
+
+def deployment(cfg: Config):
+    """The scheduled deployment of the cycle: every `schedule.every_hours` hours (a divisor of
+    24), `schedule.offset_minutes` past the tick, for `pointcast schedule` to serve."""
+    hours, minutes = divmod(cfg.schedule.offset_minutes, 60)
+    cron = f"{minutes} {hours}-23/{cfg.schedule.every_hours} * * *"
+    return cycle.to_deployment(name=f"pointcast-every-{cfg.schedule.every_hours}h", cron=cron,
+                               parameters={"config_path": str(cfg.path)})

@@ -363,3 +363,15 @@ def test_japan_archive_and_http(published):
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_schedule_deployment_runs_every_3_hours(published):
+    from flows.cycle import deployment
+    from pointcast.config import load_config
+
+    cfg, _, _ = published
+    dep = deployment(load_config(cfg))
+    assert dep.name == "pointcast-every-3h" and dep.parameters == {"config_path": str(cfg)}
+    assert [s.schedule.cron for s in dep.schedules] == ["0 0-23/3 * * *"]
+    offset = load_config(_variant(cfg, "offset.toml", "offset_minutes = 0", "offset_minutes = 100"))
+    assert [s.schedule.cron for s in deployment(offset).schedules] == ["40 1-23/3 * * *"]

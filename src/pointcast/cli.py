@@ -6,7 +6,6 @@ import argparse
 import logging
 import os
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 from .config import ConfigError, load_config
@@ -58,11 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         run_id = state.result()
         print(f"published run {run_id}: {cfg.output.root / 'current'} -> runs/{run_id}")
         return 0
-    every = cfg.schedule.every_hours
-    cron = f"{cfg.schedule.offset_minutes % 60} */{every} * * *" if every < 24 else None
-    cycle.serve(name="pointcast-every-3h" if every == 3 else f"pointcast-every-{every}h",
-                parameters={"config_path": str(cfg.path)},
-                **({"cron": cron} if cron else {"interval": timedelta(hours=every)}))
+    from prefect import serve
+
+    from flows.cycle import deployment
+
+    serve(deployment(cfg))
     return 0
 
 
