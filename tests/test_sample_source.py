@@ -162,7 +162,7 @@ def runs(cache) -> dict[str, Run]:
 
 
 def test_model_tables_use_catalogue_names_and_sane_grids():
-    assert set(MODELS) == {"ifs", "icon-eu", "icon-d2", "msm"}
+    assert set(MODELS) == {"ifs", "icon-eu", "icon-d2", "msm", "gfs"}
     assert IFS.grid.shape == (721, 1440)
     assert ICON_EU.grid.shape == (657, 1377)
     assert ICON_D2.grid.shape == (746, 1215)
@@ -1193,3 +1193,83 @@ def test_fetch_rejects_a_run_of_another_model(tmp_path):
                  steps=(timedelta(0),), source="sample")
     with pytest.raises(ValueError):
         SampleSource().fetch(run, ICON_EU, tmp_path)
+
+
+# ------------------------------------------------------------------------------------------
+# NOAA GFS
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gfs_run(cache):
+    from pointcast.sources import GFS
+
+    return fetch(GFS, cache, scale=16, horizon_hours=HORIZON)
+
+
+def test_gfs_rows_present_at_every_step_idx_and_tp_across_the_reset(gfs_run, cache):
+    from pointcast.ingest import decode
+    from pointcast.sources import GFS
+
+    files = gfs_run.files
+    assert files[7].relative_to(cache / "sample/gfs/2026011500").as_posix() == \
+        "gfs.20260115/00/atmos/gfs.t00z.pgrb2.0p25.f007"
+    ds = decode(files, GFS.fields, model="gfs").compute()
+    assert set(ds.data_vars) == {r.var for r in GFS.fields}
+    assert list(ds["height"].values) == [10, 80, 100]
+    for var in ds.data_vars:
+        if var == "orog":
+            assert np.isfinite(ds[var].values).all()
+            continue
+        vals = ds[var].values
+        first = 1 if var in ("tp", "ssrd") else 0
+        assert np.isfinite(vals[first:]).all(), var
+    # The .idx lines point at their messages.
+    for f in files:
+        lines = Path(f"{f}.idx").read_text().splitlines()
+        msgs = read(f)
+        data = f.read_bytes()
+        assert len(lines) == len(msgs)
+        for line, m in zip(lines, msgs):
+            n, off, date, param, level, when, _ = line.split(":")
+            assert date == "d=2026011500"
+            assert data[int(off):int(off) + 4] == b"GRIB"
+            h = eccodes.codes_new_from_message(data[int(off):])
+            try:
+                assert eccodes.codes_get_string(h, "shortName") == m.short_name
+                assert eccodes.codes_get_string(h, "centre") == "kwbc"
+                assert eccodes.codes_get_string(h, "packingType") == \
+                    "grid_complex_spatial_differencing"
+            finally:
+                eccodes.codes_release(h)
+    idx7 = Path(f"{files[7]}.idx").read_text()
+    assert ":APCP:surface:6-7 hour acc fcst:" in idx7 and ":TMP:2 m above ground:7 hour fcst:" in idx7
+    assert ":UGRD:80 m above ground:7 hour fcst:" in idx7
+    assert Path(f"{files[0]}.idx").read_text().startswith("1:0:d=2026011500:PRMSL:mean sea level:anl:")
+    # tp: the decoder's hourly amounts equal those written, across the 6-hour reset.
+    apcp = {m.end // 60: (m.start // 60, m.values) for f in files for m in read(f)
+            if m.short_name == "tp"}
+    assert apcp[6][0] == 0 and apcp[7][0] == 6 and apcp[12][0] == 6
+    tp = ds["tp"].values[:, ::-1]  # decode: lat ascending; files: north first
+    for k in (5, 6, 7, 12):
+        want = apcp[k][1] - (apcp[k - 1][1] if apcp[k][0] == apcp[k - 1][0] else 0.0)
+        np.testing.assert_allclose(tp[k], want, atol=0.02)
+    assert np.nanmin(tp[1:]) > -0.02
+    assert abs(np.nansum(tp[1:13]) - (apcp[6][1].sum() + apcp[12][1].sum())) < \
+        1e-3 * max(1.0, apcp[6][1].sum() + apcp[12][1].sum()) + 0.02 * tp[0].size
+    # The 80 m wind lies between the 10 m and the 100 m wind on average.
+    speed = np.hypot(ds["u"].values, ds["v"].values)
+    s10, s80, s100 = (speed[:, i].mean() for i in range(3))
+    assert s10 < s80 < s100
+
+
+def test_gfs_fetch_is_deterministic_and_a_second_fetch_writes_nothing(gfs_run, cache, tmp_path):
+    from pointcast.sources import GFS
+
+    before = {rel: p.stat().st_mtime_ns for rel, p in _tree(cache / "sample/gfs").items()}
+    again = fetch(GFS, cache, scale=16, horizon_hours=HORIZON)
+    assert again.files == gfs_run.files
+    assert {rel: p.stat().st_mtime_ns for rel, p in _tree(cache / "sample/gfs").items()} == before
+    other = fetch(GFS, tmp_path, scale=16, horizon_hours=HORIZON)
+    for a, b in zip(gfs_run.files, other.files):
+        assert a.read_bytes() == b.read_bytes()

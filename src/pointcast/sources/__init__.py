@@ -1,6 +1,6 @@
 """Where model runs come from.
 
-A model is defined once (``ifs.py``, ``icon.py``, ``msm.py``); a source is a place runs of those
+A model is defined once (``ifs.py``, ``icon.py``, ``msm.py``, ``gfs.py``); a source is a place runs of those
 models come from, chosen by configuration (``[sources.<name>] type = ...``) through
 ``make_source``.
 """
@@ -11,13 +11,14 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from .base import FetchedRun, GribField, ModelSpec, Processing, RegularGrid, RunRef, Source
+from .gfs import GFS
 from .icon import ICON_D2, ICON_EU
 from .ifs import IFS
 from .msm import MSM
 from . import ifs as _ifs
 from . import msm as _msm
 
-MODELS: dict[str, ModelSpec] = {"ifs": IFS, "icon-eu": ICON_EU, "icon-d2": ICON_D2, "msm": MSM}
+MODELS: dict[str, ModelSpec] = {"ifs": IFS, "icon-eu": ICON_EU, "icon-d2": ICON_D2, "msm": MSM, "gfs": GFS}
 
 
 def run_steps(model: ModelSpec, init: datetime) -> tuple[timedelta, ...]:
@@ -28,6 +29,7 @@ def run_steps(model: ModelSpec, init: datetime) -> tuple[timedelta, ...]:
         return _ifs.steps_for_run(init.hour)
     if model.id == MSM.id:
         return _msm.steps_for_run(init.hour)
+    # GFS and ICON: every run has the same steps.
     return model.steps
 
 
@@ -48,6 +50,6 @@ def make_source(name: str, cfg: SourceConfig) -> Source:
 
 
 __all__ = [
-    "FetchedRun", "GribField", "ICON_D2", "ICON_EU", "IFS", "MODELS", "MSM", "ModelSpec",
+    "FetchedRun", "GFS", "GribField", "ICON_D2", "ICON_EU", "IFS", "MODELS", "MSM", "ModelSpec",
     "Processing", "RegularGrid", "RunRef", "Source", "make_source", "run_steps",
 ]

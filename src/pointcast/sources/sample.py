@@ -120,7 +120,7 @@ log = logging.getLogger(__name__)
 # Part of the cached run's fingerprint: bump it when the files written change, so that
 # runs cached by an older version are rewritten (2: CLCL, ASOB_S, ICON model levels, HHL;
 # 3: JMA MSM, East Asian weather and orography, orographic lift, the wider default area).
-GENERATOR = "pointcast-sample/3"
+GENERATOR = "pointcast-sample/3"  # (GFS added without a bump: no earlier file changed)
 SYNTHETIC_NOTE = ("SYNTHETIC DATA: written by pointcast's embedded sample source from an "
                   "analytic weather model; this is not a real forecast.")
 
@@ -187,13 +187,20 @@ def sample_grid(model: ModelSpec, scale: int, area: tuple[float, float, float, f
     lat = _axis(g.lat_first, g.lat_last, g.dlat)
     lon = _axis(g.lon_first, g.lon_last, g.dlon)
     eps = 1e-6
+    # Grids stored 0..360 (GFS) are cropped in -180..180 like the others: the columns east of
+    # 180 come first, so an area across the Greenwich meridian is one contiguous block.
+    lon = np.round((lon + 180.0) % 360.0 - 180.0, 6)
     rows = np.nonzero((lat >= south - eps) & (lat <= north + eps)
                       & (np.arange(len(lat)) % scale == 0))[0]
     cols = np.nonzero((lon >= west - eps) & (lon <= east + eps)
                       & (np.arange(len(lon)) % scale == 0))[0]
+    cols = cols[np.argsort(lon[cols], kind="stable")]
     if len(rows) < 2 or len(cols) < 2:
         raise ValueError(f"sample area {area} leaves fewer than 2x2 points of {model.id}'s grid "
                          f"at scale {scale}")
+    if not np.allclose(np.diff(lon[cols]), g.dlon * scale, atol=1e-4):
+        raise ValueError(f"sample area {area} at scale {scale}: the columns of {model.id}'s "
+                         f"grid are not evenly spaced across the 0/360 seam")
     return SampleGrid(lats=lat[rows], lons=lon[cols], dlat=g.dlat * scale, dlon=g.dlon * scale)
 
 
@@ -256,6 +263,7 @@ FLAVOURS: dict[str, Flavour] = {
                    cape=1.15),
     "icon-eu": Flavour(depth=1.03, phase_h_per_day=-0.2, bias_k=0.25, precip=1.05),
     "icon-d2": Flavour(depth=1.01, phase_h_per_day=-0.1, bias_k=0.1, precip=1.1, cloud=1.02),
+    "gfs": Flavour(depth=0.99, phase_h_per_day=0.3, bias_k=-0.3, precip=1.12, cloud=0.97),
     "msm": Flavour(depth=1.02, phase_h_per_day=-0.15, bias_k=0.2, precip=1.08, cloud=1.01),
 }
 
@@ -952,6 +960,7 @@ def integrate(weather: Weather, init: datetime, main_min: list[int], fine_min: l
                 q["ghi_int_avg"] = since["ghi"] / ((minute - prev_main) * 60.0)
             q.update({k: s[k] for k in ("t2m", "d2m", "msl", "u10", "v10", "tcc", "lcc", "vis",
                                         "cape")})
+            q["gust_inst"] = s["gust"]  # the gust at the step itself (GFS)
             # Relative humidity (%) of the 2 m (JMA: 1.5 m) air, from its dewpoint.
             q["rh2m"] = np.clip(100.0 * relative_humidity(s["t2m"], s["d2m"]), 0.0, 100.0)
             q["orog"] = weather.orog
@@ -1012,8 +1021,11 @@ def products_of(model: ModelSpec) -> list[Product]:
         if row.edition not in (None, 2):
             continue
         for level in row.levels or (None,):
+            # A row over several levels of one name (GFS ``u`` at 80 and 100 m) is one
+            # message per level, whatever the level type.
+            levelled = row.typeOfLevel in LEVELLED or len(row.levels or ()) > 1
             key = (row.shortName, row.param or row.shortName, row.typeOfLevel,
-                   level if row.typeOfLevel in LEVELLED else None)
+                   level if levelled else None)
             groups.setdefault(key, []).append(row)
     out = []
     for (short, param, tol, level), rows in groups.items():
@@ -1141,7 +1153,47 @@ _JMA_KEYS: dict[str, dict[str, int]] = {
 # to 1/32 %, and a field whose minimum is not 0 could otherwise decode a hair above 100 %.
 JMA_PERCENT_MAX = 99.98
 
-_CENTRE_KIND = {"ecmf": "ecmwf", "edzw": "dwd", "rjtd": "jma"}
+# NCEP GFS encodings (GRIB2 keys as in NCEP's pgrb2 files), by (NCEP name, level type, level):
+# the canonical quantity and the keys. Heights above ground take their level from the product.
+_NCEP_QUANTITY = {
+    "TMP": "t2m", "DPT": "d2m", "PRES": "sp", "PRMSL": "msl", "GUST": "gust_inst",
+    "APCP": "tp_window", "DSWRF": "ghi_window_avg", "TCDC": "tcc", "VIS": "vis", "CAPE": "cape",
+    "HGT": "orog",
+}
+_NCEP_KEYS: dict[str, dict[str, int]] = {
+    "TMP": dict(parameterCategory=0, parameterNumber=0, **_H2),
+    "DPT": dict(parameterCategory=0, parameterNumber=6, **_H2),
+    "PRES": dict(parameterCategory=3, parameterNumber=0, **_SFC),
+    "PRMSL": dict(parameterCategory=3, parameterNumber=1, typeOfFirstFixedSurface=101),
+    "UGRD": dict(parameterCategory=2, parameterNumber=2, typeOfFirstFixedSurface=103,
+                 scaleFactorOfFirstFixedSurface=0),
+    "VGRD": dict(parameterCategory=2, parameterNumber=3, typeOfFirstFixedSurface=103,
+                 scaleFactorOfFirstFixedSurface=0),
+    "GUST": dict(parameterCategory=2, parameterNumber=22, **_SFC),
+    # Over the 6-hour-reset window: accumulation (1), average (0).
+    "APCP": dict(productDefinitionTemplateNumber=8, parameterCategory=1, parameterNumber=8,
+                 typeOfStatisticalProcessing=1, **_SFC),
+    "DSWRF": dict(productDefinitionTemplateNumber=8, parameterCategory=4, parameterNumber=7,
+                  typeOfStatisticalProcessing=0, **_SFC),
+    # Entire atmosphere (considered as a single layer): level type 10.
+    "TCDC": dict(parameterCategory=6, parameterNumber=1, typeOfFirstFixedSurface=10),
+    "VIS": dict(parameterCategory=19, parameterNumber=0, **_SFC),
+    "CAPE": dict(parameterCategory=7, parameterNumber=6, **_SFC),
+    "HGT": dict(parameterCategory=3, parameterNumber=5, **_SFC),
+}
+# wgrib2's level names in the .idx inventory.
+_NCEP_LEVEL_NAMES = {"surface": "surface", "meanSea": "mean sea level",
+                     "atmosphere": "entire atmosphere"}
+# NOAA's order of these fields inside a pgrb2.0p25 file (by NCEP name and level).
+_NCEP_ORDER = [("PRMSL", None), ("VIS", None), ("GUST", None), ("HGT", None), ("PRES", None),
+               ("TMP", 2), ("DPT", 2), ("UGRD", 10), ("VGRD", 10), ("APCP", None),
+               ("CAPE", None), ("TCDC", None), ("DSWRF", None), ("UGRD", 80), ("VGRD", 80),
+               ("UGRD", 100), ("VGRD", 100)]
+NCEP_PACKING = "grid_complex_spatial_differencing"
+# NCEP's generating process for GFS forecasts (ON388 table A: 96, Global Forecast System).
+NCEP_PROCESS_ID = 96
+
+_CENTRE_KIND = {"ecmf": "ecmwf", "edzw": "dwd", "rjtd": "jma", "kwbc": "ncep"}
 
 
 class Encoder:
@@ -1158,6 +1210,11 @@ class Encoder:
         if self.kind == "jma":
             # Master tables 2 and local tables 1, as in JMA's GRIB2 format descriptions (the
             # same in its radar and nowcast GPV); not checked against a real MSM file.
+            s(base, "subCentre", 0)
+            s(base, "tablesVersion", 2)
+            s(base, "localTablesVersion", 1)
+        elif self.kind == "ncep":
+            # As in a real GFS file (tables 2, local tables 1, subcentre 0).
             s(base, "subCentre", 0)
             s(base, "tablesVersion", 2)
             s(base, "localTablesVersion", 1)
@@ -1244,7 +1301,10 @@ class Encoder:
             if self.kind == "ecmwf":
                 eccodes.codes_set(h, "paramId", _ECMWF_PARAM_ID[product.short_name])
             else:
-                keys = dict((_DWD_KEYS if self.kind == "dwd" else _JMA_KEYS)[product.param])
+                table = {"dwd": _DWD_KEYS, "jma": _JMA_KEYS, "ncep": _NCEP_KEYS}[self.kind]
+                keys = dict(table[product.param])
+                if self.kind == "ncep" and product.param in ("UGRD", "VGRD"):
+                    keys["scaledValueOfFirstFixedSurface"] = int(product.level or 10)
                 eccodes.codes_set(h, "productDefinitionTemplateNumber",
                                   keys.pop("productDefinitionTemplateNumber", 0))
                 eccodes.codes_set(h, "discipline", 0)
@@ -1516,6 +1576,91 @@ def _msm_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather
         enc.close()
 
 
+def gfs_file_name(init: datetime, step_h: int) -> str:
+    """NOAA's path of the pgrb2.0p25 file of ``step_h`` (relative to the bucket's root)."""
+    return f"gfs.{init:%Y%m%d}/{init:%H}/atmos/gfs.t{init:%H}z.pgrb2.0p25.f{step_h:03d}"
+
+
+def _ncep_quantity(p: Product) -> Any:
+    if p.param in ("UGRD", "VGRD"):
+        comp = "u" if p.param == "UGRD" else "v"
+        return f"{comp}10" if p.level in (None, 10) else (comp, p.level)
+    return _NCEP_QUANTITY[p.param]
+
+
+def _ncep_level(p: Product) -> int | None:
+    if p.param in ("UGRD", "VGRD"):
+        return p.level or 10
+    return 2 if p.param in ("TMP", "DPT") else None
+
+
+def _gfs_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
+               writer: _Writer) -> None:
+    """NOAA's pgrb2.0p25 files: one per step with every field of the step (NOAA's order),
+    and the wgrib2 ``.idx`` inventory beside each. APCP and DSWRF cover the window from the
+    last 6-hourly reset (``gfs.reset_start``) and start at step 1; HGT is in every file."""
+    from .gfs import reset_start
+
+    init = run.init
+    by_key = {(p.param, _ncep_level(p)): p for p in products_of(model)}
+    missing = set(by_key) - set(_NCEP_ORDER)
+    if missing:
+        raise ValueError(f"gfs: no file position for {sorted(missing, key=str)}")
+    prods = [by_key[k] for k in _NCEP_ORDER if k in by_key]
+    heights = tuple(sorted({lv for r in model.fields if r.typeOfLevel == "heightAboveGround"
+                            for lv in (r.levels or ()) if lv != 10}))
+    main = [int(s.total_seconds() // 60) for s in run.steps]
+    if any(m % 60 for m in main):
+        raise ValueError("GFS steps are whole hours")
+    resets = sorted({reset_start(m // 60) * 60 for m in main if m > 0})
+    at_reset: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    enc = Encoder(grid, init, centre="kwbc", packing=NCEP_PACKING, process_id=NCEP_PROCESS_ID)
+    date = f"{init:%Y%m%d%H}"
+    try:
+        for snap in integrate(weather, init, main, [r for r in resets if r not in main],
+                              heights, ()):
+            if snap.minute in resets:
+                at_reset[snap.minute] = (snap.q["tp_acc"], snap.q["ghi_acc"])
+            if not snap.main:
+                continue
+            step = snap.minute // 60
+            q = snap.q
+            start = 0
+            if step > 0:
+                start = reset_start(step)
+                tp0, ghi0 = at_reset[start * 60]
+                q["tp_window"] = q["tp_acc"] - tp0
+                q["ghi_window_avg"] = (q["ghi_acc"] - ghi0) / ((step - start) * 3600.0)
+            chunks: list[bytes] = []
+            index: list[str] = []
+            offset = 0
+            for p in prods:
+                statistical = p.processing in (Processing.ACCUM_SINCE_START,
+                                               Processing.AVG_SINCE_START)
+                if statistical and step == 0:
+                    continue  # no window ends at the analysis
+                values = _raw(q[_ncep_quantity(p)], p)
+                msg = enc.message(p, values, end=step, start=start if statistical else 0)
+                if statistical:
+                    kind = "acc" if p.processing is Processing.ACCUM_SINCE_START else "ave"
+                    when = f"{start}-{step} hour {kind} fcst"
+                else:
+                    when = "anl" if step == 0 else f"{step} hour fcst"
+                lv = _ncep_level(p)
+                level = (f"{lv} m above ground" if p.type_of_level == "heightAboveGround"
+                         else _NCEP_LEVEL_NAMES[p.type_of_level])
+                index.append(f"{len(index) + 1}:{offset}:d={date}:{p.param}:{level}:{when}:")
+                chunks.append(msg)
+                offset += len(msg)
+            name = gfs_file_name(init, step)
+            writer.write(name, b"".join(chunks))
+            writer.write(f"{name}.idx", ("\n".join(index) + "\n").encode(), data_file=False)
+            for r in [r for r in at_reset if r < start * 60]:
+                del at_reset[r]
+    finally:
+        enc.close()
+
+
 # ------------------------------------------------------------------------------------------
 # The source
 # ------------------------------------------------------------------------------------------
@@ -1642,6 +1787,8 @@ class SampleSource:
                 _icon_files(run, model, grid, weather, writer)
             elif model.id == "msm":
                 _msm_files(run, model, grid, weather, writer)
+            elif model.id == "gfs":
+                _gfs_files(run, model, grid, weather, writer)
             else:
                 raise ValueError(f"the sample source has no writer for model {model.id!r}")
         finally:

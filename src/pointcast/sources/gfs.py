@@ -1,0 +1,91 @@
+"""NOAA GFS 0.25 deg, as NOAA publishes it (``pgrb2.0p25`` on NOMADS and the AWS/Google buckets).
+
+Grid: 0.25 degree regular lat/lon, global, rows from 90 N to 90 S, columns from 0 E to
+359.75 E (1440 x 721 points). Runs at 00/06/12/18 UTC, every run to 384 h: hourly steps
+0-120 h, then 3-hourly to 384 h. One file per step, ``gfs.<YYYYMMDD>/<HH>/atmos/
+gfs.t<HH>z.pgrb2.0p25.f<FFF>``, holding every field of that step, with wgrib2's ``.idx``
+inventory beside it. Centre ``kwbc`` (subcentre 0), GRIB master tables 2, local tables 1,
+packing ``grid_complex_spatial_differencing`` (as a real GFS file shows).
+
+``shortName``/``typeOfLevel`` are what ecCodes 2.50 decodes from NCEP's encoding (checked by
+writing each message with centre kwbc and reading it back, ``tests/test_sample_source.py``):
+
+* TMP/DPT at 2 m -> ``2t``/``2d``; PRES surface -> ``sp``; PRMSL -> ``prmsl`` (paramId 260074,
+  not ECMWF's ``msl``).
+* UGRD/VGRD at 10 m -> ``10u``/``10v``; at 80 m **and 100 m** -> plain ``u``/``v`` at
+  ``heightAboveGround`` 80/100. (Unlike ECMWF's 100 m wind, which has its own paramId and
+  decodes as ``100u``, NCEP writes the generic parameter 0/2/2 at level 103/100, and ecCodes
+  keeps the generic name.) So ``u``/``v`` on height levels has one ``10u`` row for 10 m and one
+  ``u`` row for 80 and 100 m.
+* GUST surface (0/2/22) -> ``gust`` (paramId 260065), **instantaneous** (product template 4.0,
+  stepType ``instant``): GFS publishes the gust at the valid time, not a maximum over the
+  interval since the previous step. The catalogue's ``gust`` is the interval maximum; GFS has
+  nothing better, so the row is ``INSTANT`` (the decoder only matches instant messages to
+  instant rows anyway). It underestimates the interval maximum, more so at 3-hourly steps.
+* APCP surface (0/1/8, template 4.8, accumulation) -> ``tp`` (kg m-2) and DSWRF surface
+  (0/4/7, average) -> ``avg_sdswrf`` (W m-2), both over windows that **reset every 6 hours**:
+  stepRange ``0-1`` ... ``0-6``, then ``6-7`` ... ``6-12`` (after 120 h: ``120-123``,
+  ``120-126``, ``126-129`` ...). ``ACCUM_SINCE_START``/``AVG_SINCE_START``: the decoder
+  differences a window that continues the previous one (same start) and takes a window that
+  starts where the previous one ended as the interval itself. Neither exists at step 0.
+* TCDC entire atmosphere (first fixed surface 10) decodes as ``tcc`` with typeOfLevel
+  ``atmosphere`` (not ``entireAtmosphere``, which is ECMWF's encoding). GFS's pgrb2 carries
+  two such messages: the average over the 6-hour-reset window (``0-6 hour ave``, stepType
+  ``avg``) and, since the FV3 GFS, the instantaneous total cloud (stepType ``instant``). The
+  catalogue's ``tcc`` is a STATE (instantaneous) variable, so the row is the instant one
+  (``INSTANT``; the average does not match it). The sample writes only the instant message.
+* VIS surface -> ``vis``; CAPE surface (surface-based) -> ``cape``; HGT surface (0/3/5) ->
+  ``orog`` (paramId 228002, m), which NOAA repeats in every file; the row is ``CONSTANT``
+  (the decoder takes the first step).
+"""
+
+from __future__ import annotations
+
+from .base import GribField, ModelSpec, Processing, RegularGrid, hours
+
+HEIGHT_LEVELS: tuple[int, ...] = (10, 80, 100)  # m above ground
+
+STEPS = hours(*range(0, 121), *range(123, 385, 3))
+
+_I, _A, _M, _C = (Processing.INSTANT, Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START,
+                  Processing.CONSTANT)
+
+# ``param`` is NCEP's name (wgrib2's inventory).
+FIELDS: tuple[GribField, ...] = (
+    GribField("t2m", "2t", "heightAboveGround", param="TMP"),
+    GribField("d2m", "2d", "heightAboveGround", param="DPT"),
+    GribField("sp", "sp", "surface", param="PRES"),
+    GribField("msl", "prmsl", "meanSea", param="PRMSL"),
+    GribField("u10", "10u", "heightAboveGround", param="UGRD"),
+    GribField("v10", "10v", "heightAboveGround", param="VGRD"),
+    GribField("u", "10u", "heightAboveGround", (10,), param="UGRD"),
+    GribField("u", "u", "heightAboveGround", (80, 100), param="UGRD"),
+    GribField("v", "10v", "heightAboveGround", (10,), param="VGRD"),
+    GribField("v", "v", "heightAboveGround", (80, 100), param="VGRD"),
+    # Instantaneous gust at the valid time (see above).
+    GribField("gust", "gust", "surface", param="GUST"),
+    # kg m-2 over the 6-hour-reset window.
+    GribField("tp", "tp", "surface", processing=_A, param="APCP"),
+    # W m-2 averaged over the 6-hour-reset window.
+    GribField("ssrd", "avg_sdswrf", "surface", processing=_M, param="DSWRF"),
+    GribField("tcc", "tcc", "atmosphere", param="TCDC"),
+    GribField("vis", "vis", "surface", param="VIS"),
+    GribField("cape", "cape", "surface", param="CAPE"),
+    GribField("orog", "orog", "surface", processing=_C, param="HGT"),
+)
+
+GFS = ModelSpec(
+    id="gfs",
+    name="NOAA GFS (pgrb2, 0.25 deg)",
+    grid=RegularGrid(lat_first=90.0, lon_first=0.0, lat_last=-90.0, lon_last=359.75,
+                     dlat=0.25, dlon=0.25),
+    steps=STEPS,
+    fields=FIELDS,
+    run_hours=(0, 6, 12, 18),
+    resolution_km=13.0,  # native C768 cubed sphere; published on the 0.25 deg grid
+)
+
+
+def reset_start(step_h: int) -> int:
+    """Start (h) of the 6-hour-reset window of APCP/DSWRF that ends at ``step_h`` > 0."""
+    return (step_h - 1) // 6 * 6
