@@ -7,6 +7,7 @@ import math
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -207,10 +208,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_served_over_http(published):
+@contextmanager
+def serving(root: Path):
+    """The real server (uvicorn, uvloop, httptools) on a free loopback port; yields its base URL."""
     from pointcast.server import server_config
 
-    _, root, _ = published
     port = _free_port()
     server = uvicorn.Server(server_config(root, "127.0.0.1", port))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -220,7 +222,15 @@ def test_served_over_http(published):
             if server.started:
                 break
             time.sleep(0.05)
-        base = f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_served_over_http(published):
+    _, root, _ = published
+    with serving(root) as base:
         r = httpx.get(f"{base}/V1/forecast/short-range/common",
                       params={"latlon": "48.8566,2.3522;52.52,13.405", "freq": "1H"})
         assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
@@ -255,9 +265,6 @@ def test_served_over_http(published):
             assert r.status_code == 400 and r.json()["code"] == code
         catalog = httpx.get(f"{base}/catalog").json()
         assert catalog and "paris" in json.dumps(catalog)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 WIND_UNITS = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
@@ -338,31 +345,18 @@ def test_japan_objects_follow_the_spec(published):
 
 
 def test_japan_archive_and_http(published):
-    from pointcast.server import server_config
-
     _, root, _ = published
     ds = xr.open_zarr(root / "zarr" / "japan.zarr")
     assert ds.sizes["lead_time"] == 240 and "feeltmp" in ds and ds.attrs["synthetic"] == 1
-    port = _free_port()
-    server = uvicorn.Server(server_config(root, "127.0.0.1", port))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        for _ in range(200):
-            if server.started:
-                break
-            time.sleep(0.05)
-        r = httpx.get(f"http://127.0.0.1:{port}/api/v1/ss1wx", params={"lat": "35.6812", "lon": "139.7671"})
+    with serving(root) as base:
+        r = httpx.get(f"{base}/api/v1/ss1wx", params={"lat": "35.6812", "lon": "139.7671"})
         assert r.status_code == 200
         body = r.json()
         assert list(body) == ["requestId", "wxdata"] and len(body["wxdata"]) == 1
         stored = json.loads((run_dir(root) / "json" / "japan" / "tokyo.json").read_text())
         assert body["wxdata"][0]["srf"] == stored["srf"] and body["wxdata"][0]["lat"] == 35.6812
-        r = httpx.get(f"http://127.0.0.1:{port}/api/v1/ss1wx", params={"lat": "37.5665", "lon": "126.978"})
+        r = httpx.get(f"{base}/api/v1/ss1wx", params={"lat": "37.5665", "lon": "126.978"})
         assert r.status_code == 403 and r.json()["code"] == "403_001"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def test_schedule_deployment_runs_every_3_hours(published):
