@@ -76,16 +76,27 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
 
 
 @task
-def build_product(cfg: Config, pid: str, extracted: dict, ctx: RunContext):
-    pc = cfg.products[pid]
+def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: datetime):
+    """Resample and blend once for products sharing points and models, over the longest of
+    their horizons; each product then takes its own horizon from the start of the series."""
+    pc = cfg.products[pids[0]]
     points = point_set(pc)
-    start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
-    axis = interp.base_axis(start, start + np.timedelta64(pc.horizon_hours, "h") - interp.BASE_STEP)
+    start = np.datetime64(basetime.replace(tzinfo=None), "ns")
+    hours = max(cfg.products[pid].horizon_hours for pid in pids)
+    axis = interp.base_axis(start, start + np.timedelta64(hours, "h") - interp.BASE_STEP)
     members = [(m, interp.resample(extracted[m], axis, points.lats, points.lons))
                for m in pc.models if m in extracted]
     series, used = blend_stage.blend(members)
-    out = PRODUCTS[pid].build(series, pc, ctx)
-    out.checks["seams"] = _segments(used.get("t2m", []), axis)
+    return series, _segments(used.get("t2m", []), axis)
+
+
+@task
+def build_product(cfg: Config, pid: str, series, seams: list[dict], ctx: RunContext):
+    pc = cfg.products[pid]
+    end = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns") + np.timedelta64(pc.horizon_hours, "h")
+    out = PRODUCTS[pid].build(series.sel(time=series.time < end), pc, ctx)
+    last = iso(end - interp.BASE_STEP)
+    out.checks["seams"] = [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last]
     return out
 
 
@@ -198,12 +209,17 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     model_info = {m: {"init": iso(r.init), "source": r.source, "synthetic": r.synthetic,
                       "steps": len(r.steps), "horizon_hours": max(r.steps) / timedelta(hours=1)}
                   for m, r in runs.items()}
-    outputs = {}
+    blends: dict[tuple, list[str]] = {}
     for pid, pc in cfg.products.items():
-        ctx = RunContext(basetime=runs[pc.models[0]].init, updated=updated,
-                         next_update=next_update(cfg, now),
-                         models={m: model_info[m] for m in pc.models})
-        outputs[pid] = build_product(cfg, pid, extracted[pc.points_file], ctx)
+        blends.setdefault((pc.points_file, pc.models), []).append(pid)
+    outputs = {}
+    for (points_file, models), pids in blends.items():
+        basetime = runs[models[0]].init
+        series, seams = blend_models(cfg, pids, extracted[points_file], basetime)
+        for pid in pids:
+            ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
+                             models={m: model_info[m] for m in models})
+            outputs[pid] = build_product(cfg, pid, series, seams, ctx)
     report = validate_run(cfg, outputs)
     synthetic = any(r.synthetic for r in runs.values())
     manifest = {

@@ -119,13 +119,23 @@ def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np
     return idx, mask
 
 
+def init_time(ds: xr.Dataset) -> np.datetime64:
+    """The run's start, from the dataset attributes that decode sets."""
+    return np.datetime64(ds.attrs["init"][:19], "ns")
+
+
+def intervals(steps_minutes: Sequence[int], init: np.datetime64) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end] of each interval value of a variable: from its previous step (or the run's
+    start) to its step, as decode leaves interval quantities."""
+    ends = init + np.array(sorted(steps_minutes), dtype="timedelta64[m]")
+    return np.concatenate([[init], ends[:-1]]), ends
+
+
 def _interval_hours(times: np.ndarray, steps_minutes: Sequence[int], init: np.datetime64) -> np.ndarray:
     """Length in hours of the interval ending at each time, for a variable's own steps."""
-    own = np.array(sorted(steps_minutes), dtype=np.int64)
-    prev = np.concatenate([[0], own[:-1]])
-    lengths = dict(zip(own, (own - prev) / 60.0))
-    minutes = ((times - init) / np.timedelta64(1, "m")).astype(np.int64)
-    return np.array([lengths.get(m, np.nan) for m in minutes], dtype=np.float32)
+    starts, ends = intervals(steps_minutes, init)
+    lengths = dict(zip(ends, (ends - starts) / np.timedelta64(1, "h")))
+    return np.array([lengths.get(t, np.nan) for t in times], dtype=np.float32)
 
 
 def _pop_block(block: np.ndarray, idx: np.ndarray, mask: np.ndarray, hours: np.ndarray,
@@ -162,8 +172,7 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float]) -> xr.Da
                                      chunks=data.chunks[:-2] + ((len(points),),))
     if "tp" in ds:
         idx, mask = neighbourhood(ds.lat.values, ds.lon.values, points.lats, points.lons)
-        init = np.datetime64(ds.attrs["init"][:19], "ns")
-        hours = _interval_hours(ds.time.values, ds.tp.attrs["steps_minutes"], init)
+        hours = _interval_hours(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
         lazy["pop"] = ds.tp.data.map_blocks(_pop_block, idx, mask, hours, drop_axis=[1, 2],
                                             new_axis=1, dtype=np.float32,
                                             chunks=(ds.tp.data.chunks[0], (len(points),)))
@@ -305,7 +314,7 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
     Interval variables come out as the value of [t, t + 15 min). Times the model does not
     cover are NaN, so blending can fall through to the next model.
     """
-    init = np.datetime64(ds.attrs["init"][:19], "ns")
+    init = init_time(ds)
     step_s = BASE_STEP / np.timedelta64(1, "s")
     clear_fine = None
     out = xr.Dataset(coords={"time": times, **{c: ds[c] for c in ds.coords if c not in ("time",)}})
@@ -315,8 +324,7 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
         if kind is Temporal.STATE:
             res = _pchip(ds.time.values, values, times)
         else:
-            ends = init + np.array(arr.attrs["steps_minutes"], dtype="timedelta64[m]")
-            starts = np.concatenate([[init], ends[:-1]])
+            starts, ends = intervals(arr.attrs["steps_minutes"], init)
             pos = np.searchsorted(ds.time.values, ends)
             vals = values[pos]
             if kind is Temporal.ACCUMULATION:

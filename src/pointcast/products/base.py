@@ -59,6 +59,13 @@ def freq_series(series: xr.Dataset, cfg: ProductConfig, ctx: RunContext):
         yield freq, step, aggregate(series, start, step, int(np.timedelta64(cfg.horizon_hours, "h") / step))
 
 
+def published_direction(u, v):
+    """Wind direction (from, degrees) as published: one decimal, in [0, 360) (359.97 -> 0.0)."""
+    from .. import physics
+
+    return np.round(physics.wind_direction(u, v), 1) % 360.0
+
+
 def number(value: float, decimals: int | None) -> float | int | None:
     """A JSON number rounded to the element's precision; None (null) for a gap, which the
     validation gate rejects before anything is published."""

@@ -15,7 +15,8 @@ import xarray as xr
 
 from .. import codes, physics
 from ..config import ProductConfig
-from .base import ProductOutput, RunContext, archive_frame, dumps, freq_series, iso, number, render_index
+from .base import (ProductOutput, RunContext, archive_frame, dumps, freq_series, iso, number,
+                   published_direction, render_index)
 
 HEIGHTS = (10.0, 100.0, 200.0)
 KELVIN = 273.15
@@ -71,9 +72,8 @@ def _wind_elements() -> list[Element]:
     for comp, label, fn in (
         ("u_windspd", "eastward wind", lambda f, h: f.wind(h)[0]),
         ("v_windspd", "northward wind", lambda f, h: f.wind(h)[1]),
-        # Rounded here so that 359.97 becomes 0.0, not 360.0, in the published [0, 360) range.
         ("windir", "wind direction (from, clockwise from north)",
-         lambda f, h: np.round(physics.wind_direction(*f.wind(h)), 1) % 360.0),
+         lambda f, h: published_direction(*f.wind(h))),
         ("windspd", "wind speed", lambda f, h: physics.wind_speed(*f.wind(h))),
     ):
         for h in HEIGHTS:

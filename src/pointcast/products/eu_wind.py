@@ -15,7 +15,8 @@ import xarray as xr
 
 from .. import physics
 from ..config import ProductConfig
-from .base import ProductOutput, RunContext, archive_frame, dumps, freq_series, iso, number, render_index
+from .base import (ProductOutput, RunContext, archive_frame, dumps, freq_series, iso, number,
+                   published_direction, render_index)
 
 LADDER = (10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 180.0, 200.0, 250.0, 300.0)
 UNITS = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
@@ -93,5 +94,5 @@ def _wind(ds: xr.Dataset) -> dict[str, np.ndarray]:
     u = ds.wind_u.transpose("time", "point", "height").values.astype(np.float64)
     v = ds.wind_v.transpose("time", "point", "height").values.astype(np.float64)
     return {"windspd": physics.wind_speed(u, v),
-            "windir": np.round(physics.wind_direction(u, v), 1) % 360.0,
+            "windir": published_direction(u, v),
             "u_windspd": u, "v_windspd": v}
