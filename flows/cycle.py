@@ -86,7 +86,8 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: dateti
     axis = interp.base_axis(start, start + np.timedelta64(hours, "h") - interp.BASE_STEP)
     members = [(m, interp.resample(extracted[m], axis, points.lats, points.lons))
                for m in pc.models if m in extracted]
-    series, used = blend_stage.blend(members)
+    until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
+    series, used = blend_stage.blend(members, until)
     return series, _segments(used.get("t2m", []), axis)
 
 
@@ -211,9 +212,9 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                   for m, r in runs.items()}
     blends: dict[tuple, list[str]] = {}
     for pid, pc in cfg.products.items():
-        blends.setdefault((pc.points_file, pc.models), []).append(pid)
+        blends.setdefault((pc.points_file, pc.models, pc.max_lead_hours), []).append(pid)
     outputs = {}
-    for (points_file, models), pids in blends.items():
+    for (points_file, models, _), pids in blends.items():
         basetime = runs[models[0]].init
         series, seams = blend_models(cfg, pids, extracted[points_file], basetime)
         for pid in pids:

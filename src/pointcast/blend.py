@@ -10,7 +10,7 @@ interval's amount comes from exactly one model and totals stay consistent.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import xarray as xr
@@ -20,12 +20,17 @@ from .catalogue import Temporal, VARIABLES
 SEAM = np.timedelta64(3, "h")
 
 
-def blend(members: Sequence[tuple[str, xr.Dataset]]) -> tuple[xr.Dataset, dict[str, list[str]]]:
+def blend(members: Sequence[tuple[str, xr.Dataset]],
+          until: Mapping[str, np.datetime64] | None = None) -> tuple[xr.Dataset, dict[str, list[str]]]:
     """Members are (model id, resampled dataset) in priority order, all on the same time axis.
+    `until` ends a model's span early (a product's `max_lead_hours`): it supplies only the
+    times before it, and fades out before it like at its own horizon.
 
     Returns the blended dataset and, per variable, the model that supplied each time step at
     the first point (for the manifest's account of the seams).
     """
+    until = until or {}
+    members = [(m, ds.where(ds.time < until[m]) if m in until else ds) for m, ds in members]
     names = []
     for _, ds in members:
         names += [n for n in ds.data_vars if n not in names]

@@ -147,6 +147,9 @@ class ProductConfig:
     models: tuple[str, ...]  # blend priority, first = preferred where it has data
     freqs: tuple[str, ...]  # subset of FREQS
     horizon_hours: int
+    # model id -> last lead time (hours after the product's basetime) it is blended at;
+    # models not named are used to their own horizon
+    max_lead_hours: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -471,7 +474,7 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
             raise ctx.error(p, f"unknown product (known: {', '.join(KNOWN_PRODUCTS)})")
         if not isinstance(pt, dict):
             raise ctx.error(p, f"expected a table, got {_type_name(pt)}")
-        _check_keys(ctx, pt, p, ("points", "models", "freqs", "horizon_hours"))
+        _check_keys(ctx, pt, p, ("points", "models", "freqs", "horizon_hours", "max_lead_hours"))
         try:
             grid = grids.grid_for(pid)
         except KeyError:
@@ -494,6 +497,12 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
                     f"(allowed: {', '.join(allowed)})",
                 )
         horizon = _int(ctx, pt, "horizon_hours", p, lo=1)
+        max_lead = _table(ctx, pt, "max_lead_hours", p + ("max_lead_hours",), required=False) or {}
+        for m in max_lead:
+            if m not in model_ids[:-1]:
+                raise ctx.error(p + ("max_lead_hours", m), f"only a model of this product's blend other than "
+                                f"its last one can be limited (limitable: {', '.join(model_ids[:-1]) or 'none'})")
+        limits = tuple((m, _int(ctx, max_lead, m, p + ("max_lead_hours",), lo=1)) for m in max_lead)
 
         rel = Path(points_rel).expanduser()
         abs_file = Path(os.path.normpath(base / rel))
@@ -515,6 +524,7 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
             )
         out[pid] = ProductConfig(
             id=pid, points_file=abs_file, points=pts, models=model_ids, freqs=freqs, horizon_hours=horizon,
+            max_lead_hours=limits,
         )
     return out
 

@@ -30,6 +30,12 @@ of longitude), keyed by the 8-digit mesh code (``jis_mesh_code``; Tokyo Station 
 ``"53394611"``). Its coverage (``JAPAN_COVERAGE``) is the land administered by Japan (the same
 land mask inside 24..45.6N, 122.9..146E, minus two documented polygons holding the land of other
 states) plus the sea within 2 km of it, as a 30" raster cached like Europe's.
+
+The global product uses ``GLOBAL_5KM``: 0.05 degree lat/lon cells counted from the north-west
+corner (90N, 180W), key ``"R{row}C{col}"`` with ``row = floor((90 - lat) / 0.05)`` and
+``col = floor((lon + 180) / 0.05)`` (see ``LatLonGrid`` for the edges). Its coverage (``GLOBAL_COVERAGE``) is every 0.05 degree cell north of 60S that
+holds land of the GLOBE mask: a coastal cell is covered as a whole, open ocean and Antarctica
+are not. Same raster, same indexing, so a cell is covered or not as a whole.
 """
 
 from __future__ import annotations
@@ -69,6 +75,10 @@ __all__ = [
     "JisMeshGrid",
     "JAPAN_1KM",
     "jis_mesh_code",
+    "GlobalCoverage",
+    "GLOBAL_COVERAGE",
+    "LatLonGrid",
+    "GLOBAL_5KM",
     "PRODUCT_GRIDS",
     "grid_for",
     "set_cache_dir",
@@ -679,6 +689,36 @@ class JapanCoverage(RasterCoverage):
 JAPAN_COVERAGE = JapanCoverage()
 
 
+# --- global coverage ------------------------------------------------------------------------------
+
+GLOBAL_RES_DEG = 0.05
+
+
+class GlobalCoverage(RasterCoverage):
+    """Land north of ``south`` (60S: Antarctica excluded), cell by cell at ``res_deg``.
+
+    A cell is covered when any of its 1/120 degree GLOBE mask cells is land, so a 0.05 degree
+    cell on a coastline is covered as a whole (its sea part lies at most 5.6 km from land).
+    The raster is the land mask pooled to the product's own cells (3000 x 7200 at 0.05 degree);
+    building it reads the whole mask once (about 10 s) and is cached like Europe's.
+    """
+
+    cache_name = "global"
+
+    def __init__(self, *, south: float = -60.0, res_deg: float = GLOBAL_RES_DEG) -> None:
+        super().__init__(west=-180.0, south=south, east=180.0, north=90.0, res_deg=res_deg)
+        self.description = f"land north of {abs(south):g}S in {res_deg:g} degree cells (Antarctica excluded)"
+
+    def _cache_params(self) -> tuple:
+        return ("global-coverage-v1", self.south, self.res_deg)
+
+    def build(self) -> np.ndarray:
+        return _land_any_blocks(self.north, self.south, self.west, self.east, round(self.res_deg * _GLM_STEP))
+
+
+GLOBAL_COVERAGE = GlobalCoverage()
+
+
 # --------------------------------------------------------------------------------------------
 # Grids
 
@@ -884,13 +924,63 @@ class JisMeshGrid(ProductGrid):
 
 JAPAN_1KM = JisMeshGrid("japan-1km", JAPAN_COVERAGE)
 
+
+class LatLonGrid(ProductGrid):
+    """Regular lat/lon cells of ``res_deg``, counted from 90N (rows) and 180W (columns).
+
+    Row ``i`` holds latitudes ``(90 - (i+1) res, 90 - i res]`` and column ``j`` longitudes
+    ``[-180 + j res, -180 + (j+1) res)``: the indexing of the coverage raster, so a cell is
+    covered or not as a whole. Longitude 180 belongs to the last column (the cell west of the
+    antimeridian), latitude -90 to the last row. Key ``"R{i}C{j}"``.
+    """
+
+    _KEY = re.compile(r"R(\d{1,6})C(\d{1,6})")
+
+    def __init__(self, name: str, res_deg: float, coverage: Coverage) -> None:
+        self.name = name
+        self.res_deg = res_deg
+        self.nrow = round(180.0 / res_deg)
+        self.ncol = round(360.0 / res_deg)
+        self.coverage = coverage
+        self.description = f"{res_deg:g} degree lat/lon cells from 90N 180W, key R<row>C<col>"
+
+    def cell_indices(self, lats, lons) -> tuple[np.ndarray, np.ndarray]:
+        lat, lon = _as_float_arrays(lats, lons)
+        if not _valid_latlon(lat, lon).all():
+            raise ValueError("invalid coordinates (lat outside -90..90, lon outside -180..180, or not finite)")
+        row = np.clip(np.floor((90.0 - lat) / self.res_deg), 0, self.nrow - 1).astype(np.int64)
+        col = np.clip(np.floor((lon + 180.0) / self.res_deg), 0, self.ncol - 1).astype(np.int64)
+        return row, col
+
+    def cell_key(self, lat: float, lon: float) -> str:
+        row, col = self.cell_indices(np.array([lat], float), np.array([lon], float))
+        return f"R{row[0]}C{col[0]}"
+
+    def cell_keys(self, lats, lons) -> np.ndarray:
+        row, col = self.cell_indices(lats, lons)
+        keys = [f"R{a}C{b}" for a, b in zip(row.ravel().tolist(), col.ravel().tolist())]
+        return np.array(keys, dtype=str).reshape(row.shape)
+
+    def parse_key(self, key: str) -> tuple[int, int]:
+        m = self._KEY.fullmatch(key) if isinstance(key, str) else None
+        if m is None or int(m.group(1)) >= self.nrow or int(m.group(2)) >= self.ncol:
+            raise ValueError(f"invalid cell key {key!r} for grid {self.name} (expected R<row>C<col>)")
+        return int(m.group(1)), int(m.group(2))
+
+    def cell_centre(self, key: str) -> tuple[float, float]:
+        row, col = self.parse_key(key)
+        return 90.0 - (row + 0.5) * self.res_deg, -180.0 + (col + 0.5) * self.res_deg
+
+
+GLOBAL_5KM = LatLonGrid("global-0.05deg", GLOBAL_RES_DEG, GLOBAL_COVERAGE)
+
 PRODUCT_GRIDS: Mapping[str, ProductGrid] = MappingProxyType(
     {
         "eu-medium": EUROPE_2KM,
         "eu-short": EUROPE_2KM,
         "eu-wind": EUROPE_2KM,
         "japan": JAPAN_1KM,
-        # "global" (0.05 deg lat/lon cells) comes later.
+        "global": GLOBAL_5KM,
     }
 )
 

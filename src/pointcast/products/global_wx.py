@@ -1,0 +1,134 @@
+"""Global 5 km forecast (spec 4.4, global/wx): 72 hourly entries and 14 local days, any time zone.
+
+Hourly (srf) entries start at the run's basetime and describe the hour that starts at their
+date; daily (mrf) entries are the local days of the zone in force, from the day that holds the
+basetime (that first day aggregates its remaining hours). The zone in force is the request's
+`tz`, or else the point's own zone (`timezonefinder`, offline data), published in index.json.
+
+What depends on the zone is cheap; what is costly is not zone-dependent. So the build
+publishes, per point:
+- `global/<id>.json`: the wxdata element in the point's own zone, ready to serve (and to host
+  statically);
+- `global/hourly/<id>.json`: the hourly quantities in UTC at their published precision
+  (`HOURLY_DECIMALS`), from which the server renders the element for any other zone with
+  `render_zone` -- the same function the build uses, so both agree to the byte.
+The series runs `horizon_hours` (at least 338 h: 14 local days from a basetime at local
+midnight, plus an hour for a daylight-saving day of 25 hours).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import defaultdict
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import xarray as xr
+
+from ..config import ProductConfig
+from ..interp import aggregate
+from .base import ProductOutput, RunContext, archive_frame, dumps, iso, number, render_index
+from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, daily_fields, hourly_fields,
+                 local_days, local_times)
+
+SRF_HOURS = 72
+MRF_DAYS = 14
+SRF_KEYS = {k: HOURLY_DECIMALS[k] for k in ("wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum", "solrad")}
+MRF_KEYS = {k: DAILY_DECIMALS[k] for k in ("wx", "maxtemp", "mintemp", "prec", "pop", "rhum", "solrad")}
+
+
+@functools.cache
+def _finder():
+    from timezonefinder import TimezoneFinder
+
+    return TimezoneFinder()
+
+
+def point_time_zone(lat: float, lon: float) -> str:
+    """The IANA zone of a point (the ocean's nautical zone Etc/GMT+-N where no land zone is)."""
+    name = _finder().timezone_at(lat=lat, lng=lon)
+    if name is None:
+        hours = round(lon / 15.0)
+        name = "Etc/GMT" if hours == 0 else f"Etc/GMT{-hours:+d}"
+    return name
+
+
+def published(hourly: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The hourly quantities rounded as published (the base every zone's element is built from)."""
+    return {k: np.round(hourly[k], dec or 0) for k, dec in HOURLY_DECIMALS.items()}
+
+
+def render_zone(coords: list[tuple[float, float]], start: np.datetime64, hourly: dict[str, np.ndarray],
+                zone: ZoneInfo) -> list[bytes]:
+    """wxdata elements ({lat, lon, srf, mrf}) in `zone` for points whose published hourly
+    quantities are the columns of `hourly` (time, point), hour 0 starting at `start` (UTC)."""
+    hours = len(hourly["wx"])
+    local = local_times(start + np.arange(hours) * HOUR, zone)
+    days, day_dates = local_days(local, MRF_DAYS)
+    daily = daily_fields(hourly, days)
+    srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
+    out = []
+    for j, (lat, lon) in enumerate(coords):
+        srf = [{"date": d, **{k: number(hourly[k][i, j], dec) for k, dec in SRF_KEYS.items()}}
+               for i, d in enumerate(srf_dates)]
+        mrf = [{"date": d, **{k: number(daily[k][i, j], dec) for k, dec in MRF_KEYS.items()}}
+               for i, d in enumerate(day_dates)]
+        out.append(dumps({"lat": lat, "lon": lon, "srf": srf, "mrf": mrf}))
+    return out
+
+
+def read_hourly(data: bytes) -> tuple[np.datetime64, dict[str, np.ndarray]]:
+    """A `global/hourly/<id>.json` file -> (start, hourly (time, 1) arrays) for `render_zone`."""
+    obj = json.loads(data)
+    start = np.datetime64(obj["start"].removesuffix("+00:00"), "ns")
+    hourly = {k: np.asarray(obj[k], dtype=np.float64)[:, None] for k in HOURLY_DECIMALS}
+    if len({len(v) for v in hourly.values()}) != 1:
+        raise ValueError("hourly arrays of different lengths")
+    return start, hourly
+
+
+class GlobalWx:
+    def __init__(self, product_id: str, path: str):
+        self.id = product_id
+        self.path = path
+
+    def heights(self, cfg: ProductConfig) -> list[float]:
+        return [10.0]
+
+    def expected_files(self, cfg: ProductConfig) -> list[str]:
+        return [f"{self.id}/{d}{p.id}.json" for p in cfg.points for d in ("", "hourly/")]
+
+    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput:
+        start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
+        ds = aggregate(series, start, HOUR, cfg.horizon_hours)
+        lats = np.array([p.lat for p in cfg.points])
+        lons = np.array([p.lon for p in cfg.points])
+        hourly = published(hourly_fields(ds, lats, lons))
+        zones = [point_time_zone(p.lat, p.lon) for p in cfg.points]
+        files = {}
+        by_zone = defaultdict(list)
+        for j, zone in enumerate(zones):
+            by_zone[zone].append(j)
+        for zone, cols in by_zone.items():
+            elements = render_zone([(cfg.points[j].lat, cfg.points[j].lon) for j in cols], start,
+                                   {k: v[:, cols] for k, v in hourly.items()}, ZoneInfo(zone))
+            for j, element in zip(cols, elements):
+                files[f"{self.id}/{cfg.points[j].id}.json"] = element
+        for j, p in enumerate(cfg.points):
+            files[f"{self.id}/hourly/{p.id}.json"] = dumps({
+                "lat": p.lat, "lon": p.lon, "time_zone": zones[j], "start": iso(start),
+                "step_seconds": 3600, **{k: [number(x, dec) for x in hourly[k][:, j]]
+                                         for k, dec in HOURLY_DECIMALS.items()}})
+        by_id = dict(zip((p.id for p in cfg.points), zones))
+        files[f"{self.id}/index.json"] = render_index(self.id, self.path, cfg, ctx,
+                                                      point_extra=lambda p: {"time_zone": by_id[p.id]})
+        return ProductOutput(files=files, archive=self._archive(ds, hourly, zones, cfg, ctx))
+
+    def _archive(self, ds, hourly, zones, cfg, ctx: RunContext) -> xr.Dataset:
+        out = archive_frame(self.id, cfg, ctx, ds.time.values, HOUR, time_zone=("point", np.array(zones, dtype=object)))
+        out["time_zone"].attrs.update(long_name="the point's own IANA time zone (mrf days of the JSON)")
+        for name, (units, long_name, valid) in HOURLY_META.items():
+            out[name] = (("init_time", "point", "lead_time"), hourly[name].T[None].astype(np.float32),
+                         {"units": units, "long_name": long_name, "valid_min": valid[0], "valid_max": valid[1]})
+        return out

@@ -1,0 +1,101 @@
+"""The compact weather summary of the global (4.4) and Japan (4.5) products.
+
+Both publish hourly srf entries and daily mrf entries with the units, codes and missing values
+of design.md section 4. This module holds what they share: the hourly quantities from the
+blended canonical series, the local days of a time zone, and the daily aggregates of a day's
+hours. An hourly entry describes the hour that starts at its date; a local day holds the hours
+that start on that day's date in the zone (with a 30 or 45 minute offset they start at half
+or quarter past the local hour).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timezone
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import xarray as xr
+
+from .. import codes, physics
+
+HOUR = np.timedelta64(1, "h")
+
+# Published precision: decimals, or None for integers.
+HOURLY_DECIMALS = {"wx": None, "temp": 1, "prec": 1, "arpress": 1, "wndspd": 1, "wnddir": None,
+                   "rhum": None, "solrad": 1, "pop": None}
+DAILY_DECIMALS = {"wx": None, "maxtemp": 1, "mintemp": 1, "prec": 1, "pop": None, "rhum": None,
+                  "solrad": 1}
+
+# Archive metadata of the hourly quantities: units, long name, valid range.
+HOURLY_META = {
+    "wx": ("1", "weather code (design.md)", (100, 950)),
+    "temp": ("degC", "temperature at 2 m", (-90, 65)),
+    "prec": ("mm", "precipitation in the hour", (0, 300)),
+    "arpress": ("hPa", "mean sea level pressure", (850, 1100)),
+    "wndspd": ("m s-1", "wind speed at 10 m", (0, 150)),
+    "wnddir": ("1", "wind direction, 16-point compass (16 = N), 0 calm", (0, 16)),
+    "rhum": ("%", "relative humidity at 2 m", (0, 100)),
+    "solrad": ("W m-2", "global radiation, mean over the hour", (0, 1400)),
+    "pop": ("%", "probability of precipitation", (0, 100)),
+}
+
+
+def hourly_fields(ds: xr.Dataset, lats: np.ndarray, lons: np.ndarray) -> dict[str, np.ndarray]:
+    """The srf quantities (time, point) from the hourly canonical series (interval values
+    belong to the hour that starts at their time)."""
+    def get(name):
+        return ds[name].transpose("time", "point").values.astype(np.float64)
+
+    t2m, d2m = get("t2m"), np.minimum(get("d2m"), get("t2m"))
+    u = ds.wind_u.sel(height=10.0).transpose("time", "point").values.astype(np.float64)
+    v = ds.wind_v.sel(height=10.0).transpose("time", "point").values.astype(np.float64)
+    speed = physics.wind_speed(u, v)
+    prec = get("tp")  # kg m-2 over the hour = mm in that hour
+    temp = t2m - 273.15
+    snow = prec * physics.snow_fraction(temp)
+    daylight = physics.cos_solar_zenith(lats, lons, ds.time.values + HOUR / 2) > 0
+    return {
+        "wx": codes.wx_hourly(get("tcc"), prec, snow, temp, daylight, wind_ms=speed),
+        "temp": temp, "prec": prec, "arpress": get("msl") / 100.0, "wndspd": speed,
+        "wnddir": codes.compass16(speed, physics.wind_direction(u, v)),
+        "rhum": np.round(100.0 * physics.relative_humidity(t2m, d2m)),
+        "solrad": get("ssrd"), "pop": np.round(get("pop")),
+    }
+
+
+def local_times(times: np.ndarray, zone: ZoneInfo) -> list[datetime]:
+    """UTC datetime64 values as aware datetimes in `zone` (its offset in force at each)."""
+    seconds = times.astype("datetime64[s]").astype(np.int64).tolist()
+    return [datetime.fromtimestamp(s, timezone.utc).astimezone(zone) for s in seconds]
+
+
+def local_days(local: list[datetime], ndays: int) -> tuple[list[np.ndarray], list[str]]:
+    """Hour indices of the first `ndays` local days, from the day holding the first hour, and
+    each day's date (local midnight with the offset in force then). ValueError when the hours
+    end before the last day is complete (its last hour must start an hour before its end)."""
+    first = local[0].date()
+    index = np.array([(t.date() - first).days for t in local])
+    days = [np.flatnonzero(index == k) for k in range(ndays)]
+    if len(days[-1]) == 0 or not (index > ndays - 1).any():
+        raise ValueError(f"the series ends before local day {ndays} is complete")
+    zone = local[0].tzinfo
+    dates = [datetime.combine(local[idx[0]].date(), time(0), tzinfo=zone).isoformat() for idx in days]
+    return days, dates
+
+
+def daily_fields(hourly: dict[str, np.ndarray], days: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """The mrf aggregates (day, point) of the hours of each day: wx combined (codes.wx_daily),
+    extremes of temperature, total precipitation, the highest hourly probability of
+    precipitation, and daily means of humidity and radiation."""
+    def each(name, reduce):
+        return np.stack([reduce(hourly[name][idx]) for idx in days])
+
+    return {
+        "wx": np.stack([codes.wx_daily(hourly["wx"][idx].T) for idx in days]),
+        "maxtemp": each("temp", lambda a: a.max(axis=0)),
+        "mintemp": each("temp", lambda a: a.min(axis=0)),
+        "prec": each("prec", lambda a: a.sum(axis=0)),
+        "pop": each("pop", lambda a: a.max(axis=0)),
+        "rhum": each("rhum", lambda a: np.round(a.mean(axis=0))),
+        "solrad": each("solrad", lambda a: a.mean(axis=0)),
+    }
