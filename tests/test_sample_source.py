@@ -138,6 +138,9 @@ class Run:
 
 
 def fetch(model, cache, **kw):
+    """A small sample run; ICON in DWD's legacy regular lat/lon tree (the v1 tree on the native
+    grid is tested in test_dwd_v1.py)."""
+    kw.setdefault("icon_layout", "legacy")
     kw.setdefault("scale", 16)
     kw.setdefault("init", INIT)
     kw.setdefault("horizon_hours", HORIZON)

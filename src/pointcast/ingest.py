@@ -8,6 +8,13 @@ longer than one message.
 
 The model's encoding table (``sources/<model>.py``) maps messages onto catalogue names;
 here accumulations and since-start averages become interval values, units become SI.
+
+Two kinds of horizontal grid are read: regular lat/lon (dims ``lat``, ``lon``) and unstructured
+grids (GRIB2 template 3.101, DWD's native ICON grids: dim ``cell`` with the coordinates
+``clat``/``clon``). An unstructured grid is named by its ``uuidOfHGrid``; its cell centres
+come from the CLAT/CLON messages among the run's files (``tlat``/``tlon`` in ecCodes) and are
+kept per UUID for the life of the process, so a run whose source already has them cached need
+not carry them.
 """
 
 from __future__ import annotations
@@ -71,6 +78,47 @@ class GridKey:
     def north_first(self) -> bool:
         return self.lat_first > self.lat_last
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.nj, self.ni)
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        return ("lat", "lon")
+
+    def coords(self) -> dict:
+        return {"lat": self.lats, "lon": self.lons}
+
+
+@dataclass(frozen=True)
+class CellGridKey:
+    """An unstructured grid (GRIB2 template 3.101) as the message header states it."""
+
+    ncell: int
+    number: int  # numberOfGridUsed
+    uuid: str  # uuidOfHGrid
+
+    north_first = False
+    dims = ("cell",)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.ncell,)
+
+    def coords(self) -> dict:
+        try:
+            clat, clon = _CELL_CENTRES[self.uuid]
+        except KeyError:
+            raise DecodeError(f"unstructured grid {self.number} ({self.uuid}): no CLAT/CLON "
+                              f"among the files and none cached for it") from None
+        return {"clat": ("cell", clat), "clon": ("cell", clon)}
+
+
+# Cell centres (degrees) of the unstructured grids seen so far, by uuidOfHGrid.
+_CELL_CENTRES: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+# ecCodes' names of DWD's CLAT and CLON (discipline 0, category 191, numbers 1 and 2).
+CELL_CENTRE_NAMES = ("tlat", "tlon")
+
 
 @dataclass(frozen=True)
 class Message:
@@ -84,7 +132,7 @@ class Message:
     start_minutes: int
     end_minutes: int
     init: datetime
-    grid: GridKey | None  # None for grids this decoder does not handle
+    grid: GridKey | CellGridKey | None  # None for grids this decoder does not handle
     edition: int = 2
 
 
@@ -101,10 +149,14 @@ def plain_grib(path: Path) -> Path:
     return target
 
 
-def _grid_key(h) -> GridKey | None:
-    if eccodes.codes_get(h, "gridType") != "regular_ll":
-        return None
+def _grid_key(h) -> GridKey | CellGridKey | None:
     get = eccodes.codes_get
+    kind = get(h, "gridType")
+    if kind == "unstructured_grid":
+        return CellGridKey(ncell=get(h, "numberOfDataPoints"), number=get(h, "numberOfGridUsed"),
+                           uuid=eccodes.codes_get_string(h, "uuidOfHGrid"))
+    if kind != "regular_ll":
+        return None
     return GridKey(
         nj=get(h, "Nj"), ni=get(h, "Ni"),
         lat_first=round(get(h, "latitudeOfFirstGridPointInDegrees"), 6),
@@ -150,10 +202,10 @@ def index_file(path: Path) -> list[Message]:
     return out
 
 
-def read_values(path: Path, offset: int, length: int, nj: int, ni: int, north_first: bool,
-                scale: float = 1.0, add: float = 0.0) -> np.ndarray:
-    """Decode one message's values into a (lat ascending, lon) float32 array in canonical units
-    (``raw * scale + add``), NaN where missing."""
+def read_values(path: Path, offset: int, length: int, shape: tuple[int, ...], north_first: bool,
+                scale: float = 1.0, add: float = 0.0, dtype=np.float32) -> np.ndarray:
+    """Decode one message's values into a float32 array of the grid's ``shape`` ((lat ascending,
+    lon), or (cell,)) in canonical units (``raw * scale + add``), NaN where missing."""
     with open(path, "rb") as f:
         f.seek(offset)
         raw = f.read(length)
@@ -168,7 +220,7 @@ def read_values(path: Path, offset: int, length: int, nj: int, ni: int, north_fi
         eccodes.codes_release(h)
     if scale != 1.0 or add != 0.0:
         values = values * scale + add
-    grid = values.astype(np.float32, copy=False).reshape(nj, ni)
+    grid = values.astype(dtype, copy=False).reshape(shape)
     return grid[::-1] if north_first else grid
 
 
@@ -176,9 +228,9 @@ def _lazy(msg: Message, row: GribField) -> da.Array:
     """One message as a dask array, already scaled to canonical units (the scaling is linear, so
     it commutes with de-accumulation and with the sums of components)."""
     g = msg.grid
-    task = dask.delayed(read_values, pure=True)(msg.path, msg.offset, msg.length, g.nj, g.ni,
+    task = dask.delayed(read_values, pure=True)(msg.path, msg.offset, msg.length, g.shape,
                                                 g.north_first, row.scale, row.offset)
-    return da.from_delayed(task, shape=(g.nj, g.ni), dtype=np.float32)
+    return da.from_delayed(task, shape=g.shape, dtype=np.float32)
 
 
 # The statistical processing a message must carry for each kind of row: it tells apart fields
@@ -241,8 +293,7 @@ def _component(row: GribField, msgs: list[Message], levels: list[int] | None) ->
     by_key = {(m.end_minutes, m.level): m for m in msgs}
     own_steps = np.array(sorted({m.end_minutes for m in msgs}))
     lv = levels if levels is not None else [msgs[0].level]
-    grid = msgs[0].grid
-    blank = da.full((grid.nj, grid.ni), np.nan, dtype=np.float32)
+    blank = da.full(msgs[0].grid.shape, np.nan, dtype=np.float32)
 
     def plane(step, level):
         m = by_key.get((step, level))
@@ -289,14 +340,16 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
            attrs: dict | None = None) -> xr.Dataset:
     """Decode a model run's files into the canonical dataset.
 
-    Dims: ``time`` (valid time), optional ``height``/``plev``, ``lat`` (ascending), ``lon``.
-    Messages that no table row names are skipped (and counted in the log); fields on a grid
-    other than the run's main grid raise, since one model run has one grid.
+    Dims: ``time`` (valid time), optional ``height``/``plev``, then ``lat`` (ascending), ``lon``
+    or, on an unstructured grid, ``cell``. Messages that no table row names are skipped (and
+    counted in the log); fields on a grid other than the run's main grid raise, since one model
+    run has one grid.
     """
     # Headers of many small files (DWD publishes one field per file): read them in parallel;
     # bz2 and ecCodes release the GIL for most of the work.
     with ThreadPoolExecutor(max_workers=INDEX_THREADS) as pool:
         messages = [m for msgs in pool.map(index_file, map(Path, files)) for m in msgs]
+    messages = _take_cell_centres(messages)
     rows_msgs: dict[GribField, list[Message]] = defaultdict(list)
     unused = 0
     for m in messages:
@@ -312,7 +365,8 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
         log.info("%s: %d messages not in the encoding table were skipped", model, unused)
     grids = {m.grid for ms in rows_msgs.values() for m in ms}
     if None in grids or len(grids) != 1:
-        raise DecodeError(f"{model}: expected one regular lat/lon grid, found {grids}")
+        raise DecodeError(f"{model}: expected one regular lat/lon grid or one unstructured grid, "
+                          f"found {grids}")
     grid = grids.pop()
     inits = {m.init for ms in rows_msgs.values() for m in ms}
     if len(inits) != 1:
@@ -333,7 +387,7 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
         axis = None if constant else times_min
         if first.levels is None:
             arr = _combine(rows, rows_msgs, None, axis)
-            dims = ("lat", "lon") if constant else ("time", "lat", "lon")
+            dims = grid.dims if constant else ("time",) + grid.dims
         else:
             # Rows with the same levels are components to add (SNOW_GSP + SNOW_CON); rows with
             # other levels extend the level axis (10u, 100u, 200u).
@@ -348,7 +402,7 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
             dim = LEVEL_DIMS[first.typeOfLevel]
             if level_coords.setdefault(dim, levels) != levels:
                 raise DecodeError(f"{model}: {var} levels {levels} differ from {level_coords[dim]}")
-            dims = (dim, "lat", "lon") if constant else ("time", dim, "lat", "lon")
+            dims = (dim,) + grid.dims if constant else ("time", dim) + grid.dims
         var_attrs = {"units": spec.units, "long_name": spec.long_name}
         if first.processing is not Processing.CONSTANT:
             # The steps at which this variable exists: interval values span (previous, step].
@@ -358,7 +412,7 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     coords = {
         "time": np.array([np.datetime64(init.replace(tzinfo=None), "ns") + np.timedelta64(int(t), "m")
                           for t in times_min], dtype="datetime64[ns]"),
-        "lat": grid.lats, "lon": grid.lons,
+        **grid.coords(),
     }
     coords.update({dim: np.array(levels) for dim, levels in level_coords.items()})
     ds = xr.Dataset(data_vars, coords=coords)
@@ -367,4 +421,31 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     if "plev" in ds.coords:
         ds["plev"].attrs.update(units="hPa", long_name="pressure level")
     ds.attrs.update(model=model, init=init.isoformat(), **(attrs or {}))
+    if isinstance(grid, CellGridKey):
+        ds.attrs["grid_uuid"] = grid.uuid
     return ds
+
+
+def _take_cell_centres(messages: list[Message]) -> list[Message]:
+    """Keep the cell centres of the unstructured grids among ``messages`` (once per grid UUID)
+    and return the other messages."""
+    rest, centres = [], defaultdict(dict)
+    for m in messages:
+        if isinstance(m.grid, CellGridKey) and m.shortName in CELL_CENTRE_NAMES:
+            centres[m.grid][m.shortName] = m
+        else:
+            rest.append(m)
+    for grid, pair in centres.items():
+        if grid.uuid in _CELL_CENTRES:
+            continue
+        if set(pair) != set(CELL_CENTRE_NAMES):
+            raise DecodeError(f"grid {grid.uuid}: CLAT and CLON must come together, got "
+                              f"{sorted(pair)}")
+        lat, lon = (read_values(pair[k].path, pair[k].offset, pair[k].length, grid.shape, False,
+                                dtype=np.float64) for k in CELL_CENTRE_NAMES)
+        if not (np.isfinite(lat).all() and np.isfinite(lon).all()
+                and np.abs(lat).max() <= 90.0 and np.abs(lon).max() <= 360.0):
+            raise DecodeError(f"grid {grid.uuid}: CLAT/CLON are not degrees on every cell")
+        _CELL_CENTRES[grid.uuid] = (lat, (lon + 180.0) % 360.0 - 180.0)
+        log.info("grid %d (%s): %d cell centres read", grid.number, grid.uuid, grid.ncell)
+    return rest

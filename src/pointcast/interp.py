@@ -2,7 +2,12 @@
 
 Extract fuses with decode through dask: each message's grid is reduced to the points as soon
 as it is decoded, so a run's full fields are never all in memory. A point's value is the
-bilinear interpolation of the four source cells around its product-cell centre.
+bilinear interpolation of the four source cells around its product-cell centre on a regular
+grid, and on an unstructured grid (DWD's native ICON grids) the barycentric interpolation of
+the three cells whose centres span the triangle around it (``barycentric``). How a grid is
+sampled at a point set (the weights and the neighbourhoods of the precipitation probability)
+is computed once per grid and point set and kept (``sampling``): every field of a run, and
+every later run on the same grid, reuses it.
 
 Resample puts every model on a 15-minute axis with each variable's own method from the
 catalogue, so that blending and the 30min/1H products see one regular axis:
@@ -16,14 +21,17 @@ After resampling, interval values belong to the interval that *starts* at their 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Sequence
+import hashlib
+from typing import ClassVar, Sequence
 
 import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
 from scipy.interpolate import PchipInterpolator
+from scipy.spatial import Delaunay, cKDTree
 
 from . import physics
 from .catalogue import Elevation, Temporal, VARIABLES, variable
@@ -32,6 +40,10 @@ BASE_STEP = np.timedelta64(15, "m")
 POP_RADIUS_KM = 25.0  # neighbourhood radius of the precipitation probability
 POP_THRESHOLD_MM_H = 0.1  # wet when the interval's rate reaches this
 KM_PER_DEG = 111.195
+EARTH_RADIUS_KM = 6371.229  # ICON's sphere
+# Cells searched around a point for the triangle holding it (enough to surround it on ICON's
+# grids, where a cell centre has 12 neighbours within two rings).
+TRIANGLE_CANDIDATES = 12
 # Fields that only feed the vertical profile; the point dataset carries the profile's result.
 PROFILE_INPUTS = {"u", "v", "t_pl", "u_pl", "v_pl", "z_pl", "u_ml", "v_ml", "hhl", "orog"}
 
@@ -60,6 +72,7 @@ class Bilinear:
     wy: np.ndarray
     wx: np.ndarray
     inside: np.ndarray
+    grid_ndim: ClassVar[int] = 2  # trailing axes of a field that are the grid: (lat, lon)
 
     def apply(self, field: np.ndarray) -> np.ndarray:
         """(..., lat, lon) -> (..., point); NaN for points outside the grid."""
@@ -94,6 +107,163 @@ def bilinear(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np.ndar
                     (fx - x0).clip(0, 1), inside)
 
 
+@dataclass(frozen=True)
+class Barycentric:
+    """The three cells around each point of an unstructured grid and their weights."""
+
+    idx: np.ndarray  # (point, 3) cell indices
+    w: np.ndarray  # (point, 3) weights, summing to 1
+    inside: np.ndarray
+    grid_ndim: ClassVar[int] = 1  # trailing axis of a field that is the grid: (cell,)
+
+    def apply(self, field: np.ndarray) -> np.ndarray:
+        """(..., cell) -> (..., point); NaN for points outside the grid or next to a missing cell."""
+        out = (field[..., self.idx] * self.w).sum(axis=-1)
+        return np.where(self.inside, out, np.nan).astype(np.float32)
+
+
+def unit_vectors(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+    """(n, 3) points on the unit sphere."""
+    phi, lam = np.radians(np.asarray(lat, float)), np.radians(np.asarray(lon, float))
+    return np.stack([np.cos(phi) * np.cos(lam), np.cos(phi) * np.sin(lam), np.sin(phi)], axis=-1)
+
+
+def barycentric(tree: cKDTree, plat: np.ndarray, plon: np.ndarray) -> Barycentric:
+    """Weights on an unstructured grid whose cell centres (unit vectors) are in ``tree``.
+
+    The triangle around a point is a triangle of the Delaunay triangulation of the cell
+    centres, made once for the cells near the points (a triangle of the whole grid's
+    triangulation whose corners are all among those cells is one of theirs too) in a gnomonic
+    projection (great circles are straight lines there, so "inside the plane triangle" is
+    "inside the spherical triangle"). The weights are the point's direction written as a
+    combination of its three cell centres' directions, scaled to sum to one: exact at a cell
+    centre, never negative inside, continuous across triangle edges, and second-order accurate
+    for smooth fields. A point is outside when no triangle holds it (beyond the domain) or the
+    triangle's longest side exceeds three mesh spacings (across a concave edge of the domain).
+    """
+    n = tree.n
+    if n < 3:
+        raise ValueError("an unstructured grid needs at least 3 cells")
+    cells = tree.data
+    spacing = np.median(tree.query(cells[:: max(1, n // 2000)], k=2)[0][:, 1])
+    p = unit_vectors(plat, plon)
+    _, near = tree.query(p, k=min(TRIANGLE_CANDIDATES, n))
+    sub = np.unique(near)
+    centre = cells[sub].mean(axis=0)
+    centre /= np.linalg.norm(centre)
+    if (cells[sub] @ centre).min() < 0.2:
+        raise ValueError("the cells around the points span more than a hemisphere")
+    e1 = np.cross([0.0, 0.0, 1.0], centre)
+    e1 = e1 / np.linalg.norm(e1) if np.linalg.norm(e1) > 1e-9 else np.array([1.0, 0.0, 0.0])
+    e2 = np.cross(centre, e1)
+
+    def plane(v: np.ndarray) -> np.ndarray:
+        q = v / np.maximum(v @ centre, 1e-9)[:, None]
+        return np.stack([q @ e1, q @ e2], axis=-1)
+
+    found = np.full(len(p), -1)
+    if len(sub) >= 3:
+        tri = Delaunay(plane(cells[sub]))
+        found = np.where(p @ centre > 0.2, tri.find_simplex(plane(p)), -1)
+    idx = np.zeros((len(p), 3), dtype=np.int64)
+    w = np.zeros((len(p), 3))
+    ok = found >= 0
+    if ok.any():
+        idx[ok] = sub[tri.simplices[found[ok]]]
+        corners = cells[idx[ok]]  # (point, corner, xyz)
+        alpha = np.linalg.solve(np.transpose(corners, (0, 2, 1)), p[ok][:, :, None])[..., 0]
+        alpha = np.clip(alpha, 0.0, None)
+        w[ok] = alpha / alpha.sum(axis=1, keepdims=True)
+        sides = np.linalg.norm(corners - np.roll(corners, 1, axis=1), axis=2).max(axis=1)
+        ok[np.nonzero(ok)[0][sides > 3.0 * spacing]] = False
+    return Barycentric(idx, w, ok)
+
+
+def neighbourhood_cells(tree: cKDTree, plat: np.ndarray, plon: np.ndarray, around: Barycentric,
+                        radius_km: float = POP_RADIUS_KM) -> tuple[np.ndarray, np.ndarray]:
+    """``neighbourhood`` on an unstructured grid: the cells whose centres lie within
+    ``radius_km`` (great-circle) of each point, from the KD-tree of the unit vectors, and at
+    least the three cells around the point (a grid coarser than the radius, as for the
+    regular grids' one-cell minimum). A point outside the grid gets none (NaN later)."""
+    chord = 2.0 * np.sin(radius_km / EARTH_RADIUS_KM / 2.0)
+    found = tree.query_ball_point(unit_vectors(plat, plon), r=chord)
+    cells = [sorted(set(c) | set(tri.tolist())) if ok else []
+             for c, tri, ok in zip(found, around.idx, around.inside)]
+    return _pack(cells)
+
+
+def _pack(cells: list) -> tuple[np.ndarray, np.ndarray]:
+    width = max(1, max(len(c) for c in cells))
+    idx = np.zeros((len(cells), width), dtype=np.int64)
+    mask = np.zeros((len(cells), width), dtype=bool)
+    for i, c in enumerate(cells):
+        idx[i, :len(c)] = np.sort(np.asarray(c, dtype=np.int64))
+        mask[i, :len(c)] = True
+    return idx, mask
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How one grid is sampled at one point set: the interpolation weights, and each point's
+    neighbourhood (flat cell indices and mask) for the precipitation probability."""
+
+    weights: Bilinear | Barycentric
+    near_idx: np.ndarray
+    near_mask: np.ndarray
+
+
+class SamplingCache:
+    """Samplings by (grid, point set), newest last; ``computed`` counts the ones built."""
+
+    def __init__(self, size: int = 16):
+        self.size = size
+        self.computed = 0
+        self._items: OrderedDict[tuple, Sampling] = OrderedDict()
+
+    def get(self, ds: xr.Dataset, points: PointSet) -> Sampling:
+        key = (_grid_id(ds), _points_id(points))
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        if "cell" in ds.dims:
+            tree = cKDTree(unit_vectors(ds.clat.values, ds.clon.values))
+            w = barycentric(tree, points.lats, points.lons)
+            made = Sampling(w, *neighbourhood_cells(tree, points.lats, points.lons, w))
+        else:
+            made = Sampling(bilinear(ds.lat.values, ds.lon.values, points.lats, points.lons),
+                            *neighbourhood(ds.lat.values, ds.lon.values, points.lats, points.lons))
+        self.computed += 1
+        self._items[key] = made
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return made
+
+
+SAMPLINGS = SamplingCache()
+
+
+def sampling(ds: xr.Dataset, points: PointSet) -> Sampling:
+    """The sampling of ``ds``'s grid at ``points``, computed once per grid and point set."""
+    return SAMPLINGS.get(ds, points)
+
+
+def _grid_id(ds: xr.Dataset) -> tuple:
+    if "cell" in ds.dims:
+        return ("cell", ds.attrs.get("grid_uuid") or _digest(ds.clat.values, ds.clon.values))
+    return ("latlon", _digest(ds.lat.values, ds.lon.values))
+
+
+def _points_id(points: PointSet) -> str:
+    return _digest(points.lats, points.lons)
+
+
+def _digest(*arrays: np.ndarray) -> str:
+    h = hashlib.sha1()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
 def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np.ndarray,
                   radius_km: float = POP_RADIUS_KM) -> tuple[np.ndarray, np.ndarray]:
     """Flat indices (point, k) of the source cells within `radius_km` of each point, and a mask."""
@@ -110,13 +280,7 @@ def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np
                                      (xx - cx) * dlon * np.cos(np.radians(la)))
         ok = (dist <= radius_km) & (yy >= 0) & (yy < len(lats)) & (xx >= 0) & (xx < len(lons))
         cells.append(yy[ok] * len(lons) + xx[ok])
-    width = max(len(c) for c in cells)
-    idx = np.zeros((len(cells), width), dtype=np.int64)
-    mask = np.zeros((len(cells), width), dtype=bool)
-    for i, c in enumerate(cells):
-        idx[i, :len(c)] = c
-        mask[i, :len(c)] = True
-    return idx, mask
+    return _pack(cells)
 
 
 def init_time(ds: xr.Dataset) -> np.datetime64:
@@ -161,20 +325,21 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float]) -> xr.Da
     source's upper levels), the neighbourhood precipitation probability, and the elevation
     corrections of the catalogue where a point's elevation is configured.
     """
-    w = bilinear(ds.lat.values, ds.lon.values, points.lats, points.lons)
+    s = sampling(ds, points)
+    w, nd = s.weights, s.weights.grid_ndim
     lazy = {}
     for name, arr in ds.data_vars.items():
         data = arr.data
         if not isinstance(data, da.Array):
-            data = da.from_array(data, chunks=(1,) * (data.ndim - 2) + data.shape[-2:])
-        lazy[name] = data.map_blocks(w.apply, drop_axis=[data.ndim - 2, data.ndim - 1],
-                                     new_axis=data.ndim - 2, dtype=np.float32,
-                                     chunks=data.chunks[:-2] + ((len(points),),))
+            data = da.from_array(data, chunks=(1,) * (data.ndim - nd) + data.shape[-nd:])
+        lazy[name] = data.map_blocks(w.apply, drop_axis=list(range(data.ndim - nd, data.ndim)),
+                                     new_axis=data.ndim - nd, dtype=np.float32,
+                                     chunks=data.chunks[:-nd] + ((len(points),),))
     if "tp" in ds:
-        idx, mask = neighbourhood(ds.lat.values, ds.lon.values, points.lats, points.lons)
         hours = _interval_hours(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
-        lazy["pop"] = ds.tp.data.map_blocks(_pop_block, idx, mask, hours, drop_axis=[1, 2],
-                                            new_axis=1, dtype=np.float32,
+        lazy["pop"] = ds.tp.data.map_blocks(_pop_block, s.near_idx, s.near_mask, hours,
+                                            drop_axis=list(range(1, 1 + nd)), new_axis=1,
+                                            dtype=np.float32,
                                             chunks=(ds.tp.data.chunks[0], (len(points),)))
     # The graph is already one task chain per message; optimising its ~10^4 layers costs more
     # than it saves.

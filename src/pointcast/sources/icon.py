@@ -67,13 +67,41 @@ N = 90, H = 75 km, s = 0.9). Over orography the levels follow the terrain and ar
 smoothly upwards (SLEVE decay, ``SLEVE_DECAY``): ``HHL = HSURF + a + HSURF * (b(a) - 1)``
 with ``b(a) = sinh((H/d)**n - (a/d)**n) / sinh((H/d)**n)``, d = 4 km, n = 1.2, H = 22 km.
 Should DWD change the vertical grid (number of levels), the level numbers below change with it.
+
+**DWD's v1 scheme (native icosahedral grids).** From 30 November 2026 DWD publishes ICON-EU and
+ICON-D2 only below ``https://opendata.dwd.de/weather/nwp/v1/``, on the models' native
+triangular grids, one uncompressed GRIB2 message per file (``v1_path``)::
+
+    m/<model>/p/<PARAM>/r/<YYYY-MM-DDTHH:MM>/s/PT<hhh>H<mm>M.grib2
+    m/<model>/p/<PARAM>/lvt1/<level type>/lv1/<level>/r/<YYYY-MM-DDTHH:MM>/s/PT<hhh>H<mm>M.grib2
+
+What was found (public downloaders and descriptions of DWD's v1 tree, e.g. dynamical.org's
+ICON-EU archiver, Open-Meteo's ICON-D2-RUC reader): parameter names in upper case for every
+model (``T_2M``, also for ICON-D2, whose legacy names were lower case); the run directory is the
+ISO time with minutes and a literal colon, sent percent-encoded (``2026-11-20T00%3A00``); the
+step is an ISO 8601 duration with three-digit hours and two-digit minutes (``PT001H15M``), so
+ICON-D2's quarter hours are files of their own; ``lvt1`` is the GRIB2 type of the first fixed
+surface: 100 (isobaric, level in Pa: ``lv1/85000``) and 150 (model levels: full levels for U/V,
+half levels for HHL); time-invariant fields (HSURF, HHL, CLAT, CLON) sit at ``PT000H00M``;
+packing ``grid_ccsds`` 16 bits; messages carry a bitmap (the lateral boundary zone, about 3 %
+of ICON-D2's cells, is missing); grid definition template 3.101 (``unstructured_grid``:
+``numberOfGridUsed``, ``numberOfGridInReference``, ``uuidOfHGrid``; ICON-EU is DWD grid 27,
+R03B08 nest, ICON-D2 grid 47, R19B07, 542 040 cells). Cell centres: the parameters CLAT and
+CLON (degrees; discipline 0, category 191, numbers 1 and 2, which ecCodes 2.50 names ``tlat``
+and ``tlon``), or the grid file ``icon_grid_00NN_*.nc`` under ``/weather/lib/cdo/``.
+Assumed (not verified against a live file): ICON-EU's grid number 27 and that VIS is absent
+from the v1 trees of ICON-EU and ICON-D2 (as the issue states). The legacy regular lat/lon
+tree above stays readable with the same tables: the rows are the same, only paths and grids
+differ, and a row with no message in a run (VIS in v1) simply yields no variable.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from .base import GribField, ModelSpec, Processing, RegularGrid, hours
+from .base import (GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid, Upstream,
+                   hours)
 
 G = 9.80665
 
@@ -143,6 +171,113 @@ def _fields(model_id: str, *, vis: bool, fine: bool) -> tuple[GribField, ...]:
     return tuple(rows)
 
 
+# Level types of the v1 paths (``lvt1``), by ecCodes typeOfLevel.
+V1_LEVEL_TYPES = {"isobaricInhPa": 100, "generalVerticalLayer": 150, "generalVertical": 150}
+# The cell-centre parameters of the v1 trees and the shortName ecCodes decodes them as.
+CELL_CENTRES = {"CLAT": "tlat", "CLON": "tlon"}
+
+
+@dataclass(frozen=True)
+class NativeGrid:
+    """A model's native (icosahedral, unstructured) grid: its GRIB2 identity and domain."""
+
+    number: int  # numberOfGridUsed
+    lat_min: float
+    lat_max: float
+    lon_min: float
+    lon_max: float
+    spacing_km: float  # effective mesh size, the square root of the mean cell area
+
+
+NATIVE_GRIDS: dict[str, NativeGrid] = {
+    # The ICON-EU nest (R03B08) covers a little more than its 0.0625 deg lat/lon rendering.
+    "icon-eu": NativeGrid(27, 29.5, 70.5, -23.5, 62.5, 6.5),
+    "icon-d2": NativeGrid(47, 43.04, 58.17, -4.16, 20.54, 2.2),
+}
+
+
+def v1_path(model_id: str, param: str, init: datetime, minutes: int,
+            type_of_level: str | None = None, level: int | None = None) -> str:
+    """A file's path in DWD's v1 tree, relative to ``.../weather/nwp/v1/`` (the run directory
+    keeps its literal colon; URLs send it as ``%3A``)."""
+    lv = ""
+    if type_of_level in V1_LEVEL_TYPES:
+        if level is None:
+            raise ValueError(f"{model_id} {param}: a {type_of_level} field needs its level")
+        value = level * 100 if type_of_level == "isobaricInhPa" else level  # hPa -> Pa
+        lv = f"lvt1/{V1_LEVEL_TYPES[type_of_level]}/lv1/{value}/"
+    return (f"m/{model_id}/p/{param}/{lv}r/{init:%Y-%m-%dT%H:%M}/s/"
+            f"PT{minutes // 60:03d}H{minutes % 60:02d}M.grib2")
+
+
+def legacy_path(model_id: str, param: str, init: datetime, step_h: int | None,
+                type_of_level: str | None = None, level: int | None = None) -> str:
+    """A file's path in DWD's legacy regular lat/lon tree, relative to ``.../weather/nwp/``
+    (``step_h`` None: a time-invariant field; file names in the module docstring)."""
+    d2 = model_id == "icon-d2"
+    prefix = "icon-d2_germany" if d2 else "icon-eu_europe"
+    name = param.lower() if d2 else param
+    run_id = f"{init:%Y%m%d%H}"
+    folder = f"{model_id}/grib/{init:%H}/{param.lower()}"
+    if type_of_level == "generalVertical":  # HHL: time-invariant, one file per level
+        inv = "_000" if d2 else ""
+        return (f"{folder}/{prefix}_regular-lat-lon_time-invariant_{run_id}{inv}_"
+                f"{level}_{name}.grib2.bz2")
+    if step_h is None:
+        inv = "_000_0" if d2 else ""
+        return f"{folder}/{prefix}_regular-lat-lon_time-invariant_{run_id}{inv}_{name}.grib2.bz2"
+    if type_of_level == "isobaricInhPa":
+        return (f"{folder}/{prefix}_regular-lat-lon_pressure-level_{run_id}_{step_h:03d}_"
+                f"{level}_{name}.grib2.bz2")
+    if type_of_level == "generalVerticalLayer":
+        return (f"{folder}/{prefix}_regular-lat-lon_model-level_{run_id}_{step_h:03d}_"
+                f"{level}_{name}.grib2.bz2")
+    single = "_2d" if d2 else ""
+    return (f"{folder}/{prefix}_regular-lat-lon_single-level_{run_id}_{step_h:03d}{single}_"
+            f"{name}.grib2.bz2")
+
+
+# Parameters DWD's v1 trees of ICON-EU and ICON-D2 do not carry (see the module docstring).
+NOT_IN_V1 = frozenset({"VIS"})
+
+
+def _v1_vars(model_id: str):
+    def path_vars(row: GribField, level: int | None, minute: int) -> dict | None:
+        if row.param in NOT_IN_V1:
+            return None
+        path = v1_path(model_id, row.param or row.shortName, _INIT_SENTINEL, minute,
+                       row.typeOfLevel, level)
+        return {"path": "v1/" + path.replace(_RUN_SENTINEL, "{init:%Y-%m-%dT%H}%3A00")}
+    return path_vars
+
+
+def _legacy_vars(model_id: str):
+    def path_vars(row: GribField, level: int | None, minute: int) -> dict | None:
+        if minute % 60:
+            return None  # the legacy tree's quarter hours sit inside the hourly files
+        step = None if row.processing is Processing.CONSTANT else minute // 60
+        path = legacy_path(model_id, row.param or row.shortName, _INIT_SENTINEL, step,
+                           row.typeOfLevel, level)
+        return {"path": path.replace(f"{_INIT_SENTINEL:%Y%m%d%H}", "{init:%Y%m%d%H}")
+                .replace(f"/grib/{_INIT_SENTINEL:%H}/", "/grib/{init:%H}/")}
+    return path_vars
+
+
+# A run time no real run has, replaced by template fields in the paths above.
+_INIT_SENTINEL = datetime(1901, 1, 1, 7)
+_RUN_SENTINEL = "1901-01-01T07:00"
+
+
+def _upstream(model_id: str) -> Upstream:
+    return Upstream(
+        mirrors=(Mirror("dwd", "https://opendata.dwd.de/weather/nwp"),),
+        # v1 first (DWD's only scheme after 30 November 2026), the legacy tree while it exists.
+        layouts=(Layout("v1", "", path_vars=_v1_vars(model_id)),
+                 Layout("legacy", "", path_vars=_legacy_vars(model_id), compression="bz2")),
+        licence="DWD open data, CC BY 4.0 (Deutscher Wetterdienst)",
+    )
+
+
 ICON_EU = ModelSpec(
     id="icon-eu",
     name="DWD ICON-EU (regular lat/lon 0.0625 deg)",
@@ -152,6 +287,7 @@ ICON_EU = ModelSpec(
     fields=_fields("icon-eu", vis=True, fine=False),
     run_hours=(0, 6, 12, 18),
     resolution_km=6.5,
+    upstream=_upstream("icon-eu"),
 )
 
 ICON_D2 = ModelSpec(
@@ -164,4 +300,5 @@ ICON_D2 = ModelSpec(
     run_hours=tuple(range(0, 24, 3)),
     fine_steps=tuple(timedelta(minutes=15 * k) for k in range(0, 48 * 4 + 1)),
     resolution_km=2.2,
+    upstream=_upstream("icon-d2"),
 )

@@ -111,7 +111,8 @@ import numpy as np
 
 from ..catalogue import variable
 from .base import FetchedRun, GribField, ModelSpec, Processing, RunRef
-from .icon import HALF_LEVEL_HEIGHTS, NUMBER_OF_HALF_LEVELS, SLEVE_DECAY
+from .icon import (CELL_CENTRES, HALF_LEVEL_HEIGHTS, NATIVE_GRIDS, NOT_IN_V1,
+                   NUMBER_OF_HALF_LEVELS, SLEVE_DECAY, legacy_path, v1_path)
 from .msm import file_group as msm_file_group
 from .msm import file_name as msm_file_name
 
@@ -125,6 +126,7 @@ SYNTHETIC_NOTE = ("SYNTHETIC DATA: written by pointcast's embedded sample source
                   "analytic weather model; this is not a real forecast.")
 
 DEFAULT_SCALE = 4
+ICON_LAYOUTS = ("v1", "legacy")
 # West, south, east, north: Europe, and Asia as far as Japan (MSM's whole domain lies inside,
 # and IFS covers Japan beyond MSM's horizon).
 DEFAULT_AREA = (-25.0, 20.0, 150.0, 72.0)
@@ -170,6 +172,72 @@ class SampleGrid:
     @property
     def south_to_north(self) -> bool:
         return len(self.lats) < 2 or self.lats[1] > self.lats[0]
+
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Latitudes as a column and longitudes as a row: fields are (lat, lon) arrays."""
+        return self.lats.astype(float)[:, None], self.lons.astype(float)[None, :]
+
+    def describe(self) -> str:
+        nlat, nlon = self.shape
+        return (f"{nlat} x {nlon} points, lat {self.lats[0]}..{self.lats[-1]}, lon "
+                f"{self.lons[0]}..{self.lons[-1]}, spacing {self.dlat} x {self.dlon} deg")
+
+
+@dataclass(frozen=True)
+class CellGrid:
+    """The cell centres of a native-style unstructured grid, in file order.
+
+    A Fibonacci lattice stands in for ICON's refined icosahedron: points spread evenly over
+    the sphere with one cell per ``spacing_km`` squared (ICON's effective mesh size is the
+    square root of the mean cell area), cropped to the model's domain and the sample area. It
+    has what a reader of ICON's grids must cope with (no rows or columns, neighbours found by
+    distance only) and is made in milliseconds at any scale."""
+
+    lats: np.ndarray  # degrees, one per cell
+    lons: np.ndarray  # degrees, -180..180
+    number: int  # numberOfGridUsed (the real model's)
+    uuid: str  # uuidOfHGrid (this sample grid's own)
+    spacing_km: float
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.lats),)
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Latitudes and longitudes both as columns: fields are (cell, 1) arrays."""
+        return self.lats.astype(float)[:, None], self.lons.astype(float)[:, None]
+
+    def describe(self) -> str:
+        return (f"{len(self.lats)} cells of an unstructured grid (Fibonacci lattice standing "
+                f"in for ICON grid {self.number}, uuidOfHGrid {self.uuid}), about "
+                f"{self.spacing_km:g} km apart, lat {self.lats.min():.2f}..{self.lats.max():.2f}, "
+                f"lon {self.lons.min():.2f}..{self.lons.max():.2f}")
+
+
+def cell_grid(model: ModelSpec, scale: int, area: tuple[float, float, float, float]) -> CellGrid:
+    """``model``'s native-style grid at ``scale`` times its mesh size, cropped to its domain and
+    ``area`` (west, south, east, north). Only the lattice's latitude band is generated (the
+    lattice index runs monotonically with latitude), so scale 1 costs no global array."""
+    g = NATIVE_GRIDS[model.id]
+    west, south, east, north = area
+    south, north = max(south, g.lat_min), min(north, g.lat_max)
+    west, east = max(west, g.lon_min), min(east, g.lon_max)
+    spacing = g.spacing_km * scale
+    n = max(3, round(4.0 * math.pi * (R_EARTH / 1000.0) ** 2 / spacing ** 2))
+    # Lattice point i sits at z = 1 - (2 i + 1) / n and longitude i times the golden angle.
+    lo = max(0, math.floor(((1.0 - math.sin(math.radians(north))) * n - 1.0) / 2.0))
+    hi = min(n - 1, math.ceil(((1.0 - math.sin(math.radians(south))) * n - 1.0) / 2.0))
+    i = np.arange(lo, hi + 1, dtype=np.float64)
+    lat = np.degrees(np.arcsin(1.0 - (2.0 * i + 1.0) / n))
+    lon = (np.degrees(i * (math.pi * (3.0 - math.sqrt(5.0)))) + 180.0) % 360.0 - 180.0
+    keep = (lat >= south) & (lat <= north) & (lon >= west) & (lon <= east)
+    if keep.sum() < 3:
+        raise ValueError(f"sample area {area} leaves fewer than 3 cells of {model.id}'s native "
+                         f"grid at scale {scale}")
+    key = f"pointcast-sample {model.id} native grid {scale} {list(area)}"
+    return CellGrid(lats=np.round(lat[keep], 6), lons=np.round(lon[keep], 6), number=g.number,
+                    uuid=hashlib.md5(key.encode()).hexdigest(), spacing_km=spacing)
 
 
 def _axis(first: float, last: float, step: float) -> np.ndarray:
@@ -415,20 +483,22 @@ class LandMask:
         return np.packbits(np.concatenate(rows), axis=1)
 
     def is_land(self, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
-        """Land (True) at the grid of ``lat`` x ``lon`` (1-D arrays, degrees)."""
+        """Land (True) at ``lat``, ``lon`` (degrees, broadcast against each other: a column and
+        a row for a regular grid, two columns for the cells of an unstructured one)."""
         n = self.RES
         i = np.clip(np.floor((90.0 - np.asarray(lat)) * n), 0, 180 * n - 1).astype(np.intp)
         j = np.mod(np.floor((np.asarray(lon) + 180.0) * n), 360 * n).astype(np.intp)
-        byte = self.bits[i[:, None], (j >> 3)[None, :]]
-        return ((byte >> (7 - (j & 7))[None, :]) & 1).astype(bool)
+        byte = self.bits[i, j >> 3]
+        return ((byte >> (7 - (j & 7))) & 1).astype(bool)
 
     def fraction(self, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
-        """Smoothed land fraction (0..1), bilinear between 0.25-degree cells."""
+        """Smoothed land fraction (0..1), bilinear between 0.25-degree cells (``lat`` and
+        ``lon`` broadcast as in ``is_land``)."""
         from scipy.ndimage import map_coordinates
 
         frac = self.frac025
         padded = np.concatenate([frac[:, -1:], frac, frac[:, :1]], axis=1)
-        lat2, lon2 = np.broadcast_arrays(np.asarray(lat)[:, None], np.asarray(lon)[None, :])
+        lat2, lon2 = np.broadcast_arrays(np.asarray(lat), np.asarray(lon))
         i = (89.875 - lat2) / 0.25
         j = (lon2 + 179.875) / 0.25 + 1.0
         return map_coordinates(padded, [i.ravel(), j.ravel()], order=1,
@@ -441,10 +511,10 @@ _LAND_MASK: LandMask | None = None
 def _ridges(lat: np.ndarray, lon: np.ndarray, grid_km: float
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The mountain ridges (m, over land and sea alike) and their slope (m per m, eastwards and
-    northwards, analytic). A model with a coarser grid sees the ridges smoothed by its grid
-    spacing (lower, wider)."""
-    phi = np.radians(lat)[:, None]
-    shape = (len(lat), len(lon))
+    northwards, analytic) at ``lat``, ``lon`` (broadcast as in ``LandMask.is_land``). A model
+    with a coarser grid sees the ridges smoothed by its grid spacing (lower, wider)."""
+    phi = np.radians(lat)
+    shape = np.broadcast_shapes(np.shape(lat), np.shape(lon))
     h, dhdx, dhdy = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     for rlat, rlon, height, along, across, azimuth in RIDGES:
         sa, sc = math.hypot(along, grid_km), math.hypot(across, grid_km)
@@ -452,7 +522,7 @@ def _ridges(lat: np.ndarray, lon: np.ndarray, grid_km: float
         if rlat < lat.min() - margin or rlat > lat.max() + margin:
             continue
         peak = height * along * across / (sa * sc)
-        dlon = np.radians((lon - rlon + 180.0) % 360.0 - 180.0)[None, :]
+        dlon = np.radians((lon - rlon + 180.0) % 360.0 - 180.0)
         x = R_EARTH / 1000.0 * np.cos(phi) * dlon  # km east
         y = R_EARTH / 1000.0 * (phi - math.radians(rlat))  # km north
         az = math.radians(azimuth)
@@ -625,15 +695,16 @@ class Weather:
     """The shared truth sampled on one model's grid (float32 arithmetic on (lat, lon) arrays;
     latitude-only terms are (n, 1) columns and longitude-only terms (1, m) rows)."""
 
-    def __init__(self, model: ModelSpec, grid: SampleGrid, land: "LandMask"):
+    def __init__(self, model: ModelSpec, grid: "SampleGrid | CellGrid", land: "LandMask"):
         f4 = np.float32
         self.model = model
         self.flavour = FLAVOURS.get(model.id, Flavour())
-        lat, lon = grid.lats.astype(float), grid.lons.astype(float)
+        # (n, 1) and (1, m) on a regular grid; both (n, 1) on an unstructured one.
+        lat, lon = grid.columns()
         self.lat_range = (float(lat.min()), float(lat.max()))
-        self.lat = lat[:, None].astype(f4)
-        self.lon = lon[None, :].astype(f4)
-        phi = np.radians(lat)[:, None]
+        self.lat = lat.astype(f4)
+        self.lon = lon.astype(f4)
+        phi = np.radians(lat)
         self.phi = phi.astype(f4)
         self.sinphi, self.cosphi = np.sin(phi).astype(f4), np.cos(phi).astype(f4)
         self.tanphi = np.tan(np.clip(phi, -1.5707, 1.5707)).astype(f4)
@@ -650,13 +721,13 @@ class Weather:
         # Roughness length: sea, land, more over mountains.
         z0_land = 0.05 + 0.25 * np.clip(self.orog / 2000.0, 0.0, 1.0)
         self.z0 = np.exp(math.log(2e-4) * (1 - lf) + np.log(z0_land) * lf).astype(f4)
-        sign = np.where(lat >= 0, 1.0, -1.0)[:, None]
+        sign = np.where(lat >= 0, 1.0, -1.0)
         f = 2.0 * OMEGA * np.sin(phi)
         fmin = 2.0 * OMEGA * math.sin(math.radians(15.0))
-        tropics = 1.0 - np.exp(-((lat[:, None] / 10.0) ** 2))
+        tropics = 1.0 - np.exp(-((lat / 10.0) ** 2))
         self.geo = (tropics / (RHO * sign * np.maximum(np.abs(f), fmin))).astype(f4)
         self.trades = (-6.0 * (1.0 - tropics)).astype(f4)
-        msl_zonal, dpdy_zonal = _zonal_msl(lat[:, None])
+        msl_zonal, dpdy_zonal = _zonal_msl(lat)
         self.msl_zonal, self.dpdy_zonal = msl_zonal.astype(f4), dpdy_zonal.astype(f4)
         # Friction: slower and turned towards low pressure near the ground, more over land.
         turn = np.radians(18.0 + 14.0 * lf) * sign
@@ -665,7 +736,7 @@ class Weather:
         # Climate: annual-mean sea-level temperature by latitude (300 K at the equator, 282 K
         # at 50 deg, 250 K at the poles), a warm north-east Atlantic and a warm Iberia/Maghreb;
         # seasonal amplitude growing with latitude and continentality; drier subtropics.
-        la, lo = lat[:, None], lon[None, :]
+        la, lo = lat, lon
         gulf = np.exp(-(((la - 60.0) / 12.0) ** 2) - (((lo + 10.0) / 28.0) ** 2))
         iberia = np.exp(-(((la - 37.0) / 7.0) ** 2) - (((lo + 3.0) / 9.0) ** 2))
         # East Asia: the Siberian winter (colder, a much larger annual cycle inland), the
@@ -1117,6 +1188,9 @@ _DWD_KEYS: dict[str, dict[str, int]] = {
     "HHL": dict(parameterCategory=3, parameterNumber=6),
     "VIS": dict(parameterCategory=19, parameterNumber=0, **_SFC),
     "CAPE_ML": dict(parameterCategory=7, parameterNumber=6, typeOfFirstFixedSurface=192),
+    # Cell centres of the native grids (degrees), time-invariant.
+    "CLAT": dict(parameterCategory=191, parameterNumber=1, **_SFC),
+    "CLON": dict(parameterCategory=191, parameterNumber=2, **_SFC),
     "HSURF": dict(parameterCategory=3, parameterNumber=6, typeOfFirstFixedSurface=1,
                   typeOfSecondFixedSurface=101),
     "T": dict(parameterCategory=0, parameterNumber=0),
@@ -1200,7 +1274,7 @@ class Encoder:
     """GRIB2 messages of one model run: a base message with the grid, centre, reference time
     and packing, cloned once per product into a template that is reused for every step."""
 
-    def __init__(self, grid: SampleGrid, init: datetime, *, centre: str, packing: str,
+    def __init__(self, grid: "SampleGrid | CellGrid", init: datetime, *, centre: str, packing: str,
                  bits: int = 16, process_id: int | None = None,
                  vertical: tuple[int, int, str] | None = None):
         self.kind = _CENTRE_KIND[centre]
@@ -1238,18 +1312,27 @@ class Encoder:
         s(base, "dataTime", int(init.strftime("%H%M")))
         # JMA: the GRS80 ellipsoid (4), as JMA's GRIB2 descriptions give it; DWD and ECMWF
         # open data: a sphere of 6371229 m (6).
+        if isinstance(grid, CellGrid):
+            # DWD's native grids: template 3.101, the grid named by number and UUID (the
+            # shape of the earth comes after the template, which resets it).
+            s(base, "gridDefinitionTemplateNumber", 101)
+            s(base, "numberOfDataPoints", len(grid.lats))
+            s(base, "numberOfGridUsed", grid.number)
+            s(base, "numberOfGridInReference", 1)
+            eccodes.codes_set_string(base, "uuidOfHGrid", grid.uuid)
         s(base, "shapeOfTheEarth", 4 if self.kind == "jma" else 6)
-        nlat, nlon = grid.shape
-        s(base, "Ni", nlon)
-        s(base, "Nj", nlat)
-        s(base, "iScansNegatively", 0)
-        s(base, "jScansPositively", 1 if grid.south_to_north else 0)
-        s(base, "latitudeOfFirstGridPointInDegrees", float(grid.lats[0]))
-        s(base, "longitudeOfFirstGridPointInDegrees", float(grid.lons[0]))
-        s(base, "latitudeOfLastGridPointInDegrees", float(grid.lats[-1]))
-        s(base, "longitudeOfLastGridPointInDegrees", float(grid.lons[-1]))
-        s(base, "iDirectionIncrementInDegrees", grid.dlon)
-        s(base, "jDirectionIncrementInDegrees", grid.dlat)
+        if isinstance(grid, SampleGrid):
+            nlat, nlon = grid.shape
+            s(base, "Ni", nlon)
+            s(base, "Nj", nlat)
+            s(base, "iScansNegatively", 0)
+            s(base, "jScansPositively", 1 if grid.south_to_north else 0)
+            s(base, "latitudeOfFirstGridPointInDegrees", float(grid.lats[0]))
+            s(base, "longitudeOfFirstGridPointInDegrees", float(grid.lons[0]))
+            s(base, "latitudeOfLastGridPointInDegrees", float(grid.lats[-1]))
+            s(base, "longitudeOfLastGridPointInDegrees", float(grid.lons[-1]))
+            s(base, "iDirectionIncrementInDegrees", grid.dlon)
+            s(base, "jDirectionIncrementInDegrees", grid.dlat)
         s(base, "typeOfGeneratingProcess", 2)
         if process_id is not None:
             s(base, "generatingProcessIdentifier", process_id)
@@ -1322,7 +1405,7 @@ class Encoder:
         return h
 
     def message(self, product: Product, values: np.ndarray, *, end: int, start: int = 0,
-                minutes: bool = False) -> bytes:
+                minutes: bool = False, bits: int | None = None) -> bytes:
         """Encode ``values`` as ``product`` at step ``end`` (a statistic over ``start``-``end``
         for accumulations, means and maxima), in hours, or in minutes if ``minutes``.
 
@@ -1336,7 +1419,7 @@ class Encoder:
         else:
             eccodes.codes_set_long(h, "forecastTime", end)
         # A constant field is packed with 0 bits, after which ecCodes would pick 24: reset.
-        eccodes.codes_set_long(h, "bitsPerValue", self.bits)
+        eccodes.codes_set_long(h, "bitsPerValue", bits or self.bits)
         eccodes.codes_set_values(h, np.ascontiguousarray(values, dtype=np.float64).ravel())
         return eccodes.codes_get_message(h)
 
@@ -1481,30 +1564,9 @@ def _icon_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weathe
     # The 15-minute steps that belong to the hour files written: (SSS-1 h, SSS h].
     fine = [m for m in (int(s.total_seconds() // 60) for s in model.fine_steps)
             if m <= last and -(-m // 60) * 60 in hours_written]
-    run_id = f"{init:%Y%m%d%H}"
-    d2 = model.id == "icon-d2"
-    prefix = "icon-d2_germany" if d2 else "icon-eu_europe"
 
     def path(p: Product, step_h: int | None) -> str:
-        name = p.param.lower() if d2 else p.param
-        folder = f"{model.id}/grib/{init:%H}/{p.param.lower()}"
-        if p.type_of_level == "generalVertical":  # HHL: time-invariant, one file per level
-            inv = "_000" if d2 else ""
-            return (f"{folder}/{prefix}_regular-lat-lon_time-invariant_{run_id}{inv}_"
-                    f"{p.level}_{name}.grib2.bz2")
-        if step_h is None:
-            inv = "_000_0" if d2 else ""
-            return (f"{folder}/{prefix}_regular-lat-lon_time-invariant_{run_id}{inv}_"
-                    f"{name}.grib2.bz2")
-        if p.type_of_level == "isobaricInhPa":
-            return (f"{folder}/{prefix}_regular-lat-lon_pressure-level_{run_id}_{step_h:03d}_"
-                    f"{p.level}_{name}.grib2.bz2")
-        if p.type_of_level == "generalVerticalLayer":
-            return (f"{folder}/{prefix}_regular-lat-lon_model-level_{run_id}_{step_h:03d}_"
-                    f"{p.level}_{name}.grib2.bz2")
-        level = "_2d" if d2 else ""
-        return (f"{folder}/{prefix}_regular-lat-lon_single-level_{run_id}_{step_h:03d}{level}_"
-                f"{name}.grib2.bz2")
+        return legacy_path(model.id, p.param, init, step_h, p.type_of_level, p.level)
 
     pending: dict[Product, list[bytes]] = {}  # 15-minute messages waiting for their hour file
     try:
@@ -1536,6 +1598,60 @@ def _icon_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weathe
                     writer.write(path(p, minute // 60), b"".join(pending.pop(p)), compress=True)
         if pending:
             raise RuntimeError(f"{model.id}: 15-minute messages after the last step")
+    finally:
+        enc.close()
+
+
+# DWD's v1 tree: CCSDS packing at 16 bits (the cell centres at 24 bits, about 1 m).
+DWD_V1_PACKING = "grid_ccsds"
+CELL_CENTRE_BITS = 24
+
+
+def _icon_v1_files(run: RunRef, model: ModelSpec, grid: "CellGrid", weather: Weather,
+                   writer: _Writer) -> None:
+    """DWD's v1 tree on the native-style grid: one uncompressed GRIB2 message per file at
+    ``v1/`` + ``icon.v1_path`` (ICON-D2's quarter hours in files of their own), the cell
+    centres as CLAT/CLON and the constants (HSURF, HHL) at step 0."""
+    init = run.init
+    prods = [p for p in products_of(model) if p.param not in NOT_IN_V1]
+    enc = Encoder(grid, init, centre="edzw", packing=DWD_V1_PACKING,
+                  process_id=2 if model.id == "icon-eu" else None,
+                  vertical=vertical_grid(model))
+    levels = tuple(sorted({lv for r in model.fields if r.typeOfLevel == "isobaricInhPa"
+                           for lv in r.levels or ()}, reverse=True))
+    main = [int(s.total_seconds() // 60) for s in run.steps]
+    ml_minutes = model_level_minutes(main)
+    last = max(main)
+    fine = [m for m in (int(s.total_seconds() // 60) for s in model.fine_steps) if m <= last]
+
+    def path(p: Product, minute: int) -> str:
+        return "v1/" + v1_path(model.id, p.param, init, minute, p.type_of_level, p.level)
+
+    try:
+        for param, short in CELL_CENTRES.items():
+            p = Product(short, param, "surface", None, ())
+            values = grid.lats if param == "CLAT" else grid.lons
+            writer.write(path(p, 0), enc.message(p, values, end=0, minutes=True,
+                                                 bits=CELL_CENTRE_BITS))
+        for snap in integrate(weather, init, main, fine, (), levels, gust_window=60,
+                              model_level_min=ml_minutes):
+            minute = snap.minute
+            for p in prods:
+                proc = p.processing
+                if not snap.main and not p.fine:
+                    continue
+                if p.type_of_level == "generalVerticalLayer" and minute not in ml_minutes:
+                    continue
+                if proc is Processing.CONSTANT and minute != 0:
+                    continue
+                start = 0
+                if proc is Processing.INTERVAL:
+                    if snap.interval_start is None:
+                        continue
+                    start = snap.interval_start
+                values = _raw(snap.q[_quantity(p, "dwd")], p)
+                msg = enc.message(p, values, end=minute, start=start, minutes=True)
+                writer.write(path(p, minute), msg)
     finally:
         enc.close()
 
@@ -1701,6 +1817,9 @@ class SampleSource:
     area: tuple[float, float, float, float] = DEFAULT_AREA
     init: Any = "latest"
     horizon_hours: float | None = None  # cap on the steps (tests); None = the full horizon
+    # DWD's tree for ICON-EU/ICON-D2: "v1" (native grids, DWD's only scheme after 30 November
+    # 2026) or "legacy" (``icon-eu/grib/...`` bz2 files on regular lat/lon grids).
+    icon_layout: str = "v1"
     _init: datetime | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
@@ -1720,10 +1839,13 @@ class SampleSource:
         self._init = _parse_init(self.init)
         if self.horizon_hours is not None and self.horizon_hours < 0:
             raise ValueError("sample source: horizon_hours must be >= 0")
+        if self.icon_layout not in ICON_LAYOUTS:
+            raise ValueError(f"sample source: icon_layout must be one of {list(ICON_LAYOUTS)}, "
+                             f"got {self.icon_layout!r}")
 
     @classmethod
     def from_options(cls, name: str, options: Mapping[str, Any]) -> "SampleSource":
-        known = {"scale", "area", "init", "horizon_hours"}
+        known = {"scale", "area", "init", "horizon_hours", "icon_layout"}
         unknown = sorted(set(options) - known - {"type"})
         if unknown:
             raise ValueError(f"source {name!r} (sample): unknown option(s) {unknown}; "
@@ -1757,6 +1879,9 @@ class SampleSource:
             "steps_minutes": [int(s.total_seconds() // 60) for s in run.steps],
             "scale": self.scale, "area": list(self.area),
         }
+        native = model.id in NATIVE_GRIDS and self.icon_layout == "v1"
+        if model.id in NATIVE_GRIDS:
+            fingerprint["icon_layout"] = self.icon_layout
         notes = (SYNTHETIC_NOTE,
                  f"sample {model.id} run {init:%Y-%m-%d %H} UTC, scale {self.scale} (every "
                  f"{self.scale}th row/column of the {model.grid.dlat} deg grid), area "
@@ -1775,7 +1900,7 @@ class SampleSource:
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
-        grid = sample_grid(model, self.scale, self.area)
+        grid = (cell_grid if native else sample_grid)(model, self.scale, self.area)
         weather = Weather(model, grid, LandMask.load(cache))
         writer = _Writer(run_dir)
         try:
@@ -1783,6 +1908,8 @@ class SampleSource:
                          data_file=False)
             if model.id == "ifs":
                 _ifs_files(run, model, grid, weather, writer)
+            elif native:
+                _icon_v1_files(run, model, grid, weather, writer)
             elif model.id in ("icon-eu", "icon-d2"):
                 _icon_files(run, model, grid, weather, writer)
             elif model.id == "msm":
@@ -1804,17 +1931,16 @@ class SampleSource:
         return FetchedRun(run=run, files=files, notes=notes)
 
 
-def _readme(model: ModelSpec, init: datetime, grid: SampleGrid, src: SampleSource) -> str:
-    nlat, nlon = grid.shape
+def _readme(model: ModelSpec, init: datetime, grid: "SampleGrid | CellGrid",
+            src: SampleSource) -> str:
     return (
         f"{SYNTHETIC_NOTE}\n\n"
         f"Model stood in for: {model.name} ({model.id}), run {init:%Y-%m-%d %H:%M} UTC.\n"
         f"Layout, parameter encoding, packing and step conventions follow the real upstream\n"
         f"(ECMWF open data for IFS, DWD open data for ICON, JMA's GPV for MSM), the values\n"
         f"do not.\n"
-        f"Grid: {nlat} x {nlon} points, lat {grid.lats[0]}..{grid.lats[-1]}, "
-        f"lon {grid.lons[0]}..{grid.lons[-1]}, spacing {grid.dlat} x {grid.dlon} deg\n"
-        f"(scale {src.scale}: every {src.scale}th row/column of the operational grid, "
+        f"Grid: {grid.describe()}\n"
+        f"(scale {src.scale}: {src.scale} times the operational grid spacing, "
         f"area {list(src.area)}).\n"
         f"Generator: {GENERATOR} (pointcast.sources.sample).\n"
     )
