@@ -1,8 +1,10 @@
 """Where model runs come from.
 
-A model is defined once (``ifs.py``, ``icon.py``, ``msm.py``, ``gfs.py``); a source is a place runs of those
+A model is defined once (``ifs.py``, ``icon.py``, ``msm.py``, ``gfs.py``), with the table of
+where its upstream publishes it (``ModelSpec.upstream``); a source is a place runs of those
 models come from, chosen by configuration (``[sources.<name>] type = ...``) through
-``make_source``.
+``make_source``: ``sample`` (synthetic, offline) or ``http`` (the real upstreams and their
+mirrors, ``remote.py``).
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ def make_source(name: str, cfg: SourceConfig) -> Source:
         from .sample import SampleSource
 
         return SampleSource.from_options(name, options)
-    raise ValueError(f"source {name!r}: unknown source type {kind!r} (known: 'sample')")
+    if kind == "http":
+        from .remote import HttpSource
+
+        return HttpSource.from_options(name, options)
+    raise ValueError(f"source {name!r}: unknown source type {kind!r} (known: 'sample', 'http')")
 
 
 __all__ = [

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 
 class Processing(str, Enum):
@@ -63,6 +63,47 @@ class RegularGrid:
 
 
 @dataclass(frozen=True)
+class Mirror:
+    """A server publishing a model's runs: its base URL, to which a layout's paths are added."""
+
+    name: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way an upstream lays out a run's files, as templates relative to a mirror's URL.
+
+    Templates are ``str.format`` strings over ``init`` (the run's start, a datetime: use
+    ``{init:%Y%m%d}``), ``step`` (whole hours), ``minute`` (minutes past the hour), ``first``
+    and ``last`` (the step range of a ``step_groups`` file) and whatever ``path_vars`` returns.
+    """
+
+    name: str
+    path: str  # a data file
+    index_path: str | None = None  # its index; None: files are fetched whole
+    index: str | None = None  # index format: "ecmwf" (.index JSON lines) | "wgrib2" (.idx)
+    run_hours: tuple[int, ...] | None = None  # the runs it applies to (None: every run)
+    step_groups: tuple[tuple[int, int], ...] | None = None  # a file holds a range of steps
+    # One file per field and step (DWD): (row, level, step minutes) -> template variables
+    # (a "path" key replaces the template), or None when the row has no file at that step.
+    path_vars: Callable[[GribField, int | None, int], dict[str, Any] | None] | None = None
+    compression: str | None = None  # "bz2": files are stored compressed (ingest unpacks them)
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where a model's runs are published over HTTP (``sources/remote.py`` reads it): mirrors
+    in priority order, layouts tried in order (newest first), and how an index entry names a
+    row of the model's table."""
+
+    mirrors: tuple[Mirror, ...]
+    layouts: tuple[Layout, ...]
+    select: Callable[[dict[str, Any], GribField], bool] | None = None
+    licence: str = ""
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     id: str
     name: str
@@ -72,6 +113,7 @@ class ModelSpec:
     run_hours: tuple[int, ...]  # UTC hours of the runs
     fine_steps: tuple[timedelta, ...] = ()  # sub-hourly steps of the `fine` fields
     resolution_km: float = 0.0
+    upstream: Upstream | None = None  # the real upstream, for ``type = "http"`` sources
 
     def field_for(self, var: str) -> GribField:
         for f in self.fields:
@@ -94,6 +136,7 @@ class RunRef:
     source: str
     synthetic: bool = False
     complete: bool = True
+    notes: tuple[str, ...] = ()  # what discovery had to decide (a newer run not ready ...)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,13 @@ gfs.t<HH>z.pgrb2.0p25.f<FFF>``, holding every field of that step, with wgrib2's 
 inventory beside it. Centre ``kwbc`` (subcentre 0), GRIB master tables 2, local tables 1,
 packing ``grid_complex_spatial_differencing`` (as a real GFS file shows).
 
+Where runs come from (``UPSTREAM``, read by ``sources/remote.py``): NOAA's Open Data bucket on
+AWS (``noaa-gfs-bdp-pds``) first, then NOMADS, then the Google copy; each file with its
+wgrib2 ``.idx`` inventory (``n:offset:d=YYYYMMDDHH:VAR:level:time:``). An inventory line is a
+row's message when its VAR is the row's ``param``, its level is the row's level in wgrib2's
+words and its time range is of the row's kind (``idx_wanted``: ``acc`` for accumulations,
+``ave`` for averages, neither for instantaneous fields). Data: NOAA, public domain.
+
 ``shortName``/``typeOfLevel`` are what ecCodes 2.50 decodes from NCEP's encoding (checked by
 writing each message with centre kwbc and reading it back, ``tests/test_sample_source.py``):
 
@@ -41,7 +48,9 @@ writing each message with centre kwbc and reading it back, ``tests/test_sample_s
 
 from __future__ import annotations
 
-from .base import GribField, ModelSpec, Processing, RegularGrid, hours
+from typing import Any
+
+from .base import GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid, Upstream, hours
 
 HEIGHT_LEVELS: tuple[int, ...] = (10, 80, 100)  # m above ground
 
@@ -74,6 +83,42 @@ FIELDS: tuple[GribField, ...] = (
     GribField("orog", "orog", "surface", processing=_C, param="HGT"),
 )
 
+# wgrib2's words for a level, by typeOfLevel; the 2 m and 10 m rows carry no level.
+_IDX_LEVELS = {"surface": "surface", "meanSea": "mean sea level", "atmosphere": "entire atmosphere"}
+_IMPLIED_HEIGHT = {"2t": 2, "2d": 2, "10u": 10, "10v": 10}
+# What an inventory's time range says for each processing (wgrib2: "0-6 hour acc fcst").
+_IDX_KIND = {_A: "acc", _M: "ave"}
+
+
+def idx_wanted(entry: dict[str, Any], row: GribField) -> bool:
+    """Whether a wgrib2 ``.idx`` line (``param``, ``level``, ``time``) is the message of ``row``."""
+    if entry.get("param") != row.param:
+        return False
+    if row.typeOfLevel == "heightAboveGround":
+        heights = row.levels or (_IMPLIED_HEIGHT[row.shortName],)
+        levels = {f"{h} m above ground" for h in heights}
+    else:
+        levels = {_IDX_LEVELS[row.typeOfLevel]}
+    if entry.get("level") not in levels:
+        return False
+    words = str(entry.get("time", "")).split()
+    kind = _IDX_KIND.get(row.processing)
+    return kind in words if kind else not {"acc", "ave", "max", "min"} & set(words)
+
+
+_STEM = "gfs.{init:%Y%m%d}/{init:%H}/atmos/gfs.t{init:%H}z.pgrb2.0p25.f{step:03d}"
+
+UPSTREAM = Upstream(
+    mirrors=(
+        Mirror("aws", "https://noaa-gfs-bdp-pds.s3.amazonaws.com"),
+        Mirror("nomads", "https://nomads.ncep.noaa.gov/pub/data/nccf/com/gfs/prod"),
+        Mirror("google", "https://storage.googleapis.com/global-forecast-system"),
+    ),
+    layouts=(Layout("pgrb2.0p25", _STEM, f"{_STEM}.idx", index="wgrib2"),),
+    select=idx_wanted,
+    licence="NOAA GFS, public domain (US Government work)",
+)
+
 GFS = ModelSpec(
     id="gfs",
     name="NOAA GFS (pgrb2, 0.25 deg)",
@@ -83,6 +128,7 @@ GFS = ModelSpec(
     fields=FIELDS,
     run_hours=(0, 6, 12, 18),
     resolution_km=13.0,  # native C768 cubed sphere; published on the 0.25 deg grid
+    upstream=UPSTREAM,
 )
 
 

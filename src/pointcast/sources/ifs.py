@@ -30,6 +30,15 @@ the sample source writes. Points worth knowing:
   ``tcc``, ``100u`` ... decode at ``surface`` too; add edition-1 rows for them when a GRIB1
   feed needs them.)
 
+Where runs come from (``UPSTREAM``, read by ``sources/remote.py``): ECMWF's own server, then
+the AWS, Azure and Google copies of the same tree (the mirrors ECMWF's ``ecmwf-opendata``
+client knows), one GRIB2 file per step with its ``.index`` (JSON lines: the MARS keys,
+``_offset``, ``_length``). The 06/18 UTC runs were published as stream ``scda`` (paths and
+file names ``.../scda/...-scda-fc``) before ECMWF moved all four runs to ``oper``: the
+``oper`` layout is tried first, ``scda`` after it. An index entry is a row's message when its
+``param`` is the row's shortName and its ``levtype`` (``pl`` or ``sfc``) and ``levelist``
+match (``index_wanted``). Data: CC-BY-4.0 (ECMWF open data).
+
 How a decoder combines rows (the convention the tables of all models follow): for a canonical
 variable, the value at (level, step) is the **sum over the rows of that variable whose message
 is present at that (level, step)**. Rows with different levels therefore stack along the level
@@ -41,7 +50,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from .base import GribField, ModelSpec, Processing, RegularGrid, hours
+from typing import Any
+
+from .base import GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid, Upstream, hours
 
 G = 9.80665  # m s-2, converts geopotential (m2 s-2) to geopotential height (m)
 
@@ -100,6 +111,34 @@ FIELDS: tuple[GribField, ...] = (
     GribField("v10", "10v", "surface", edition=1),
 )
 
+
+def index_wanted(entry: dict[str, Any], row: GribField) -> bool:
+    """Whether an ECMWF ``.index`` entry is the message of ``row`` (GRIB2 rows only)."""
+    if row.edition == 1 or entry.get("param") != row.shortName:
+        return False
+    if row.typeOfLevel == "isobaricInhPa":
+        return entry.get("levtype") == "pl" and int(entry.get("levelist", -1)) in (row.levels or ())
+    return entry.get("levtype") == "sfc"
+
+
+def _layout(stream: str, run_hours: tuple[int, ...] | None) -> Layout:
+    stem = f"{{init:%Y%m%d}}/{{init:%H}}z/ifs/0p25/{stream}/{{init:%Y%m%d%H}}0000-{{step}}h-{stream}-fc"
+    return Layout(stream, f"{stem}.grib2", f"{stem}.index", index="ecmwf", run_hours=run_hours)
+
+
+UPSTREAM = Upstream(
+    mirrors=(
+        Mirror("ecmwf", "https://data.ecmwf.int/forecasts"),
+        Mirror("aws", "https://ecmwf-forecasts.s3.eu-central-1.amazonaws.com"),
+        Mirror("azure", "https://ai4edataeuwest.blob.core.windows.net/ecmwf"),
+        Mirror("google", "https://storage.googleapis.com/ecmwf-open-data"),
+    ),
+    # The current layout (stream oper for all four runs), then the older one (scda for 06/18).
+    layouts=(_layout("oper", None), _layout("scda", (6, 18))),
+    select=index_wanted,
+    licence="ECMWF open data, CC-BY-4.0",
+)
+
 IFS = ModelSpec(
     id="ifs",
     name="ECMWF IFS HRES (open data, 0.25 deg)",
@@ -109,4 +148,5 @@ IFS = ModelSpec(
     fields=FIELDS,
     run_hours=(0, 6, 12, 18),
     resolution_km=9.0,  # native O1280; the published grid is 0.25 deg (~28 km)
+    upstream=UPSTREAM,
 )

@@ -21,6 +21,14 @@ runs (the last two exist since 2019 and 2022). JMA's technical notice No. 373 (2
 about 12 bits per grid value with simple packing (template 5.0) over 481 x 505 points. The
 sample writes ``grid_simple``, 12 bits (JMA's exact bit count per element is not checked).
 
+Where runs come from (``UPSTREAM``, read by ``sources/remote.py``): JMA sells the GPV through
+JMBSC; the table's default mirror is the research archive of Kyoto University's Research
+Institute for Sustainable Humanosphere (RISH), which keeps JMA's file names under
+``<YYYY>/<MM>/<DD>/`` and serves them for research and education. Configure another mirror
+(``[sources.<id>] mirrors = [...]``, ``layouts.lsurf.path``) where you have a licence. No
+index exists: the Lsurf files are fetched whole (their length checked against
+``Content-Length``) and a run is complete when its last file exists.
+
 Elements of Lsurf (JMA names as wgrib2 prints them) and what ecCodes 2.50 decodes from them
 (checked by writing JMA's encoding with centre ``rjtd`` and reading it back, see
 ``tests/test_sample_source.py``):
@@ -70,7 +78,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from .base import GribField, ModelSpec, Processing, RegularGrid, hours
+from .base import GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid, Upstream, hours
 
 RUN_HOURS: tuple[int, ...] = tuple(range(0, 24, 3))
 LONG_RUN_HOURS: tuple[int, ...] = (0, 12)  # 78 h; the other runs 39 h
@@ -126,6 +134,14 @@ FIELDS: tuple[GribField, ...] = (
     GribField("ssrd", "avg_sdswrf", "surface", processing=_M, param="DSWRF"),
 )
 
+UPSTREAM = Upstream(
+    mirrors=(Mirror("rish", "http://database.rish.kyoto-u.ac.jp/arch/jmadata/data/gpv/original"),),
+    # ``file_name`` as a template, under the mirror's <YYYY>/<MM>/<DD>/ directories.
+    layouts=(Layout("lsurf", "{init:%Y/%m/%d}/Z__C_RJTD_{init:%Y%m%d%H}0000_MSM_GPV_Rjp_Lsurf_"
+                             "FH{first:02d}-{last:02d}_grib2.bin", step_groups=FILE_GROUPS),),
+    licence="JMA MSM GPV; terms of the configured mirror (RISH: research and education)",
+)
+
 MSM = ModelSpec(
     id="msm",
     name="JMA MSM (surface GPV, 0.0625 x 0.05 deg)",
@@ -135,4 +151,5 @@ MSM = ModelSpec(
     fields=FIELDS,
     run_hours=RUN_HOURS,
     resolution_km=5.0,
+    upstream=UPSTREAM,
 )

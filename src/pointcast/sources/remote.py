@@ -1,0 +1,614 @@
+"""The HTTP source (``type = "http"``): real model runs from their upstream servers.
+
+One generic source reads each model's ``Upstream`` table (``sources/ifs.py``, ``gfs.py``,
+``msm.py``, ``icon.py``): mirrors in priority order and layouts (URL templates) tried in order.
+What it does, for every model alike:
+
+* **discover**: walks back from the newest run due at ``now`` to the first run whose last file
+  (its index where the layout has one, the data file otherwise) exists on a mirror. A run whose
+  first file exists but not its last is still being published: it is polled (with backoff)
+  until it completes or the deadline (``wait_minutes``) passes; then discovery takes the
+  previous complete run and says so in the run's notes.
+* **fetch**: per file, the index (ECMWF ``.index`` JSON lines, wgrib2 ``.idx``) is read and only
+  the messages of the model's table are downloaded, with ``Range`` requests, adjacent messages
+  in one request. Files without an index (JMA's Lsurf files) are downloaded whole. A download
+  counts only when its length is the index's (or ``Content-Length``) and every message in it
+  decodes with ecCodes; otherwise (404, 5xx, timeouts, truncated or corrupt bodies) the next
+  mirror is tried, then all of them again after a backoff (``retry_seconds``, doubling up to
+  60 s) until the run's deadline, when the source gives up with ``SourceUnavailable``.
+* **cache**: ``<cache>/http/<model>/<YYYYMMDDHH>/<path>`` holds the downloaded messages, with
+  the index (``.index``/``.idx`` beside, as upstream) and a ``.json`` record of the byte ranges
+  taken; a run fully fetched gets a ``complete`` marker. A re-run finds the run complete
+  locally and sends no request for it; a re-fetch after a change of the table downloads only
+  files whose selection changed.
+* **progress**: a progress bar on a terminal (rich), and a line in the log every tenth of the
+  files (the flow's log when running in Prefect).
+
+Configuration (``[sources.<id>]``, docs/config.md): ``mirrors`` replaces the table's mirrors
+(base URLs), ``base_url`` is one mirror, ``extra_mirrors`` are tried after the table's;
+``layouts.<name>.path`` / ``.index_path`` replace a layout's templates.
+"""
+
+from __future__ import annotations
+
+import bz2
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import eccodes
+import httpx
+
+from .base import FetchedRun, GribField, Layout, Mirror, ModelSpec, Processing, RunRef, Upstream
+
+log = logging.getLogger(__name__)
+
+UTC = timezone.utc
+MAX_BACKOFF_S = 60.0
+USER_AGENT = "pointcast (https://github.com/; point forecasts from open NWP data)"
+
+
+class SourceUnavailable(RuntimeError):
+    """No usable run or file before the deadline; the message says why. Retrying is pointless
+    (the source has retried until its deadline)."""
+
+
+class BadDownload(RuntimeError):
+    """A response that is not what the index promised (length, GRIB structure, decoding)."""
+
+
+class _Missing(RuntimeError):
+    """404/410: not (yet) published on this mirror."""
+
+
+def _logger() -> logging.Logger | logging.LoggerAdapter:
+    """The flow's logger inside a Prefect run (so progress shows in the flow's logs)."""
+    try:
+        from prefect import get_run_logger
+
+        return get_run_logger()
+    except Exception:  # outside a flow or task run
+        return log
+
+
+# ------------------------------------------------------------------------------------------
+# GRIB checks and index formats
+# ------------------------------------------------------------------------------------------
+
+
+def grib_lengths(data: bytes) -> Iterator[tuple[int, int]]:
+    """(offset, length) of each GRIB message in ``data`` by the lengths the messages declare;
+    raises ``BadDownload`` when the bytes are not a sequence of whole messages."""
+    pos = 0
+    while pos < len(data):
+        if data[pos:pos + 4] != b"GRIB" or len(data) - pos < 16:
+            raise BadDownload(f"no GRIB message at byte {pos}")
+        edition = data[pos + 7]
+        if edition == 2:
+            total = int.from_bytes(data[pos + 8:pos + 16], "big")
+        elif edition == 1:
+            total = int.from_bytes(data[pos + 4:pos + 7], "big")
+        else:
+            raise BadDownload(f"GRIB edition {edition} at byte {pos}")
+        if total < 16 or pos + total > len(data):
+            raise BadDownload(f"message at byte {pos} declares {total} bytes, "
+                              f"{len(data) - pos} received")
+        if data[pos + total - 4:pos + total] != b"7777":
+            raise BadDownload(f"message at byte {pos} does not end with 7777")
+        yield pos, total
+        pos += total
+
+
+def check_grib(data: bytes, expected: int | None = None) -> int:
+    """Raise ``BadDownload`` unless ``data`` is whole GRIB messages (``expected`` bytes when
+    given) that ecCodes decodes, values included. Returns the number of messages."""
+    if expected is not None and len(data) != expected:
+        raise BadDownload(f"{len(data)} bytes received, the index says {expected}")
+    n = 0
+    for pos, total in grib_lengths(data):
+        try:
+            h = eccodes.codes_new_from_message(data[pos:pos + total])
+        except Exception as exc:  # ecCodes raises its own error classes
+            raise BadDownload(f"message at byte {pos} does not decode: {exc}") from None
+        try:
+            eccodes.codes_get_values(h)
+        except Exception as exc:
+            raise BadDownload(f"message at byte {pos} does not decode: {exc}") from None
+        finally:
+            eccodes.codes_release(h)
+        n += 1
+    if n == 0:
+        raise BadDownload("empty body")
+    return n
+
+
+def parse_index(text: str, kind: str) -> list[dict[str, Any]]:
+    """Entries of an index with ``_offset`` and ``_length`` (None: to the end of the file)."""
+    if kind == "ecmwf":
+        entries = [json.loads(line) for line in text.splitlines() if line.strip()]
+        for e in entries:
+            e["_offset"], e["_length"] = int(e["_offset"]), int(e["_length"])
+        return entries
+    if kind == "wgrib2":
+        entries = []
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            parts = line.split(":")
+            if len(parts) < 6:
+                raise BadDownload(f"not a wgrib2 inventory line: {line!r}")
+            entries.append({"n": parts[0], "_offset": int(parts[1]), "date": parts[2][2:],
+                            "param": parts[3], "level": parts[4], "time": parts[5]})
+        ends = [e["_offset"] for e in entries[1:]] + [None]
+        for e, end in zip(entries, ends):
+            e["_length"] = None if end is None else end - e["_offset"]
+        return entries
+    raise ValueError(f"unknown index format {kind!r}")
+
+
+def byte_ranges(entries: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
+    """Adjacent messages merged into one range: [(offset, length or None for 'to the end')]."""
+    out: list[tuple[int, int | None]] = []
+    for e in sorted(entries, key=lambda e: e["_offset"]):
+        off, length = e["_offset"], e["_length"]
+        if out and out[-1][1] is not None and out[-1][0] + out[-1][1] == off:
+            prev = out[-1]
+            out[-1] = (prev[0], None if length is None else prev[1] + length)
+        else:
+            out.append((off, length))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# The files of a run
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    path: str  # data file, relative to a mirror's URL
+    index_path: str | None
+    first_step_h: float
+
+
+def run_files(layout: Layout, model: ModelSpec, init: datetime,
+              steps: tuple[timedelta, ...]) -> list[RemoteFile]:
+    """The files of the run of ``model`` at ``init`` with ``steps``, in step order."""
+    minutes = [int(s.total_seconds() // 60) for s in steps]
+    out: list[RemoteFile] = []
+    seen: set[str] = set()
+
+    def add(tmpl_vars: dict[str, Any], step_min: int) -> None:
+        path = tmpl_vars.pop("path", layout.path).format(init=init, **tmpl_vars)
+        if path in seen:
+            return
+        seen.add(path)
+        index = layout.index_path.format(init=init, **tmpl_vars) if layout.index_path else None
+        out.append(RemoteFile(path, index, step_min / 60))
+
+    if layout.step_groups is not None:
+        hours_ = {m // 60 for m in minutes}
+        for a, b in layout.step_groups:
+            if any(a <= h <= b for h in hours_):
+                add({"first": a, "last": b, "step": a, "minute": 0}, a * 60)
+        return out
+    if layout.path_vars is not None and minutes:  # one file per field: sub-hourly fields too
+        minutes = sorted(set(minutes) | {int(s.total_seconds() // 60) for s in model.fine_steps
+                                         if s <= max(steps)})
+    for m in minutes:
+        base = {"step": m // 60, "minute": m % 60}
+        if layout.path_vars is None:
+            add(base, m)
+            continue
+        for row in model.fields:
+            if (row.processing is Processing.CONSTANT and m != 0) or (m % 60 and not row.fine):
+                continue
+            for level in row.levels or (None,):
+                extra = layout.path_vars(row, level, m)
+                if extra is not None:
+                    add({**base, **extra}, m)
+    return out
+
+
+def _floor_run(model: ModelSpec, when: datetime) -> datetime:
+    t = when.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    while t.hour not in model.run_hours:
+        t -= timedelta(hours=1)
+    return t
+
+
+def candidate_runs(model: ModelSpec, now: datetime, n: int) -> list[datetime]:
+    """The ``n`` newest run times at or before ``now``, newest first."""
+    out = [_floor_run(model, now)]
+    while len(out) < n:
+        out.append(_floor_run(model, out[-1] - timedelta(hours=1)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Progress
+# ------------------------------------------------------------------------------------------
+
+
+class _Progress:
+    """Files and bytes done: a rich progress bar on a terminal, a log line every tenth."""
+
+    def __init__(self, what: str, total: int, logger, bar: bool):
+        self.what, self.total, self.logger = what, total, logger
+        self.done = self.bytes = self.cached = 0
+        self.t0 = time.monotonic()
+        self._lock = threading.Lock()
+        self._next_log = 0.1
+        self._bar = None
+        if bar and total and sys.stderr.isatty():
+            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
+                                       TimeRemainingColumn)
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 TextColumn("{task.completed}/{task.total} files"),
+                                 DownloadColumn(), TimeRemainingColumn(), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(what, total=total)
+
+    def step(self, nbytes: int, cached: bool) -> None:
+        with self._lock:
+            self.done += 1
+            self.bytes += nbytes
+            self.cached += cached
+            if self._bar is not None:
+                self._bar.update(self._task, advance=1)
+            if self.done / self.total >= self._next_log or self.done == self.total:
+                self._next_log = (int(self.done * 10 / self.total) + 1) / 10
+                dt = max(time.monotonic() - self.t0, 1e-6)
+                self.logger.info("%s: %d/%d files (%d from the cache), %.1f MB downloaded, "
+                                 "%.2f MB/s", self.what, self.done, self.total, self.cached,
+                                 self.bytes / 1e6, self.bytes / 1e6 / dt)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+# ------------------------------------------------------------------------------------------
+# The source
+# ------------------------------------------------------------------------------------------
+
+OPTIONS = ("mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes", "retry_seconds",
+           "timeout_seconds", "connections", "lookback_runs", "horizon_hours", "progress")
+
+
+@dataclass
+class HttpSource:
+    """Model runs from their upstream HTTP servers (see the module docstring)."""
+
+    name: str = "http"
+    mirrors: tuple[str, ...] | None = None  # replaces the table's mirrors (base URLs)
+    extra_mirrors: tuple[str, ...] = ()  # tried after the table's
+    layouts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # template overrides
+    wait_minutes: float = 30.0  # per-run deadline: waiting for publication and retrying
+    retry_seconds: float = 2.0  # first backoff; doubles up to MAX_BACKOFF_S
+    timeout_seconds: float = 60.0  # per request (connect, read)
+    connections: int = 4  # parallel downloads
+    lookback_runs: int = 8  # how many runs discovery walks back
+    horizon_hours: float | None = None  # fetch steps up to this lead time only
+    progress: bool = True  # progress bar on a terminal
+
+    @classmethod
+    def from_options(cls, name: str, options: Mapping[str, Any]) -> "HttpSource":
+        unknown = sorted(set(options) - set(OPTIONS) - {"type"})
+        if unknown:
+            raise ValueError(f"source {name!r} (http): unknown option(s) {unknown}; "
+                             f"known: {sorted(OPTIONS)}")
+        kw = {k: v for k, v in options.items() if k in OPTIONS and k != "base_url"}
+        if options.get("base_url") is not None:
+            if options.get("mirrors"):
+                raise ValueError(f"source {name!r} (http): give base_url or mirrors, not both")
+            kw["mirrors"] = (options["base_url"],)
+        for key in ("mirrors", "extra_mirrors"):
+            if kw.get(key) is not None:
+                kw[key] = tuple(str(u).rstrip("/") for u in kw[key])
+        return cls(name=name, **kw)
+
+    # -- the model's table with this source's overrides ------------------------------------
+
+    def upstream(self, model: ModelSpec) -> Upstream:
+        up = model.upstream
+        if up is None:
+            raise ValueError(f"source {self.name!r} (http): model {model.id!r} has no upstream "
+                             f"table (ModelSpec.upstream, sources/)")
+        if self.mirrors is not None:
+            mirrors = tuple(Mirror(f"mirror{i}", u) for i, u in enumerate(self.mirrors))
+        else:
+            mirrors = up.mirrors
+        mirrors += tuple(Mirror(f"extra{i}", u) for i, u in enumerate(self.extra_mirrors))
+        names = {lay.name for lay in up.layouts}
+        unknown = set(self.layouts) - names
+        if unknown:
+            raise ValueError(f"source {self.name!r} (http): model {model.id!r} has no layout "
+                             f"{sorted(unknown)} (layouts: {sorted(names)})")
+        layouts = tuple(replace(lay, **dict(self.layouts.get(lay.name, {})))
+                        for lay in up.layouts)
+        return replace(up, mirrors=mirrors, layouts=layouts)
+
+    def _steps(self, model: ModelSpec, init: datetime) -> tuple[timedelta, ...]:
+        from . import run_steps
+
+        steps = run_steps(model, init)
+        if self.horizon_hours is not None:
+            steps = tuple(s for s in steps if s <= timedelta(hours=self.horizon_hours))
+        return steps
+
+    def _client(self) -> httpx.Client:
+        return httpx.Client(timeout=self.timeout_seconds, follow_redirects=True,
+                            headers={"User-Agent": USER_AGENT},
+                            limits=httpx.Limits(max_connections=self.connections + 2))
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.wait_minutes * 60.0
+
+    def _retrying(self, what: str, mirrors: tuple[Mirror, ...], deadline: float, attempt, *,
+                  retry_missing: bool = True):
+        """``attempt(mirror)`` on each mirror in priority order, all of them again after a
+        backoff, until one succeeds or the deadline passes. With ``retry_missing`` False a
+        pass in which some mirror answered "not found" (and none succeeded) ends at once
+        with ``_Missing``: only mirrors that all failed are worth waiting for."""
+        delay = self.retry_seconds
+        while True:
+            errors, missing = [], False
+            for mirror in mirrors:
+                try:
+                    return attempt(mirror)
+                except _Missing:
+                    errors.append(f"{mirror.name}: not found")
+                    missing = True
+                except (httpx.HTTPError, BadDownload) as exc:
+                    errors.append(f"{mirror.name}: {type(exc).__name__}: {exc}")
+                    log.debug("%s from %s: %s", what, mirror.url, exc)
+            if missing and not retry_missing:
+                raise _Missing(what)
+            if time.monotonic() + delay > deadline:
+                raise SourceUnavailable(f"{what}: gave up at the deadline ({self.wait_minutes:g} "
+                                        f"min): {'; '.join(errors)}")
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF_S)
+
+    # -- discover ----------------------------------------------------------------------------
+
+    def _exists(self, client: httpx.Client, url: str) -> None:
+        """Raise ``_Missing`` unless ``url`` exists (S3 answers 403 for a missing key)."""
+        r = client.head(url)
+        if r.status_code in (403, 405, 501):  # no HEAD here: ask for the first byte
+            r = client.get(url, headers={"Range": "bytes=0-0"})
+        if r.status_code in (403, 404, 410):
+            raise _Missing(url)
+        r.raise_for_status()
+
+    def _state(self, client, up: Upstream, files: list[RemoteFile],
+               deadline: float) -> tuple[str, str]:
+        """("complete" | "partial" | "absent", mirror name) of a run in one layout: its last
+        file exists, only its first, or neither."""
+        for state, f in (("complete", files[-1]), ("partial", files[0])):
+            try:
+                return state, self._retrying(
+                    f"probe {f.index_path or f.path}", up.mirrors, deadline,
+                    lambda m: self._exists(client, f"{m.url}/{f.index_path or f.path}") or m.name,
+                    retry_missing=False)
+            except _Missing:
+                pass
+        return "absent", ""
+
+    def discover(self, model: ModelSpec, now: datetime) -> RunRef:
+        up = self.upstream(model)
+        logger = _logger()
+        deadline = self._deadline()
+        notes: list[str] = []
+        with self._client() as client:
+            for init in candidate_runs(model, now, self.lookback_runs):
+                steps = self._steps(model, init)
+                if not steps:
+                    continue
+                for layout in up.layouts:
+                    if layout.run_hours is not None and init.hour not in layout.run_hours:
+                        continue
+                    files = run_files(layout, model, init, steps)
+                    delay = self.retry_seconds
+                    while True:
+                        state, mirror = self._state(client, up, files, deadline)
+                        if state != "partial" or time.monotonic() + delay > deadline:
+                            break
+                        logger.info("%s %s (%s): run still being published, waiting %.0f s",
+                                    model.id, f"{init:%Y-%m-%d %H}", layout.name, delay)
+                        time.sleep(delay)
+                        delay = min(delay * 2, MAX_BACKOFF_S)
+                    if state == "complete":
+                        logger.info("%s: run %s complete on %s (layout %s), %d files", model.id,
+                                    f"{init:%Y-%m-%d %H} UTC", mirror, layout.name, len(files))
+                        return RunRef(model=model.id, init=init, steps=steps,
+                                      source=f"{self.name}/{layout.name}", notes=tuple(notes))
+                    if state == "partial":
+                        notes.append(f"run {init:%Y-%m-%d %H} UTC ({layout.name}) was still being "
+                                     f"published at the deadline ({self.wait_minutes:g} min): "
+                                     f"an older run is used")
+                        logger.warning("%s: %s", model.id, notes[-1])
+                        break  # a run is published in one layout only
+        raise SourceUnavailable(
+            f"{model.id}: no complete run in the {self.lookback_runs} runs up to "
+            f"{now:%Y-%m-%d %H:%M} UTC on {', '.join(m.url for m in up.mirrors)}"
+            + (f" ({'; '.join(notes)})" if notes else ""))
+
+    # -- fetch -------------------------------------------------------------------------------
+
+    def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
+        if run.model != model.id:
+            raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
+        up = self.upstream(model)
+        layout_name = run.source.rpartition("/")[2]
+        layouts = {lay.name: lay for lay in up.layouts}
+        if layout_name not in layouts:
+            raise ValueError(f"run source {run.source!r} names no layout of {model.id} "
+                             f"({sorted(layouts)})")
+        layout = layouts[layout_name]
+        init = run.init.astimezone(UTC)
+        files = run_files(layout, model, init, run.steps)
+        run_dir = Path(cache) / "http" / model.id / f"{init:%Y%m%d%H}"
+        marker = run_dir / "complete"
+        record = {"model": model.id, "init": init.isoformat(), "layout": layout.name,
+                  "files": [f.path for f in files], "fields": _fields_key(model.fields)}
+        if marker.exists():
+            try:
+                done = json.loads(marker.read_text())
+            except (OSError, ValueError):
+                done = {}
+            paths = tuple(run_dir / p for p in record["files"])
+            if {k: done.get(k) for k in record} == record and all(p.exists() for p in paths):
+                return FetchedRun(run=run, files=paths, notes=(
+                    f"{model.id} {init:%Y-%m-%d %H} UTC: {len(paths)} files from the cache "
+                    f"({done.get('mirrors')})",))
+        logger = _logger()
+        what = f"{model.id} {init:%Y%m%d%H}"
+        progress = _Progress(what, len(files), logger, self.progress)
+        deadline = self._deadline()
+        used: dict[str, int] = {}
+        lock = threading.Lock()
+
+        def one(f: RemoteFile) -> Path:
+            dest, nbytes, mirror = self._fetch_file(client, model, up, layout, f, run_dir,
+                                                   deadline)
+            with lock:
+                if mirror:
+                    used[mirror] = used.get(mirror, 0) + 1
+            progress.step(nbytes, cached=not mirror)
+            return dest
+
+        try:
+            with self._client() as client, ThreadPoolExecutor(
+                    self.connections, thread_name_prefix=f"fetch-{model.id}") as pool:
+                paths = tuple(pool.map(one, files))
+        finally:
+            progress.close()
+        tmp = marker.with_name(f"complete.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dict(record, mirrors=used, bytes=progress.bytes)) + "\n")
+        os.replace(tmp, marker)
+        note = (f"{model.id} {init:%Y-%m-%d %H} UTC ({layout.name}): {len(paths)} files, "
+                f"{progress.bytes / 1e6:.1f} MB downloaded from "
+                f"{', '.join(f'{m} ({n})' for m, n in used.items()) or 'nowhere'}, "
+                f"{progress.cached} from the cache; {up.licence}")
+        logger.info("%s", note)
+        return FetchedRun(run=run, files=paths, notes=(note,))
+
+    def _fetch_file(self, client, model: ModelSpec, up: Upstream, layout: Layout,
+                    f: RemoteFile, run_dir: Path, deadline: float) -> tuple[Path, int, str]:
+        """Download one file's wanted messages (or the whole file) into the cache:
+        (local path, bytes downloaded, mirror name or "" when it came from the cache)."""
+        dest = run_dir / f.path
+        meta = dest.with_name(dest.name + ".json")
+        local_index = dest.with_name(Path(f.index_path).name) if f.index_path else None
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if local_index is not None and local_index.exists():
+            ranges = self._select(model, up, layout, local_index.read_text())
+            if dest.exists() and _meta(meta).get("ranges") == _jsonable(ranges):
+                return dest, 0, ""
+        elif local_index is None and dest.exists() and _meta(meta).get("bytes") == dest.stat().st_size:
+            return dest, 0, ""
+
+        def attempt(mirror: Mirror) -> tuple[bytes, str | None, list]:
+            index_text, ranges = None, [(0, None)]
+            if f.index_path:
+                index_text = self._get(client, f"{mirror.url}/{f.index_path}").text
+                ranges = self._select(model, up, layout, index_text)
+            data = self._get_ranges(client, f"{mirror.url}/{f.path}", ranges, whole=not f.index_path)
+            check_grib(bz2.decompress(data) if layout.compression == "bz2" else data)
+            return data, index_text, ranges
+
+        def with_mirror(mirror: Mirror):
+            return mirror.name, attempt(mirror)
+
+        name, (data, index_text, ranges) = self._retrying(f.path, up.mirrors, deadline,
+                                                          with_mirror)
+        _atomic_write(dest, data)
+        if local_index is not None and index_text is not None:
+            _atomic_write(local_index, index_text.encode())
+        _atomic_write(meta, json.dumps({"mirror": name, "ranges": _jsonable(ranges),
+                                        "bytes": len(data)}).encode())
+        return dest, len(data), name
+
+    def _select(self, model: ModelSpec, up: Upstream, layout: Layout,
+                index_text: str) -> list[tuple[int, int | None]]:
+        """Byte ranges of the messages of ``model``'s table listed in an index."""
+        entries = parse_index(index_text, layout.index or "")
+        if up.select is None:
+            raise ValueError(f"{model.id}: layout {layout.name!r} has an index but the table "
+                             f"has no select rule")
+        wanted = [e for e in entries if any(up.select(e, row) for row in model.fields)]
+        if not wanted:
+            raise BadDownload("the index lists none of the table's fields")
+        return byte_ranges(wanted)
+
+    def _get(self, client: httpx.Client, url: str, headers: dict | None = None) -> httpx.Response:
+        r = client.get(url, headers=headers)
+        if r.status_code in (404, 410):
+            raise _Missing(url)
+        r.raise_for_status()
+        declared = r.headers.get("Content-Length")
+        if declared is not None and "Content-Encoding" not in r.headers \
+                and int(declared) != len(r.content):
+            raise BadDownload(f"{len(r.content)} bytes received, Content-Length {declared}")
+        return r
+
+    def _get_ranges(self, client: httpx.Client, url: str,
+                    ranges: list[tuple[int, int | None]], whole: bool) -> bytes:
+        """The bytes of ``ranges`` of ``url``, one request per range; each range's length is
+        checked against the index (an open end: against the file's length)."""
+        if whole:
+            return self._get(client, url).content
+        parts = []
+        for off, length in ranges:
+            last = "" if length is None else str(off + length - 1)
+            r = self._get(client, url, {"Range": f"bytes={off}-{last}"})
+            body = r.content
+            if r.status_code == 206:
+                got = r.headers.get("Content-Range", "")
+                if not got.startswith(f"bytes {off}-"):
+                    raise BadDownload(f"asked for bytes {off}-{last}, got {got!r}")
+                total = got.rpartition("/")[2]
+                expected = (length if length is not None
+                            else int(total) - off if total.isdigit() else len(body))
+            else:  # the server ignored Range and sent the whole file
+                body = body[off:] if length is None else body[off:off + length]
+                expected = len(body) if length is None else length
+            if len(body) != expected:
+                raise BadDownload(f"bytes {off}-{last}: {len(body)} received, the index says "
+                                  f"{expected}")
+            parts.append(body)
+        return b"".join(parts)
+
+
+def _fields_key(fields: tuple[GribField, ...]) -> str:
+    return json.dumps([[r.shortName, r.typeOfLevel, r.levels, r.processing.value, r.param]
+                       for r in fields])
+
+
+def _jsonable(ranges: list[tuple[int, int | None]]) -> list[list[int | None]]:
+    return [[a, b] for a, b in ranges]
+
+
+def _meta(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -1,0 +1,278 @@
+"""A loopback HTTP mirror of the upstreams, for the source tests.
+
+``Mirror`` is a real HTTP/1.1 server (``http.server.ThreadingHTTPServer`` on 127.0.0.1, an
+ephemeral port) serving a directory tree: GET and HEAD, ``Range: bytes=a-b`` / ``bytes=a-``
+answered with 206 and ``Content-Range``, 416 for a range past the end. It records every
+request and can inject faults on paths matching a pattern: ``404``, ``500``, ``slow``
+(an answer delayed by ``delay`` seconds), ``truncate`` (a body shortened to half, with a
+``Content-Length`` that agrees: only the index can tell), ``cut`` (the full length declared,
+half sent, connection closed) and ``corrupt`` (right length, GRIB sections after section 0
+overwritten, so the message no longer decodes).
+
+``publish_sample`` fills the tree from the sample source, in each upstream's real layout:
+``ecmwf/<YYYYMMDD>/<HH>z/ifs/0p25/<stream>/...`` with ``.index`` files (the ``scda`` layout of
+the 06/18 UTC runs on request), ``noaa/gfs.<YYYYMMDD>/<HH>/atmos/...`` with wgrib2 ``.idx``
+files, ``jma/<YYYY>/<MM>/<DD>/Z__C_RJTD_..._grib2.bin``. ``add_foreign_message`` puts a message
+no table asks for into the middle of a file and its index, as real files hold many more fields
+than pointcast takes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import eccodes
+
+ROOTS = {"ifs": "ecmwf", "gfs": "noaa", "msm": "jma"}
+
+
+@dataclass
+class Fault:
+    pattern: str
+    kind: str  # "404" | "500" | "slow" | "truncate" | "cut" | "corrupt"
+    times: int | None = 1  # None: every matching request
+    delay: float = 0.0
+    method: str = "GET"
+
+
+@dataclass
+class Request:
+    """One request as the mirror saw it (recorded on arrival, completed when answered)."""
+
+    method: str
+    path: str
+    range: str | None
+    status: int = 0
+    sent: int = 0  # body bytes sent
+
+
+class Mirror:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.requests: list[Request] = []
+        self.faults: list[Fault] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    # -- control ---------------------------------------------------------------------------
+
+    def fail(self, pattern: str, kind: str, times: int | None = 1, delay: float = 0.0,
+             method: str = "GET") -> None:
+        with self._lock:
+            self.faults.append(Fault(pattern, kind, times, delay, method))
+
+    def gets(self, pattern: str = "") -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if r.method == "GET" and re.search(pattern, r.path)]
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.faults.clear()
+
+    def url(self, prefix: str = "") -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/{prefix}".rstrip("/")
+
+    def __enter__(self) -> "Mirror":
+        mirror = self
+
+        class Handler(_Handler):
+            owner = mirror
+
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- used by the handler ---------------------------------------------------------------
+
+    def _fault(self, method: str, path: str) -> Fault | None:
+        with self._lock:
+            for f in self.faults:
+                if f.method == method and re.search(f.pattern, path) and f.times != 0:
+                    if f.times is not None:
+                        f.times -= 1
+                    return f
+        return None
+
+    def _record(self, req: Request) -> None:
+        with self._lock:
+            self.requests.append(req)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        pass  # a client that timed out and left: expected in the fault tests
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    owner: Mirror
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def do_HEAD(self) -> None:
+        self._serve(body=False)
+
+    def do_GET(self) -> None:
+        self._serve(body=True)
+
+    def _send(self, status: int, data: bytes, body: bool, headers: dict | None = None,
+              declared: int | None = None) -> None:
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data) if declared is None else declared))
+        self.end_headers()
+        self.req.status = status
+        if body:
+            self.wfile.write(data)
+            self.req.sent = len(data)
+
+    def _serve(self, body: bool) -> None:
+        path = self.path.split("?")[0]
+        self.req = Request(self.command, self.path, self.headers.get("Range"))
+        self.owner._record(self.req)
+        fault = self.owner._fault(self.command, path)
+        if fault is not None and fault.kind == "slow":
+            time.sleep(fault.delay)
+        if fault is not None and fault.kind in ("404", "500"):
+            return self._send(int(fault.kind), b"injected\n", body)
+        target = (self.owner.root / path.lstrip("/")).resolve()
+        if self.owner.root.resolve() not in target.parents or not target.is_file():
+            return self._send(404, b"not found\n", body)
+        data = target.read_bytes()
+        total = len(data)
+        status, headers = 200, {"Accept-Ranges": "bytes"}
+        rng = self.headers.get("Range")
+        if rng:
+            m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
+            if not m:
+                return self._send(400, b"bad range\n", body)
+            a = int(m.group(1))
+            b = min(int(m.group(2)), total - 1) if m.group(2) else total - 1
+            if a >= total or b < a:
+                return self._send(416, b"", body, {"Content-Range": f"bytes */{total}"})
+            data = data[a:b + 1]
+            status = 206
+            headers["Content-Range"] = f"bytes {a}-{b}/{total}"
+        if fault is not None and fault.kind == "truncate":
+            data = data[:len(data) // 2]
+        elif fault is not None and fault.kind == "corrupt" and len(data) > 20:
+            data = data[:16] + b"\xff" * (len(data) - 20) + data[-4:]
+        elif fault is not None and fault.kind == "cut" and body:
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+            self.req.status, self.req.sent = status, len(data) // 2
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self._send(status, data, body, headers)
+
+
+# ------------------------------------------------------------------------------------------
+# Filling the tree
+# ------------------------------------------------------------------------------------------
+
+
+def publish_sample(tree: Path, cache: Path, model_id: str, init: str, *, scale: int = 16,
+                   horizon_hours: float | None = None, stream: str = "oper") -> list[Path]:
+    """Write the sample run of ``model_id`` at ``init`` and place its files in ``tree`` as the
+    upstream lays them out. Returns the data files placed, in step order."""
+    import pointcast  # noqa: F401  (PROJ before ecCodes)
+    from pointcast.sources import MODELS
+    from pointcast.sources.sample import SampleSource
+
+    model = MODELS[model_id]
+    src = SampleSource(scale=scale, init=init, horizon_hours=horizon_hours)
+    run = src.discover(model, datetime.fromisoformat(init.replace("Z", "+00:00")))
+    fetched = src.fetch(run, model, cache)
+    run_dir = fetched.files[0].parent
+    while run_dir.name != f"{run.init:%Y%m%d%H}":
+        run_dir = run_dir.parent
+    placed = []
+    for f in fetched.files:
+        rel = f.relative_to(run_dir)
+        companions = [p for p in (f.with_suffix(".index"), Path(f"{f}.idx")) if p.exists()]
+        if model_id == "msm":
+            rel = Path(f"{run.init:%Y/%m/%d}") / rel
+        if model_id == "ifs" and stream != "oper":
+            rel = Path(str(rel).replace("oper", stream))
+        dest = tree / ROOTS[model_id] / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, dest)
+        for c in companions:
+            text = c.read_text()
+            if stream != "oper":
+                text = text.replace('"stream": "oper"', f'"stream": "{stream}"')
+            target = dest.with_suffix(".index") if c.suffix == ".index" else Path(f"{dest}.idx")
+            target.write_text(text)
+        placed.append(dest)
+    return placed
+
+
+def add_foreign_message(path: Path) -> int:
+    """Insert a message no model table asks for (a copy of the first message relabelled:
+    ECMWF skin temperature ``skt`` / NCEP ``TMP:500 mb``) after the file's second message and
+    list it in the index. Returns its length."""
+    data = path.read_bytes()
+    offsets = []
+    pos = 0
+    while pos < len(data):
+        offsets.append(pos)
+        pos += int.from_bytes(data[pos + 8:pos + 16], "big")
+    h = eccodes.codes_new_from_message(data[:offsets[1]])
+    try:
+        ecmwf = path.suffix == ".grib2"
+        if ecmwf:
+            eccodes.codes_set(h, "paramId", 235)  # skt
+        else:
+            eccodes.codes_set(h, "parameterCategory", 0)
+            eccodes.codes_set(h, "parameterNumber", 0)
+            eccodes.codes_set(h, "typeOfFirstFixedSurface", 100)
+            eccodes.codes_set(h, "scaledValueOfFirstFixedSurface", 50000)
+        foreign = eccodes.codes_get_message(h)
+    finally:
+        eccodes.codes_release(h)
+    at = offsets[2]
+    path.write_bytes(data[:at] + foreign + data[at:])
+    n = len(foreign)
+    if ecmwf:
+        index = path.with_suffix(".index")
+        lines = [json.loads(x) for x in index.read_text().splitlines() if x.strip()]
+        for e in lines:
+            if e["_offset"] >= at:
+                e["_offset"] += n
+        lines.insert(2, dict(lines[0], param="skt", _offset=at, _length=n))
+        index.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    else:
+        index = Path(f"{path}.idx")
+        rows = [x.split(":") for x in index.read_text().splitlines() if x.strip()]
+        for r in rows:
+            if int(r[1]) >= at:
+                r[1] = str(int(r[1]) + n)
+        rows.insert(2, ["", str(at), rows[0][2], "TMP", "500 mb", rows[0][5], ""])
+        index.write_text("".join(f"{i + 1}:" + ":".join(r[1:]) + "\n" for i, r in enumerate(rows)))
+    return n
