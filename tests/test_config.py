@@ -107,11 +107,14 @@ def test_shipped_config_loads():
     assert (cfg.dask.scheduler, cfg.dask.workers) == ("threads", 2)
     sample = cfg.sources["sample"]
     assert sample.type == "sample"
-    assert sample.options == {"scale": 4, "area": (-25.0, 20.0, 150.0, 72.0), "init": "latest"}
-    assert set(cfg.models) == {"ifs", "icon-eu", "icon-d2", "msm"}
+    assert {k: sample.options[k] for k in ("scale", "area", "init")} == {
+        "scale": 4, "area": (-180.0, -66.0, 180.0, 90.0), "init": "latest"}
+    assert set(cfg.models) == {"ifs", "gfs", "icon-eu", "icon-d2", "msm"}
     assert all(m.source == "sample" for m in cfg.models.values())
-    # eu-wind is shipped too; japan may be (its own test below checks it wherever it is used)
-    assert {"eu-medium", "eu-short", "eu-wind"} <= set(cfg.products) <= {"eu-medium", "eu-short", "eu-wind", "japan"}
+    assert set(cfg.products) == {"eu-medium", "eu-short", "eu-wind", "global", "japan"}
+    glob = cfg.products["global"]
+    assert glob.models == ("gfs", "ifs") and glob.max_lead_hours == (("gfs", 120),)
+    assert glob.horizon_hours >= 338 and glob.freqs == ("1H",)
     med, short = cfg.products["eu-medium"], cfg.products["eu-short"]
     assert med.horizon_hours == 336 and short.horizon_hours == 72
     assert med.models == short.models == ("icon-d2", "icon-eu", "ifs")
@@ -249,7 +252,7 @@ horizon_hours = 72
     assert (cfg.schedule.every_hours, cfg.schedule.offset_minutes) == (3, 0)
     assert (cfg.dask.scheduler, cfg.dask.workers) == ("threads", 2)
     assert cfg.products["eu-short"].freqs == ("1H", "30min", "15min")
-    assert cfg.sources["s"].options == {"scale": 1, "area": None, "init": "latest"}
+    assert cfg.sources["s"].options == {"scale": 1, "area": None, "init": "latest", "icon_layout": "v1"}
     assert cfg.products["eu-short"].points == (
         Point("paris", "Paris", 48.8566, 2.3522, 35.0, ()),
         Point("hornsea-1", "Hornsea 1", 53.885, 1.791, 0.0, (113.0,)),
@@ -403,8 +406,12 @@ def test_duplicate_toml_key(tmp_path):
          "models.ifs.source", "source 'ecmwf' is not defined in [sources]"),
         ("[products.eu-medium]", "[products.eu-long]", "[products.eu-long]", "products.eu-long",
          "unknown product"),
-        ("[products.eu-medium]", "[products.global]", "[products.global]", "products.global",
-         "not available yet"),
+        ("horizon_hours = 336", "horizon_hours = 336\nmax_lead_hours = { ifs = 120 }", "max_lead_hours",
+         "products.eu-medium.max_lead_hours.ifs", "other than its last one can be limited"),
+        ("horizon_hours = 336", "horizon_hours = 336\nmax_lead_hours = { icon-eu = 0 }", "max_lead_hours",
+         "products.eu-medium.max_lead_hours.icon-eu", "must be >= 1"),
+        ("horizon_hours = 336", "horizon_hours = 336\nmax_lead_hours = 120", "max_lead_hours",
+         "products.eu-medium.max_lead_hours", "expected a table"),
         ('points = "points.csv"', 'points = "missing.csv"', "points =", "products.eu-medium.points",
          "points file not found"),
         # the sample source

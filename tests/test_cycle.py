@@ -54,7 +54,7 @@ def test_published_run_is_complete_and_says_synthetic(published):
     assert (root / "current").is_symlink() and run_dir(root).name == run_id
     manifest = json.loads((run_dir(root) / "manifest.json").read_text())
     assert manifest["synthetic"] is True and "SYNTHETIC" in manifest["notice"]
-    assert set(manifest["models"]) == {"ifs", "icon-eu", "icon-d2", "msm"}
+    assert set(manifest["models"]) == {"ifs", "gfs", "icon-eu", "icon-d2", "msm"}
     validation = json.loads((run_dir(root) / "validation.json").read_text())
     assert validation["ok"] is True and validation["errors"] == []
     points = [line.split(",")[0] for line in (cfg.parent / "points" / "europe.csv").read_text().splitlines()[1:]

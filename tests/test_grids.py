@@ -253,8 +253,8 @@ def test_grid_for_european_products(pid):
 def test_grid_for_japan():
     assert grid_for("japan") is JAPAN_1KM
     assert JAPAN_1KM.coverage is JAPAN_COVERAGE
-    with pytest.raises(KeyError, match="no grid for product 'global'"):
-        grid_for("global")
+    with pytest.raises(KeyError, match="no grid for product 'asia'"):
+        grid_for("asia")
 
 
 def test_grid_for_unknown_product():

@@ -29,7 +29,7 @@ import xarray as xr
 from ..config import ProductConfig
 from ..interp import aggregate
 from .base import ProductOutput, RunContext, archive_frame, dumps, iso, number, render_index
-from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, daily_fields, hourly_fields,
+from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, hourly_fields,
                  local_days, local_times)
 
 SRF_HOURS = 72
@@ -88,14 +88,7 @@ def read_hourly(data: bytes) -> tuple[np.datetime64, dict[str, np.ndarray]]:
     return start, hourly
 
 
-class GlobalWx:
-    def __init__(self, product_id: str, path: str):
-        self.id = product_id
-        self.path = path
-
-    def heights(self, cfg: ProductConfig) -> list[float]:
-        return [10.0]
-
+class GlobalWx(WxProduct):
     def expected_files(self, cfg: ProductConfig) -> list[str]:
         return [f"{self.id}/{d}{p.id}.json" for p in cfg.points for d in ("", "hourly/")]
 

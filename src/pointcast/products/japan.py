@@ -19,7 +19,8 @@ from .. import codes, physics
 from ..config import ProductConfig
 from ..interp import aggregate
 from .base import ProductOutput, RunContext, archive_frame, dumps, number, render_index
-from .wx import DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, daily_fields, hourly_fields, local_days, local_times
+from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, hourly_fields,
+                 local_days, local_times)
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 SRF_HOURS = 72
@@ -41,14 +42,7 @@ SRF_KEYS = {**{k: HOURLY_DECIMALS[k] for k in ("wx", "temp", "prec", "arpress", 
 MRF_KEYS = {k: DAILY_DECIMALS[k] for k in ("wx", "maxtemp", "mintemp", "pop")}
 
 
-class Japan:
-    def __init__(self, product_id: str, path: str):
-        self.id = product_id
-        self.path = path
-
-    def heights(self, cfg: ProductConfig) -> list[float]:
-        return [10.0]
-
+class Japan(WxProduct):
     def expected_files(self, cfg: ProductConfig) -> list[str]:
         return [f"{self.id}/{p.id}.json" for p in cfg.points]
 

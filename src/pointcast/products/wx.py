@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from .. import codes, physics
+from ..config import ProductConfig
 
 HOUR = np.timedelta64(1, "h")
 
@@ -38,6 +39,17 @@ HOURLY_META = {
     "solrad": ("W m-2", "global radiation, mean over the hour", (0, 1400)),
     "pop": ("%", "probability of precipitation", (0, 100)),
 }
+
+
+class WxProduct:
+    """A product of wxdata elements (srf and mrf entries), from the 10 m wind only."""
+
+    def __init__(self, product_id: str, path: str):
+        self.id = product_id
+        self.path = path
+
+    def heights(self, cfg: ProductConfig) -> list[float]:
+        return [10.0]
 
 
 def hourly_fields(ds: xr.Dataset, lats: np.ndarray, lons: np.ndarray) -> dict[str, np.ndarray]:

@@ -1,0 +1,323 @@
+"""The global product (4.4): grid and coverage, time zones, daily aggregation, serving."""
+
+from __future__ import annotations
+
+import json
+import uuid
+import zoneinfo
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import httpx
+import numpy as np
+import pytest
+import xarray as xr
+
+from pointcast import codes
+from pointcast.grids import GLOBAL_5KM, grid_for
+from pointcast.products.global_wx import MRF_DAYS, SRF_HOURS, point_time_zone, read_hourly, render_zone
+from pointcast.products.wx import HOURLY_DECIMALS
+
+from test_cycle import run_dir, serving
+
+SRF_FIELDS = ["date", "wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum", "solrad"]
+MRF_FIELDS = ["date", "wx", "maxtemp", "mintemp", "prec", "pop", "rhum", "solrad"]
+SRF_CODES = {100, 200, 300, 400, 430, 500, 550, 600, 650, 850, 950}
+HOURS = 342
+
+
+# --------------------------------------------------------------------------- grid and coverage
+
+
+@pytest.mark.parametrize("lat, lon, covered", [
+    (51.5074, -0.1278, True),  # London
+    (-54.2811, -36.5092, True),  # Grytviken, South Georgia: land at 54S
+    (-62.2, -58.9, False),  # King George Island: land, but south of 60S
+    (-75.0, 0.0, False),  # Antarctica
+    (-89.9, 45.0, False),
+    (0.0, -30.0, False),  # open Atlantic
+    (51.05, 1.6, False),  # the middle of the Strait of Dover
+    (21.3069, -157.8583, True),  # Honolulu
+])
+def test_coverage_is_land_north_of_60s(lat, lon, covered):
+    assert GLOBAL_5KM.covers(lat, lon) is covered
+    assert bool(GLOBAL_5KM.covers_many([lat], [lon])[0]) is covered
+
+
+def test_a_coastal_cell_is_covered_as_a_whole():
+    # Dover's harbour: the cell holds the white cliffs and the sea in front of them.
+    key = GLOBAL_5KM.cell_key(51.12, 1.33)
+    clat, clon = GLOBAL_5KM.cell_centre(key)
+    corners = [(clat + dy, clon + dx) for dy in (-0.0249, 0.0249) for dx in (-0.0249, 0.0249)]
+    assert all(GLOBAL_5KM.covers(*c) for c in corners)
+    assert all(GLOBAL_5KM.cell_key(*c) == key for c in corners)
+    # one cell further out to sea (south-east) holds no land
+    assert not GLOBAL_5KM.covers(clat - 0.10, clon + 0.15)
+
+
+def test_cells_are_005_degree_and_keys_round_trip():
+    assert grid_for("global") is GLOBAL_5KM
+    key = GLOBAL_5KM.cell_key(35.6762, 139.6503)
+    assert key == "R1086C6393"
+    lat, lon = GLOBAL_5KM.cell_centre(key)
+    assert lat == pytest.approx(35.675) and lon == pytest.approx(139.675)
+    # edges: a cell holds its northern edge and its western edge; 180E is the last column
+    assert GLOBAL_5KM.cell_key(50.0, 10.0) == GLOBAL_5KM.cell_key(49.99, 10.04)
+    assert GLOBAL_5KM.cell_key(50.0, 10.0) != GLOBAL_5KM.cell_key(50.01, 10.0)
+    assert GLOBAL_5KM.cell_key(0.0, 180.0) == GLOBAL_5KM.cell_key(-0.01, 179.99)
+    keys = GLOBAL_5KM.cell_keys([35.6762, 50.0], [139.6503, 10.0])
+    assert list(keys) == [key, GLOBAL_5KM.cell_key(50.0, 10.0)]
+    for bad in ("R3600C0", "R1C7200", "E1N2", "R-1C2"):
+        with pytest.raises(ValueError):
+            GLOBAL_5KM.parse_key(bad)
+    with pytest.raises(ValueError):
+        GLOBAL_5KM.cell_key(91.0, 0.0)
+
+
+@pytest.mark.parametrize("lat, lon, zone", [
+    (51.5074, -0.1278, "Europe/London"), (27.7172, 85.3240, "Asia/Kathmandu"),
+    (-34.9285, 138.6007, "Australia/Adelaide"), (47.5615, -52.7126, "America/St_Johns"),
+    (-54.2811, -36.5092, "Atlantic/South_Georgia"),
+])
+def test_point_time_zone_from_timezonefinder(lat, lon, zone):
+    assert point_time_zone(lat, lon) == zone
+
+
+# --------------------------------------------------------------------------- zones and days
+
+
+def _hourly(n: int = HOURS, *, seed: int = 0) -> dict[str, np.ndarray]:
+    """Published-precision hourly quantities of one point (time, 1), a day-night cycle."""
+    rng = np.random.default_rng(seed)
+    hour = np.arange(n)
+    temp = np.round(10 + 8 * np.sin(2 * np.pi * (hour - 9) / 24) + rng.normal(0, 1, n), 1)
+    return {k: v[:, None] for k, v in {
+        "wx": rng.choice([100, 200, 300, 500, 600, 650], n).astype(float),
+        "temp": temp, "prec": np.round(rng.gamma(0.3, 1.0, n), 1),
+        "arpress": np.round(1013 + rng.normal(0, 5, n), 1), "wndspd": np.round(rng.gamma(2, 2, n), 1),
+        "wnddir": rng.integers(0, 17, n).astype(float), "rhum": rng.integers(30, 100, n).astype(float),
+        "solrad": np.round(np.clip(500 * np.sin(2 * np.pi * (hour - 6) / 24), 0, None), 1),
+        "pop": rng.integers(0, 101, n).astype(float),
+    }.items()}
+
+
+def _element(start: str, zone: str, hourly=None) -> dict:
+    start64 = np.datetime64(start, "ns")
+    return json.loads(render_zone([(1.0, 2.0)], start64, hourly or _hourly(), ZoneInfo(zone))[0])
+
+
+def _hours_of(element: dict, hourly, start: str, zone: str) -> dict[str, list[int]]:
+    """Indices of the hours (from `start`) that start on each local date of `zone`."""
+    t0 = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
+    out: dict[str, list[int]] = {}
+    for i in range(len(hourly["wx"])):
+        out.setdefault((t0 + timedelta(hours=i)).astimezone(ZoneInfo(zone)).date().isoformat(), []).append(i)
+    return out
+
+
+@pytest.mark.parametrize("start, zone, lengths", [
+    # Europe leaves summer time on Sunday 25 October 2026: a local day of 25 hours
+    ("2026-10-20T00:00", "Europe/Berlin", {"2026-10-25": 25}),
+    # Sydney starts summer time on Sunday 4 October 2026: a local day of 23 hours
+    ("2026-09-30T00:00", "Australia/Sydney", {"2026-10-04": 23}),
+    # the US leaves summer time on Sunday 1 November 2026
+    ("2026-10-29T06:00", "America/New_York", {"2026-11-01": 25}),
+    # Adelaide (+09:30/+10:30) starts summer time on 4 October 2026
+    ("2026-09-28T12:00", "Australia/Adelaide", {"2026-10-04": 23}),
+])
+def test_daily_aggregation_across_a_daylight_saving_change(start, zone, lengths):
+    hourly = _hourly()
+    element = _element(start, zone, hourly)
+    by_date = _hours_of(element, hourly, start, zone)
+    assert len(element["mrf"]) == MRF_DAYS and len(element["srf"]) == SRF_HOURS
+    offsets = set()
+    for day in element["mrf"]:
+        d = datetime.fromisoformat(day["date"])
+        assert (d.hour, d.minute) == (0, 0) and d.utcoffset() == ZoneInfo(zone).utcoffset(d.replace(tzinfo=None))
+        offsets.add(d.utcoffset())
+        idx = by_date[d.date().isoformat()]
+        if d.date().isoformat() in lengths:
+            assert len(idx) == lengths[d.date().isoformat()]
+        elif day is not element["mrf"][0]:
+            assert len(idx) == 24
+        temp = hourly["temp"][idx, 0]
+        assert day["maxtemp"] == pytest.approx(temp.max()) and day["mintemp"] == pytest.approx(temp.min())
+        assert day["prec"] == pytest.approx(round(hourly["prec"][idx, 0].sum(), 1))
+        assert day["pop"] == int(hourly["pop"][idx, 0].max())
+        assert day["rhum"] == int(np.round(hourly["rhum"][idx, 0].mean()))
+        assert day["solrad"] == pytest.approx(round(hourly["solrad"][idx, 0].mean(), 1))
+        assert day["wx"] == int(codes.wx_daily(hourly["wx"][idx, 0]))
+    assert len(offsets) == 2  # the change is inside the 14 days
+    srf_offsets = {datetime.fromisoformat(e["date"]).utcoffset() for e in element["srf"]}
+    t0 = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
+    for i, e in enumerate(element["srf"]):
+        assert datetime.fromisoformat(e["date"]) == t0 + timedelta(hours=i)
+    assert srf_offsets <= offsets
+
+
+@pytest.mark.parametrize("zone, offset", [("Asia/Kolkata", "+05:30"), ("Asia/Kathmandu", "+05:45"),
+                                          ("Pacific/Chatham", "+13:45"), ("Pacific/Pago_Pago", "-11:00"),
+                                          ("Pacific/Kiritimati", "+14:00"), ("UTC", "+00:00")])
+def test_fractional_and_extreme_offsets(zone, offset):
+    start = "2026-11-20T00:00"
+    element = _element(start, zone)
+    assert element["srf"][0]["date"] == (datetime(2026, 11, 20, tzinfo=timezone.utc)
+                                         .astimezone(ZoneInfo(zone)).isoformat())
+    assert all(e["date"].endswith(offset) for e in element["srf"] + element["mrf"])
+    first = datetime.fromisoformat(element["srf"][0]["date"])
+    assert datetime.fromisoformat(element["mrf"][0]["date"]).date() == first.date()
+
+
+def test_every_zone_renders_14_local_days():
+    """Every IANA zone zoneinfo knows, from a basetime at each zone's local midnight or later."""
+    hourly = _hourly()
+    start = np.datetime64("2026-11-20T00:00", "ns")
+    t0 = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    for name in sorted(zoneinfo.available_timezones()):
+        zone = ZoneInfo(name)
+        element = json.loads(render_zone([(0.0, 0.0)], start, hourly, zone)[0])
+        assert len(element["srf"]) == SRF_HOURS and len(element["mrf"]) == MRF_DAYS, name
+        assert element["srf"][0]["date"] == t0.astimezone(zone).isoformat(), name
+        days = [datetime.fromisoformat(d["date"]).date() for d in element["mrf"]]
+        assert [(b - a).days for a, b in zip(days, days[1:])] == [1] * (MRF_DAYS - 1), name
+
+
+def test_the_series_must_hold_the_last_local_day():
+    short = {k: v[:300] for k, v in _hourly().items()}
+    with pytest.raises(ValueError, match="local day 14"):
+        _element("2026-11-20T00:00", "Europe/London", short)
+
+
+# --------------------------------------------------------------------------- the published run
+
+
+def _index(root):
+    return json.loads((run_dir(root) / "json" / "global" / "index.json").read_text())
+
+
+def test_global_objects_follow_the_spec(published):
+    _, root, _ = published
+    index = _index(root)
+    assert len(index["points"]) >= 30
+    basetime = datetime.fromisoformat(index["basetime"])
+    for point in index["points"]:
+        zone = ZoneInfo(point["time_zone"])
+        assert point["time_zone"] == point_time_zone(point["lat"], point["lon"])
+        assert point["cell"] == GLOBAL_5KM.cell_key(point["lat"], point["lon"])
+        obj = json.loads((run_dir(root) / "json" / "global" / f"{point['id']}.json").read_text())
+        assert list(obj) == ["lat", "lon", "srf", "mrf"]
+        assert len(obj["srf"]) == SRF_HOURS and len(obj["mrf"]) == MRF_DAYS
+        for i, e in enumerate(obj["srf"]):
+            assert list(e) == SRF_FIELDS
+            date = datetime.fromisoformat(e["date"])
+            assert date == basetime + timedelta(hours=i) and date.utcoffset() == zone.utcoffset(date.replace(tzinfo=None))
+            assert e["wx"] in SRF_CODES and isinstance(e["wnddir"], int) and 0 <= e["wnddir"] <= 16
+            assert isinstance(e["rhum"], int) and 0 <= e["rhum"] <= 100 and e["prec"] >= 0
+            assert 900 < e["arpress"] < 1080 and e["wndspd"] >= 0 and 0 <= e["solrad"] < 1400
+            assert -80 < e["temp"] < 60
+        days = [datetime.fromisoformat(e["date"]) for e in obj["mrf"]]
+        assert days[0].date() == basetime.astimezone(zone).date()
+        assert [(b.date() - a.date()).days for a, b in zip(days, days[1:])] == [1] * (MRF_DAYS - 1)
+        for e in obj["mrf"]:
+            assert list(e) == MRF_FIELDS and e["maxtemp"] >= e["mintemp"]
+            assert isinstance(e["pop"], int) and 0 <= e["pop"] <= 100
+            assert isinstance(e["rhum"], int) and 0 <= e["rhum"] <= 100
+            assert e["prec"] >= 0 and e["solrad"] >= 0 and e["wx"] in codes.WX_DAILY_CODES
+
+
+def test_night_has_no_sun_and_the_daily_mean_holds_it(published):
+    _, root, _ = published
+    obj = json.loads((run_dir(root) / "json" / "global" / "sydney.json").read_text())
+    for e in obj["srf"]:
+        hour = datetime.fromisoformat(e["date"]).hour
+        if hour in (0, 1, 2, 22, 23):  # Sydney's night in November (AEDT)
+            assert e["solrad"] == 0
+    day1 = [e["solrad"] for e in obj["srf"] if e["date"][:10] == obj["mrf"][1]["date"][:10]]
+    assert len(day1) == 24 and obj["mrf"][1]["solrad"] == pytest.approx(round(sum(day1) / 24, 1), abs=0.051)
+
+
+def test_hourly_file_renders_the_precomputed_element(published):
+    """The server's zone conversion and the build use one function: same zone, same bytes."""
+    _, root, _ = published
+    index = _index(root)
+    for point in index["points"][:5]:
+        data = (run_dir(root) / "json" / "global" / "hourly" / f"{point['id']}.json").read_bytes()
+        start, hourly = read_hourly(data)
+        assert set(hourly) == set(HOURLY_DECIMALS) and len(hourly["wx"]) == HOURS
+        mine = render_zone([(point["lat"], point["lon"])], start, hourly, ZoneInfo(point["time_zone"]))[0]
+        assert mine == (run_dir(root) / "json" / "global" / f"{point['id']}.json").read_bytes()
+
+
+def test_global_archive(published):
+    _, root, _ = published
+    ds = xr.open_zarr(root / "zarr" / "global.zarr")
+    assert ds.sizes["lead_time"] == HOURS and ds.attrs["synthetic"] == 1
+    assert {"wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum", "solrad", "pop"} <= set(ds.data_vars)
+    assert ds.solrad.attrs["units"] == "W m-2" and "time_zone" in ds.coords
+    london = ds.sel(point="london").isel(init_time=-1)
+    stored = json.loads((run_dir(root) / "json" / "global" / "london.json").read_text())
+    assert [e["temp"] for e in stored["srf"][:24]] == pytest.approx(london.temp.values[:24], abs=0.051)
+    # GFS supplies the first 120 h, IFS the rest (max_lead_hours)
+    manifest = json.loads((run_dir(root) / "manifest.json").read_text())
+    seams = manifest["products"]["global"]["seams_t2m"]
+    assert [s["model"] for s in seams] == ["gfs", "ifs"]
+    assert datetime.fromisoformat(seams[1]["from"]) - datetime.fromisoformat(seams[0]["from"]) == timedelta(hours=120)
+
+
+# --------------------------------------------------------------------------- serving 4.4
+
+
+def test_global_over_http(published):
+    _, root, _ = published
+    index = _index(root)
+    london = next(p for p in index["points"] if p["id"] == "london")
+    stored = json.loads((run_dir(root) / "json" / "global" / "london.json").read_text())
+    path = "/api/v2/global/wx"
+    with serving(root) as base:
+        r = httpx.get(f"{base}{path}", params={"latlon": "51.5074/-0.1278"})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+        body = r.json()
+        assert list(body) == ["requestId", "wxdata"] and uuid.UUID(body["requestId"]).version == 4
+        assert body["wxdata"] == [{**stored, "lat": 51.5074, "lon": -0.1278}]
+        again = httpx.get(f"{base}{path}", params={"latlon": "51.5074/-0.1278"}).json()
+        assert again["requestId"] != body["requestId"]
+
+        # another zone: the same hours with that zone's dates, the days regrouped
+        r = httpx.get(f"{base}{path}", params={"latlon": "51.5074/-0.1278", "tz": "Asia/Tokyo"})
+        assert r.status_code == 200
+        tokyo = r.json()["wxdata"][0]
+        assert all(e["date"].endswith("+09:00") for e in tokyo["srf"] + tokyo["mrf"])
+        for a, b in zip(stored["srf"], tokyo["srf"]):
+            assert datetime.fromisoformat(a["date"]) == datetime.fromisoformat(b["date"])
+            assert {k: v for k, v in a.items() if k != "date"} == {k: v for k, v in b.items() if k != "date"}
+        assert tokyo["mrf"][0]["date"] == "2026-11-20T00:00:00+09:00"
+        # the zone name is matched without regard to case; the own zone is the default answer
+        same = httpx.get(f"{base}{path}", params={"latlon": "51.5074/-0.1278", "tz": "europe/london"}).json()
+        assert same["wxdata"] == body["wxdata"]
+        ny = httpx.get(f"{base}{path}", params={"latlon": "51.5074/-0.1278", "tz": "America/New_York"}).json()
+        assert ny["wxdata"][0]["srf"][0]["date"] == "2026-11-19T19:00:00-05:00"
+        assert len(ny["wxdata"][0]["mrf"]) == MRF_DAYS
+
+        def error(params, status, code):
+            r = httpx.get(f"{base}{path}", params=params)
+            assert (r.status_code, r.json()["code"]) == (status, code), (params, r.text)
+            assert r.json()["status"] == status and r.json()["message"]
+
+        error({}, 400, "400_001")
+        error({"latlon": ""}, 400, "400_001")
+        error({"latlon": "51.5074,-0.1278"}, 400, "400_002")  # a comma instead of the slash
+        error({"latlon": "51.5074/"}, 400, "400_002")
+        error({"latlon": "/-0.1278"}, 400, "400_002")
+        error({"latlon": "north/west"}, 400, "400_002")
+        error({"latlon": "1/2/3"}, 400, "400_002")
+        error({"latlon": "NaN/0"}, 400, "400_002")
+        error({"latlon": "91/0"}, 400, "400_003")
+        error({"latlon": "0/180.5"}, 400, "400_003")
+        error({"latlon": "51.5074/-0.1278", "tz": "Mars/Olympus_Mons"}, 400, "400_002")
+        error({"latlon": "51.5074/-0.1278", "tz": "../../etc/passwd"}, 400, "400_002")
+        error({"latlon": "51.5074/-0.1278", "tz": ""}, 400, "400_001")
+        error({"latlon": "0/-30"}, 403, "403_001")  # the Atlantic
+        error({"latlon": "-75/0"}, 403, "403_001")  # Antarctica
+        error({"latlon": "-62.2/-58.9"}, 403, "403_001")  # land south of 60S
+        error({"latlon": "48.8566/2.3522"}, 404, "404_002")  # Paris: covered, not configured
+        assert london["cell"] == GLOBAL_5KM.cell_key(51.5074, -0.1278)
