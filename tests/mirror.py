@@ -12,7 +12,9 @@ overwritten, so the message no longer decodes).
 ``publish_sample`` fills the tree from the sample source, in each upstream's real layout:
 ``ecmwf/<YYYYMMDD>/<HH>z/ifs/0p25/<stream>/...`` with ``.index`` files (the ``scda`` layout of
 the 06/18 UTC runs on request), ``noaa/gfs.<YYYYMMDD>/<HH>/atmos/...`` with wgrib2 ``.idx``
-files, ``jma/<YYYY>/<MM>/<DD>/Z__C_RJTD_..._grib2.bin``. ``add_foreign_message`` puts a message
+files, ``jma/<YYYY>/<MM>/<DD>/Z__C_RJTD_..._grib2.bin``, ``dwd/v1/m/<model>/p/...`` (DWD's v1
+tree, one message per file, the run directory's colon arriving percent-encoded as from a real
+client) or ``dwd/<model>/grib/<HH>/...`` (the legacy bz2 tree). ``add_foreign_message`` puts a message
 no table asks for into the middle of a file and its index, as real files hold many more fields
 than pointcast takes.
 """
@@ -29,10 +31,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import unquote
 
 import eccodes
 
-ROOTS = {"ifs": "ecmwf", "gfs": "noaa", "msm": "jma"}
+ROOTS = {"ifs": "ecmwf", "gfs": "noaa", "msm": "jma", "icon-eu": "dwd", "icon-d2": "dwd"}
 
 
 @dataclass
@@ -147,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.req.sent = len(data)
 
     def _serve(self, body: bool) -> None:
-        path = self.path.split("?")[0]
+        path = unquote(self.path.split("?")[0])  # as a real server: %3A is a colon
         self.req = Request(self.command, self.path, self.headers.get("Range"))
         self.owner._record(self.req)
         fault = self.owner._fault(self.command, path)
@@ -198,15 +201,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def publish_sample(tree: Path, cache: Path, model_id: str, init: str, *, scale: int = 16,
-                   horizon_hours: float | None = None, stream: str = "oper") -> list[Path]:
+                   horizon_hours: float | None = None, stream: str = "oper",
+                   icon_layout: str = "v1") -> list[Path]:
     """Write the sample run of ``model_id`` at ``init`` and place its files in ``tree`` as the
-    upstream lays them out. Returns the data files placed, in step order."""
+    upstream lays them out (DWD: ``icon_layout`` "v1" or "legacy"). Returns the data files
+    placed, in step order."""
     import pointcast  # noqa: F401  (PROJ before ecCodes)
     from pointcast.sources import MODELS
     from pointcast.sources.sample import SampleSource
 
     model = MODELS[model_id]
-    src = SampleSource(scale=scale, init=init, horizon_hours=horizon_hours)
+    src = SampleSource(scale=scale, init=init, horizon_hours=horizon_hours,
+                       icon_layout=icon_layout)
     run = src.discover(model, datetime.fromisoformat(init.replace("Z", "+00:00")))
     fetched = src.fetch(run, model, cache)
     run_dir = fetched.files[0].parent

@@ -14,7 +14,8 @@ grids (GRIB2 template 3.101, DWD's native ICON grids: dim ``cell`` with the coor
 ``clat``/``clon``). An unstructured grid is named by its ``uuidOfHGrid``; its cell centres
 come from the CLAT/CLON messages among the run's files (``tlat``/``tlon`` in ecCodes) and are
 kept per UUID for the life of the process, so a run whose source already has them cached need
-not carry them.
+not carry them. The HTTP source keeps the CLAT/CLON files per UUID on disk and hands them in
+with every run on that grid (``sources/remote.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import xarray as xr
 
 from .catalogue import variable
 from .sources.base import GribField, Processing
+from .sources.icon import CELL_CENTRES
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +118,13 @@ class CellGridKey:
 
 # Cell centres (degrees) of the unstructured grids seen so far, by uuidOfHGrid.
 _CELL_CENTRES: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-# ecCodes' names of DWD's CLAT and CLON (discipline 0, category 191, numbers 1 and 2).
-CELL_CENTRE_NAMES = ("tlat", "tlon")
+# DWD's CLAT and CLON (discipline 0, category 191, numbers 1 and 2; ``sources/icon.py``) as
+# rows: never rows of a model's table (they are coordinates, taken out before the rows are
+# matched), but what an HTTP source asks a layout for to fetch a grid's centres (remote.py).
+CELL_CENTRE_ROWS = tuple(GribField(short, short, "surface", processing=Processing.CONSTANT,
+                                   param=param) for param, short in CELL_CENTRES.items())
+# ecCodes' names of them (``tlat``, ``tlon``).
+CELL_CENTRE_NAMES = tuple(r.shortName for r in CELL_CENTRE_ROWS)
 
 
 @dataclass(frozen=True)
@@ -228,8 +235,12 @@ def _lazy(msg: Message, row: GribField) -> da.Array:
     """One message as a dask array, already scaled to canonical units (the scaling is linear, so
     it commutes with de-accumulation and with the sums of components)."""
     g = msg.grid
+    # The key names the message and its scaling, which is all the task depends on: cheaper
+    # than hashing the arguments (a third of building the graph, bench/README.md).
+    key = f"read_values-{msg.path}:{msg.offset}:{row.scale!r}:{row.offset!r}"
     task = dask.delayed(read_values, pure=True)(msg.path, msg.offset, msg.length, g.shape,
-                                                g.north_first, row.scale, row.offset)
+                                                g.north_first, row.scale, row.offset,
+                                                dask_key_name=key)
     return da.from_delayed(task, shape=g.shape, dtype=np.float32)
 
 

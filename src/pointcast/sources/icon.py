@@ -242,6 +242,8 @@ NOT_IN_V1 = frozenset({"VIS"})
 
 
 def _v1_vars(model_id: str):
+    """Also names the CLAT/CLON files (``ingest.CELL_CENTRE_ROWS``) that ``remote.py`` fetches
+    once per grid."""
     def path_vars(row: GribField, level: int | None, minute: int) -> dict | None:
         if row.param in NOT_IN_V1:
             return None
@@ -253,8 +255,9 @@ def _v1_vars(model_id: str):
 
 def _legacy_vars(model_id: str):
     def path_vars(row: GribField, level: int | None, minute: int) -> dict | None:
-        if minute % 60:
-            return None  # the legacy tree's quarter hours sit inside the hourly files
+        if minute % 60 or row.shortName in CELL_CENTRES.values():
+            # The quarter hours sit inside the hourly files; a lat/lon grid has no cell centres.
+            return None
         step = None if row.processing is Processing.CONSTANT else minute // 60
         path = legacy_path(model_id, row.param or row.shortName, _INIT_SENTINEL, step,
                            row.typeOfLevel, level)

@@ -16,6 +16,12 @@ What it does, for every model alike:
   decodes with ecCodes; otherwise (404, 5xx, timeouts, truncated or corrupt bodies) the next
   mirror is tried, then all of them again after a backoff (``retry_seconds``, doubling up to
   60 s) until the run's deadline, when the source gives up with ``SourceUnavailable``.
+* **unstructured grids** (DWD's v1 trees): a layout with one file per field (``path_vars``)
+  is also asked for the cell-centre rows of ``ingest.CELL_CENTRE_ROWS`` (CLAT, CLON) at step
+  0; where it names files, they are fetched once per grid and kept by the grid's
+  ``uuidOfHGrid`` (read from the run's first file) in ``<cache>/http/grids/<uuid>/``: every
+  later run on that grid takes them from there and sends no request for them. They are
+  returned first among the run's files, where ``ingest.decode`` finds them.
 * **cache**: ``<cache>/http/<model>/<YYYYMMDDHH>/<path>`` holds the downloaded messages, with
   the index (``.index``/``.idx`` beside, as upstream) and a ``.json`` record of the byte ranges
   taken; a run fully fetched gets a ``complete`` marker. A re-run finds the run complete
@@ -48,6 +54,7 @@ from typing import Any
 import eccodes
 import httpx
 
+from ..ingest import CELL_CENTRE_ROWS, CellGridKey, index_file
 from .base import FetchedRun, GribField, Layout, Mirror, ModelSpec, Processing, RunRef, Upstream
 
 log = logging.getLogger(__name__)
@@ -210,12 +217,29 @@ def run_files(layout: Layout, model: ModelSpec, init: datetime,
             add(base, m)
             continue
         for row in model.fields:
-            if (row.processing is Processing.CONSTANT and m != 0) or (m % 60 and not row.fine):
+            # Constants exist at step 0 only; a maximum over the interval before the step
+            # (DWD's VMAX_10M) has no step 0.
+            if (row.processing is Processing.CONSTANT and m != 0) or (m % 60 and not row.fine) \
+                    or (row.processing is Processing.INTERVAL and m == 0):
                 continue
             for level in row.levels or (None,):
                 extra = layout.path_vars(row, level, m)
                 if extra is not None:
                     add({**base, **extra}, m)
+    return out
+
+
+def cell_centre_files(layout: Layout, init: datetime) -> dict[str, RemoteFile]:
+    """The files of the cell centres of the run at ``init`` by parameter ("CLAT", "CLON")
+    where ``layout`` is on an unstructured grid and names them; {} otherwise."""
+    if layout.path_vars is None:
+        return {}
+    out = {}
+    for row in CELL_CENTRE_ROWS:
+        extra = layout.path_vars(row, None, 0)
+        if extra is not None:
+            out[row.param] = RemoteFile(extra.pop("path", layout.path).format(
+                init=init, step=0, minute=0, **extra), None, 0.0)
     return out
 
 
@@ -468,20 +492,22 @@ class HttpSource:
                 done = json.loads(marker.read_text())
             except (OSError, ValueError):
                 done = {}
-            paths = tuple(run_dir / p for p in record["files"])
+            paths = tuple(Path(cache) / "http" / p for p in done.get("grid", [])) \
+                + tuple(run_dir / p for p in record["files"])
             if {k: done.get(k) for k in record} == record and all(p.exists() for p in paths):
                 return FetchedRun(run=run, files=paths, notes=(
                     f"{model.id} {init:%Y-%m-%d %H} UTC: {len(paths)} files from the cache "
                     f"({done.get('mirrors')})",))
         logger = _logger()
         what = f"{model.id} {init:%Y%m%d%H}"
-        progress = _Progress(what, len(files), logger, self.progress)
+        centres = cell_centre_files(layout, init)
+        progress = _Progress(what, len(files) + len(centres), logger, self.progress)
         deadline = self._deadline()
         used: dict[str, int] = {}
         lock = threading.Lock()
 
-        def one(f: RemoteFile) -> Path:
-            dest, nbytes, mirror = self._fetch_file(client, model, up, layout, f, run_dir,
+        def one(f: RemoteFile, dest: Path) -> Path:
+            dest, nbytes, mirror = self._fetch_file(client, model, up, layout, f, dest,
                                                    deadline)
             with lock:
                 if mirror:
@@ -492,12 +518,16 @@ class HttpSource:
         try:
             with self._client() as client, ThreadPoolExecutor(
                     self.connections, thread_name_prefix=f"fetch-{model.id}") as pool:
-                paths = tuple(pool.map(one, files))
+                paths = tuple(pool.map(one, files, [run_dir / f.path for f in files]))
+                grid = _cell_centres(centres, paths[0], Path(cache) / "http" / "grids", one)
         finally:
             progress.close()
         tmp = marker.with_name(f"complete.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(dict(record, mirrors=used, bytes=progress.bytes)) + "\n")
+        grid_rel = [p.relative_to(Path(cache) / "http").as_posix() for p in grid]
+        tmp.write_text(json.dumps(dict(record, grid=grid_rel, mirrors=used,
+                                       bytes=progress.bytes)) + "\n")
         os.replace(tmp, marker)
+        paths = grid + paths
         note = (f"{model.id} {init:%Y-%m-%d %H} UTC ({layout.name}): {len(paths)} files, "
                 f"{progress.bytes / 1e6:.1f} MB downloaded from "
                 f"{', '.join(f'{m} ({n})' for m, n in used.items()) or 'nowhere'}, "
@@ -506,10 +536,9 @@ class HttpSource:
         return FetchedRun(run=run, files=paths, notes=(note,))
 
     def _fetch_file(self, client, model: ModelSpec, up: Upstream, layout: Layout,
-                    f: RemoteFile, run_dir: Path, deadline: float) -> tuple[Path, int, str]:
-        """Download one file's wanted messages (or the whole file) into the cache:
+                    f: RemoteFile, dest: Path, deadline: float) -> tuple[Path, int, str]:
+        """Download one file's wanted messages (or the whole file) into the cache at ``dest``:
         (local path, bytes downloaded, mirror name or "" when it came from the cache)."""
-        dest = run_dir / f.path
         meta = dest.with_name(dest.name + ".json")
         local_index = dest.with_name(Path(f.index_path).name) if f.index_path else None
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -590,6 +619,26 @@ class HttpSource:
                                   f"{expected}")
             parts.append(body)
         return b"".join(parts)
+
+
+def _cell_centres(files: dict[str, RemoteFile], first: Path, grids: Path,
+                  fetch_one) -> tuple[Path, ...]:
+    """The cell-centre ``files`` (``cell_centre_files``) of the unstructured grid the run's
+    ``first`` file is on: from ``grids/<uuidOfHGrid>/`` when an earlier run fetched them,
+    otherwise fetched into it with ``fetch_one(file, dest)``. () on a regular grid."""
+    grid = index_file(first)[0].grid if files else None
+    if not isinstance(grid, CellGridKey):
+        return ()
+    out = []
+    for param, f in files.items():
+        dest = fetch_one(f, grids / grid.uuid / f"{param}.grib2")
+        got = index_file(dest)[0].grid
+        if got != grid:
+            dest.unlink()
+            raise SourceUnavailable(f"{f.path}: cell centres of grid {got}, the run's fields "
+                                    f"are on grid {grid}")
+        out.append(dest)
+    return tuple(out)
 
 
 def _fields_key(fields: tuple[GribField, ...]) -> str:
