@@ -89,7 +89,7 @@ def bilinear(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np.ndar
     """Weights on a regular grid with ascending `lats` and monotonic `lons` (global wrap aware)."""
     dlat = (lats[-1] - lats[0]) / (len(lats) - 1)
     dlon = (lons[-1] - lons[0]) / (len(lons) - 1)
-    is_global = abs(dlon * len(lons) - 360.0) < dlon / 2
+    is_global = wraps_around(lons)
     fy = (plat - lats[0]) / dlat
     fx = ((plon - lons[0]) % 360.0) / dlon
     y0 = np.floor(fy).astype(int)
@@ -264,6 +264,12 @@ def _digest(*arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def wraps_around(lons: np.ndarray) -> bool:
+    """Whether regular longitudes go round the globe (the last column neighbours the first)."""
+    dlon = abs(lons[1] - lons[0])
+    return abs(dlon * len(lons) - 360.0) < dlon / 2
+
+
 def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np.ndarray,
                   radius_km: float = POP_RADIUS_KM) -> tuple[np.ndarray, np.ndarray]:
     """Flat indices (point, k) of the source cells within `radius_km` of each point, and a mask."""
@@ -278,6 +284,8 @@ def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np
         yy, xx = np.mgrid[cy - ry:cy + ry + 1, cx - rx:cx + rx + 1]
         dist = KM_PER_DEG * np.hypot(yy * dlat - cy * dlat,
                                      (xx - cx) * dlon * np.cos(np.radians(la)))
+        if wraps_around(lons):  # across the antimeridian (or the 0/360 seam)
+            xx = xx % len(lons)
         ok = (dist <= radius_km) & (yy >= 0) & (yy < len(lats)) & (xx >= 0) & (xx < len(lons))
         cells.append(yy[ok] * len(lons) + xx[ok])
     return _pack(cells)
