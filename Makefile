@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config/pointcast.toml
 
-.PHONY: run test serve bench clean
+.PHONY: run test serve bench bench-deps clean
 
 $(BIN)/pointcast: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,18 @@ test: $(BIN)/pointcast
 
 serve: $(BIN)/pointcast
 	$(BIN)/pointcast serve --config $(CONFIG)
+
+# The reference benchmark (bench/README.md). BENCH_SCALE=quick (reduced workload) or a sample
+# scale (1 = full operational size, the default); BENCH_ARGS passes further options.
+BENCH_SCALE ?= 1
+bench: $(BIN)/pointcast
+	$(BIN)/python -m bench --scale $(BENCH_SCALE) $(BENCH_ARGS)
+
+# nginx and wrk for the server_vs_nginx figure (Debian packages; needs root). The bench itself
+# installs nothing and skips that figure when they are absent.
+bench-deps:
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends nginx wrk
 
 clean:
 	rm -rf $(VENV) output/runs output/current output/zarr output/cache

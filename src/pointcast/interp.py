@@ -350,8 +350,10 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float]) -> xr.Da
                                             dtype=np.float32,
                                             chunks=(ds.tp.data.chunks[0], (len(points),)))
     # The graph is already one task chain per message; optimising its ~10^4 layers costs more
-    # than it saves.
-    values = dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=False)))
+    # than it saves on threads. On dask.distributed, where every task pays a scheduler round
+    # trip, fusing the chains halves the time (bench/README.md).
+    distributed = dask.config.get("scheduler", None) == "dask.distributed"
+    values = dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=distributed)))
 
     out = xr.Dataset(coords={"time": ds.time.values, "point": points.ids})
     for name, val in values.items():

@@ -1,0 +1,166 @@
+"""pointcast's reference benchmark: ``python -m bench [--scale 1|N|quick]`` (``make bench``).
+
+Prints one ``name: value`` line per figure with the issue's target beside it; lines starting
+with ``#`` are context. Everything generated (configuration, points, sample runs, output)
+lives in the work directory (default ``$TMPDIR/pointcast-bench``), never in the repository;
+the sample runs are written once per scale and reused by later benchmarks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pointcast  # noqa: F401  (PROJ before ecCodes)
+
+from pointcast.config import load_config
+
+from . import decode, http
+from .workload import write_config
+
+QUICK_SCALE, QUICK_POINTS = 16, 100
+GROUPS = ("decode", "cycle", "http", "points", "dask")
+
+
+def line(name: str, value, target: str = "", note: str = "") -> None:
+    text = f"{value:.3g}" if isinstance(value, float) else str(value)
+    extra = "  ".join(x for x in (f"(target {target})" if target else "", note) if x)
+    print(f"{name}: {text}" + (f"  {extra}" if extra else ""), flush=True)
+
+
+def cycle(config: Path, profile: Path | None = None) -> dict:
+    """One cycle in its own process (so its peak RSS is its own)."""
+    args = [sys.executable, "-m", "bench.cycle_run", str(config)]
+    if profile:
+        args += ["--profile", str(profile)]
+    root = Path(__file__).resolve().parent.parent
+    res = subprocess.run(args, cwd=root, capture_output=True, text=True)
+    if res.returncode:
+        sys.stderr.write(res.stdout[-4000:] + res.stderr[-8000:])
+        raise SystemExit(f"bench: the cycle on {config} failed (status {res.returncode})")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def tree_bytes(path: Path, suffix: str | None = None) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*")
+               if p.is_file() and (suffix is None or p.name.endswith(suffix)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", default=os.environ.get("BENCH_SCALE", "1"),
+                        help="sample scale: 1 = full operational grids (default), N = every Nth "
+                             f"row/column, 'quick' = scale {QUICK_SCALE} with {QUICK_POINTS} points")
+    parser.add_argument("--quick", action="store_true", help="same as --scale quick")
+    parser.add_argument("--points", type=int, help="points per points list (default 1000)")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "pointcast-bench")
+    parser.add_argument("--wrk-seconds", type=int, help="duration of each wrk run (default 10, quick 5)")
+    parser.add_argument("--profile", type=Path, help="also write cProfile statistics of the cycle here")
+    parser.add_argument("--products", help="comma-separated product ids to keep (default: all)")
+    parser.add_argument("--only", default=",".join(GROUPS),
+                        help=f"comma-separated figure groups to measure (default all: {','.join(GROUPS)}); "
+                             "cycle figures need 'cycle', http needs a published run from it")
+    args = parser.parse_args(argv)
+    quick = args.quick or args.scale == "quick"
+    only = set(args.only.split(","))
+    if only - set(GROUPS) or ({"http", "points"} & only and "cycle" not in only):
+        parser.error(f"--only takes {', '.join(GROUPS)}; http and points need cycle")
+    scale = QUICK_SCALE if quick else int(args.scale)
+    n = args.points or (QUICK_POINTS if quick else 1000)
+    seconds = args.wrk_seconds or (5 if quick else 10)
+    work = args.work / f"scale-{scale}"
+    output = work / "output"  # shared by every variant, so the sample runs are written once
+
+    keep = set(args.products.split(",")) if args.products else None
+    tag = "" if keep is None else "-" + "-".join(sorted(keep))
+    config = functools.partial(write_config, scale=scale, output=output, products=keep)
+    base = config(work / f"p{n}{tag}", points=n)
+    cfg = load_config(base)
+    models = list(dict.fromkeys(m for pc in cfg.products.values() for m in pc.models))
+    print(f"# pointcast bench: scale {scale}, {n} points per list, products "
+          f"{', '.join(f'{p} ({len(pc.points)})' for p, pc in cfg.products.items())}, models "
+          f"{', '.join(models)}", flush=True)
+    print(f"# machine: {os.cpu_count()} cores, "
+          f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
+          f"{platform.python_implementation()} {platform.python_version()}; work dir {work}",
+          flush=True)
+    t0 = time.perf_counter()
+    for m in models:  # written once per scale (slow at scale 1), then read from the cache
+        decode.fetched_files(cfg, m)
+    print(f"# sample runs ready in {time.perf_counter() - t0:.0f} s", flush=True)
+
+    if "decode" in only or "cycle" in only:  # the ecCodes time is the cycle's floor too
+        dec = decode.measure(cfg, models, cfg.dask.workers)
+        ecc = sum(d["eccodes_s"] for d in dec.values())
+        pc_s = sum(d["pointcast_s"] for d in dec.values())
+        print("# decode: " + ", ".join(f"{m} {d['messages']} msgs ecCodes {d['eccodes_s']:.1f} s "
+                                       f"pointcast {d['pointcast_s']:.1f} s" for m, d in dec.items()),
+              flush=True)
+        line("decode_vs_eccodes", ecc / pc_s, ">= 0.8")
+    if "cycle" in only:
+        cycle_figures(args, cfg, base, config(work / f"p{10 * n}{tag}", points=10 * n)
+                      if "points" in only else None, work, output, n, ecc, seconds, only)
+    if "dask" in only:
+        walls = {}
+        for workers in (1, 2):
+            cfg_k = config(work / f"p{n}{tag}-cluster{workers}", points=n,
+                           scheduler="local-cluster", workers=workers)
+            walls[workers] = cycle(cfg_k)["wall_s"]
+        line("dask_2_workers_speedup", walls[1] / walls[2], "", f"LocalCluster 1 worker "
+             f"{walls[1]:.1f} s / 2 workers {walls[2]:.1f} s")
+    return 0
+
+
+def cycle_figures(args, cfg, base: Path, tenfold: Path | None, work: Path, output: Path, n: int,
+                  ecc: float, seconds: int, only: set[str]) -> None:
+    one = cycle(base, args.profile)
+    print(f"# cycle ({n} points, threads): {one['wall_s']:.1f} s, run {one['run_id']}", flush=True)
+    line("cycle_vs_decode_floor", one["wall_s"] / ecc, "<= 3",
+         f"cycle {one['wall_s']:.1f} s / ecCodes decode {ecc:.1f} s")
+    line("peak_rss_gb", one["rss_gb"], "<= 6")
+    run = output / "runs" / one["run_id"]
+    for pid, pc in cfg.products.items():
+        tree = run / "json" / pid
+        zarr = output / "zarr" / f"{pid}.zarr"
+        line(f"output_bytes_per_point.{pid}", tree_bytes(tree, ".json") // len(pc.points), "",
+             f"json; gzip {tree_bytes(tree, '.json.gz') // len(pc.points)}, "
+             f"zarr {tree_bytes(zarr) // len(pc.points)}")
+
+    missing = http.missing_tools()
+    if "http" not in only:
+        pass
+    elif missing or "eu-short" not in cfg.products:
+        why = (f"{' and '.join(missing)} not installed: run `make bench-deps` (Debian packages)"
+               if missing else "no eu-short product configured")
+        line("server_vs_nginx", "skipped", ">= 0.5", why)
+    else:
+        pts = [(p.lat, p.lon) for p in cfg.products["eu-short"].points]
+        h = http.measure(base, pts, work / "http", seconds)
+        line("server_vs_nginx", h["server_1"]["rps"] / h["nginx_1"]["rps"], ">= 0.5",
+             f"server {h['server_1']['rps']:.0f} req/s, nginx {h['nginx_1']['rps']:.0f} req/s "
+             f"({h['bytes_1']} bytes, 64 connections)")
+        line("server_rps_1_point", h["server_1"]["rps"], "", f"p99 {h['server_1']['p99_ms']:.1f} ms")
+        line("server_rps_10_points", h["server_10"]["rps"], "", f"p99 {h['server_10']['p99_ms']:.1f} ms")
+        line("nginx_rps_1_point", h["nginx_1"]["rps"], "", f"p99 {h['nginx_1']['p99_ms']:.1f} ms")
+        line("gzip_content_encoding", f"server={'yes' if h['server_gzip'] else 'no'} "
+             f"nginx={'yes' if h['nginx_gzip'] else 'no'}", "",
+             "precompressed .json.gz served with Content-Encoding: gzip")
+
+    if "points" in only:
+        ten = cycle(tenfold)
+        line("points_10x_cost", ten["wall_s"] / one["wall_s"], "<= 3",
+             f"{10 * n} points {ten['wall_s']:.1f} s / {n} points {one['wall_s']:.1f} s")
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

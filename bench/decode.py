@@ -1,0 +1,74 @@
+"""decode_vs_eccodes: pointcast's decode stage against plain ecCodes over the same messages.
+
+"The same messages" are those of the run's files that the model's encoding table names (what
+the cycle needs). The plain ecCodes side reads each message's bytes and calls
+``codes_get_values``; pointcast's side is ``ingest.decode`` (header pass, lazy reads, unit
+scaling, de-accumulation) computed to the values (each variable reduced to a sum so that the
+fields need not be held). Both run on the same number of threads.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+
+import dask
+import eccodes
+
+from pointcast import ingest
+from pointcast.config import Config
+from pointcast.sources import MODELS, make_source
+
+
+def fetched_files(cfg: Config, model_id: str) -> list[Path]:
+    """The files of the configured run of ``model_id`` (written by the sample source once)."""
+    model = MODELS[model_id]
+    source = make_source(cfg.models[model_id].source, cfg.source_for(model_id))
+    run = source.discover(model, datetime.now(timezone.utc))
+    return list(source.fetch(run, model, cfg.output.cache_dir).files)
+
+
+def needed_messages(files: list[Path], model_id: str) -> list[ingest.Message]:
+    fields = MODELS[model_id].fields
+    msgs = [m for f in files for m in ingest.index_file(f)]
+    return [m for m in msgs if any(ingest._matches(row, m) for row in fields)]
+
+
+def _plain(msg: ingest.Message) -> int:
+    with open(msg.path, "rb") as f:
+        f.seek(msg.offset)
+        raw = f.read(msg.length)
+    h = eccodes.codes_new_from_message(raw)
+    try:
+        return len(eccodes.codes_get_values(h))
+    finally:
+        eccodes.codes_release(h)
+
+
+def time_eccodes(msgs: list[ingest.Message], threads: int) -> float:
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(_plain, msgs))
+    return time.perf_counter() - t0
+
+
+def time_pointcast(files: list[Path], model_id: str, threads: int) -> float:
+    model = MODELS[model_id]
+    t0 = time.perf_counter()
+    ds = ingest.decode(files, model.fields, model=model_id)
+    with dask.config.set(scheduler="threads", num_workers=threads):
+        dask.compute(*(v.data.sum() for v in ds.data_vars.values()), optimize_graph=False)
+    return time.perf_counter() - t0
+
+
+def measure(cfg: Config, models: list[str], threads: int) -> dict:
+    """Per model and in total: messages, plain ecCodes seconds, pointcast decode seconds."""
+    out = {}
+    for m in models:
+        files = fetched_files(cfg, m)
+        msgs = needed_messages(files, m)  # also warms the page cache for both sides
+        out[m] = {"messages": len(msgs), "eccodes_s": time_eccodes(msgs, threads),
+                  "pointcast_s": time_pointcast(files, m, threads)}
+    return out

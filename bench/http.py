@@ -1,0 +1,139 @@
+"""server_vs_nginx: the thin server against nginx serving the same bytes, both loaded by wrk.
+
+Both listen on 127.0.0.1 and run one process (``pointcast serve`` is one uvicorn process;
+nginx gets ``worker_processes 1``); wrk uses 2 threads and 64 connections. nginx and wrk are
+Debian packages (``make bench-deps``); without them the figure is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+NGINX_CONF = """
+worker_processes 1;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/tmp;
+    proxy_temp_path {prefix}/tmp;
+    fastcgi_temp_path {prefix}/tmp;
+    uwsgi_temp_path {prefix}/tmp;
+    scgi_temp_path {prefix}/tmp;
+    default_type application/json;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ root {prefix}/html; gzip_static on; }}
+    }}
+}}
+"""
+
+
+def missing_tools() -> list[str]:
+    return [t for t in ("nginx", "wrk") if shutil.which(t) is None]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with status {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def running(args: list[str], ready_url: str, log: Path):
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait(ready_url, proc)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def get(url: str, gzip: bool = False) -> tuple[bytes, dict]:
+    req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"} if gzip else {})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.read(), {k.lower(): v for k, v in r.headers.items()}
+
+
+def wrk(url: str, seconds: int) -> dict:
+    """Requests/s and p99 latency (ms) of ``url`` at 64 connections."""
+    out = subprocess.run(["wrk", "-t2", "-c64", f"-d{seconds}s", "--latency", url],
+                         capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    m = re.search(r"^\s*99%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+    p99 = float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if errors:
+        raise RuntimeError(f"wrk {url}: {errors.group(1)} non-2xx responses")
+    return {"rps": rps, "p99_ms": p99}
+
+
+def measure(config: Path, points: list[tuple[float, float]], work: Path, seconds: int) -> dict:
+    """Figures of the server (1 and 10 points, 4.2 hourly) and of nginx on the 1-point bytes."""
+    work.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    one = f"{base}/V1/forecast/short-range/common?latlon={points[0][0]},{points[0][1]}&freq=1H"
+    ten = (f"{base}/V1/forecast/short-range/common?latlon="
+           + ";".join(f"{la},{lo}" for la, lo in points[:10]) + "&freq=1H")
+    serve = [sys.executable, "-m", "pointcast.cli", "serve", "--config", str(config),
+             "--host", "127.0.0.1", "--port", str(port)]
+    out: dict = {}
+    with running(serve, f"{base}/catalog", work / "server.log"):
+        body, _ = get(one)
+        _, headers = get(one, gzip=True)
+        out["server_gzip"] = headers.get("content-encoding") == "gzip"
+        out["server_1"] = wrk(one, seconds)
+        out["server_10"] = wrk(ten, seconds)
+    prefix = work / "nginx"
+    shutil.rmtree(prefix, ignore_errors=True)
+    (prefix / "html").mkdir(parents=True)
+    (prefix / "tmp").mkdir()
+    (prefix / "html" / "one.json").write_bytes(body)
+    import gzip
+
+    (prefix / "html" / "one.json.gz").write_bytes(gzip.compress(body, mtime=0))
+    nport = free_port()
+    (prefix / "nginx.conf").write_text(NGINX_CONF.format(prefix=prefix, port=nport))
+    for p in prefix.rglob("*"):  # nginx workers run as an unprivileged user
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    static = f"http://127.0.0.1:{nport}/one.json"
+    nginx = ["nginx", "-p", str(prefix), "-c", str(prefix / "nginx.conf")]
+    with running(nginx, static, work / "nginx.log"):
+        same, _ = get(static)
+        if same != body:
+            raise RuntimeError("nginx does not serve the server's bytes")
+        _, headers = get(static, gzip=True)
+        out["nginx_gzip"] = headers.get("content-encoding") == "gzip"
+        out["nginx_1"] = wrk(static, seconds)
+    out["bytes_1"] = len(body)
+    return out

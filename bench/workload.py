@@ -1,0 +1,102 @@
+"""The reference workload: a configuration and points lists written into a work directory.
+
+The configuration is the shipped ``config/pointcast.toml`` with the sample source at the
+requested scale over the whole globe, a fixed run (so the sample files are written once and
+reused), and every points list replaced by points drawn deterministically inside the coverage
+of every product that uses it. Products are those of the shipped configuration, plus
+``global`` when the code has that product but the shipped configuration does not list it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from pointcast.grids import grid_for
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "config" / "pointcast.toml"
+INIT = "2026-11-20T00:00Z"  # a 00 UTC run: IFS reaches 15 days, MSM 78 h
+WORLD = [-180.0, -90.0, 180.0, 90.0]
+# Hub heights of today's turbines, 5 m apart: three per European point.
+HUB_HEIGHTS = np.arange(60, 171, 5)
+
+
+def draw_points(pids: list[str], n: int, seed: int, hub_heights: bool) -> str:
+    """``n`` points (CSV text), each in its own cell, inside the coverage of every product in
+    ``pids``; the same arguments always give the same points."""
+    grids = [grid_for(pid) for pid in pids]
+    cov = grids[0].coverage
+    box = [getattr(cov, k, d) for k, d in zip(("west", "south", "east", "north"), WORLD)]
+    rng = np.random.default_rng(seed)
+    rows, cells = [], set()
+    while len(rows) < n:
+        lats = rng.uniform(box[1], box[3], 20 * n)
+        lons = rng.uniform(box[0], box[2], 20 * n)
+        ok = np.ones(len(lats), bool)
+        for g in grids:
+            ok &= g.covers_many(lats, lons)
+        for lat, lon in zip(lats[ok], lons[ok]):
+            key = grids[0].cell_key(lat, lon)
+            if key in cells:
+                continue
+            cells.add(key)
+            hubs = ""
+            if hub_heights:
+                hubs = ";".join(str(int(h)) for h in sorted(rng.choice(HUB_HEIGHTS, 3, replace=False)))
+            rows.append(f"p{len(rows):05d},point {len(rows)},{lat:.5f},{lon:.5f},,{hubs}")
+            if len(rows) == n:
+                break
+    return "id,name,lat,lon,elevation,hub_heights\n" + "\n".join(rows) + "\n"
+
+
+def write_config(dest: Path, *, scale: int, points: int, scheduler: str = "threads",
+                 workers: int = 2, output: Path | None = None,
+                 products: set[str] | None = None) -> Path:
+    """Write ``dest/pointcast.toml`` and its points lists; the output root (with the sample
+    cache) defaults to ``dest/output``; ``products`` keeps only those. Returns the path."""
+    dest.mkdir(parents=True, exist_ok=True)
+    text = SHIPPED.read_text()
+    if products is not None:
+        blocks = re.split(r"(?m)^(?=\[)", text)
+        text = "".join(b for b in blocks if not (m := re.match(r"\[products\.([\w-]+)\]", b))
+                       or m.group(1) in products)
+    text = _set(text, "output", "root", f'"{output or dest / "output"}"')
+    text = _set(text, "dask", "scheduler", f'"{scheduler}"')
+    text = _set(text, "dask", "workers", str(workers))
+    text = _set(text, "sources.sample", "scale", str(scale))
+    text = _set(text, "sources.sample", "area", str(WORLD))
+    text = _set(text, "sources.sample", "init", f'"{INIT}"')
+    products = dict(re.findall(r'^\[products\.([\w-]+)\][^\[]*?^points\s*=\s*"([^"]+)"', text, re.M | re.S))
+    models = {m for block in re.findall(r"^models\s*=\s*\[([^\]]*)\]", text, re.M)
+              for m in re.findall(r'"([\w-]+)"', block)}
+    for m in sorted(models):
+        if not re.search(rf"^\[models\.{re.escape(m)}\]", text, re.M):
+            text += f'\n[models.{m}]\nsource = "sample"\n'
+    by_file: dict[str, list[str]] = {}
+    for pid, rel in products.items():
+        by_file.setdefault(rel, []).append(pid)
+    for k, (rel, pids) in enumerate(sorted(by_file.items())):
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        csv = draw_points(pids, points, seed=1000 + k, hub_heights="eu-wind" in pids)
+        if not path.exists() or path.read_text() != csv:  # keep the mtime: same run id
+            path.write_text(csv)
+    cfg = dest / "pointcast.toml"
+    cfg.write_text(text)
+    return cfg
+
+
+def _set(text: str, section: str, key: str, value: str) -> str:
+    """Set ``key = value`` in ``[section]`` (appending the key, or the section, if missing)."""
+    head = re.search(rf"^\[{re.escape(section)}\][^\n]*\n", text, re.M)
+    if head is None:
+        return text + f"\n[{section}]\n{key} = {value}\n"
+    end = re.search(r"^\[", text[head.end():], re.M)
+    stop = head.end() + (end.start() if end else len(text) - head.end())
+    body = text[head.end():stop]
+    line = re.compile(rf"^{re.escape(key)}\s*=.*$", re.M)
+    body = line.sub(f"{key} = {value}", body, 1) if line.search(body) else f"{key} = {value}\n" + body
+    return text[:head.end()] + body + text[stop:]
