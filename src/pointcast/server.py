@@ -13,7 +13,7 @@ from fixed tables in this module, the point id from the run's ``index.json``.
 
 The point files start with ``{"latitude": <lat>, "longitude": <lon>, "basetime"`` (see
 docs/contracts.md); a response splices the requested coordinates in front of
-``"basetime"`` without parsing JSON per request. The Japan files (4.5) are spliced the same way:
+``"basetime"`` without parsing JSON per request. The global (4.4) and Japan (4.5) files are spliced the same way:
 they start with ``{"lat": <lat>, "lon": <lon>, "srf"`` and become the one ``wxdata`` element of
 an answer whose ``requestId`` is a fresh UUID4 per request (so its ETag is weak: it covers the
 forecast content, not the id). Windpack (4.3) height files are spliced the
@@ -21,13 +21,14 @@ same way, with the ``hub_height`` value replaced by the requested text (its byte
 found once per file); a height between two precomputed ones is interpolated from the numeric
 u/v arrays of the two files, parsed once per run and cached.
 
-Operations live in ``OPERATIONS`` (path -> ``Operation``); 4.4 slots in there later.
+Operations live in ``OPERATIONS`` (path -> ``Operation``).
 The query conventions and error codes are documented in docs/api.md.
 """
 
 from __future__ import annotations
 
 import email.utils
+import functools
 import gzip
 import hashlib
 import json
@@ -47,6 +48,10 @@ from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 import numpy as np
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from . import __version__
+from .config import ApiKeyConfig, api_key_sha256
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +71,20 @@ DEFAULT_CACHE_BYTES = 256 * 1024 * 1024  # point file bytes kept per run
 
 ALLOW = b"GET, HEAD"
 JSON_TYPE = b"application/json"
+API_KEY_HEADER = b"x-api-key"  # ASGI header names are lower case; compared lower-cased anyway
+MAX_API_KEY_BYTES = 256  # a longer X-API-Key is no key of ours (and is not hashed)
+CHALLENGE = b'ApiKey header="X-API-Key"'
 
 # A point id is used as a file name: only plain names are accepted from index.json.
 _POINT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 _PRODUCT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
 # A decimal degree: ASCII digits only (``float`` alone would take "1_0", "nan", "١٢").
-_NUMBER = re.compile(r"[ \t]*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*\Z")
+_NUMBER_SYNTAX = r"[ \t]*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*"
+_NUMBER = re.compile(_NUMBER_SYNTAX + r"\Z")
 _PAIR_SEPARATORS = re.compile(r"[;|]")
 # A hub height: plain decimal metres with a lower-case "m" (no sign, exponent or spaces).
-_HUB_HEIGHT = re.compile(r"([0-9]+(?:\.[0-9]+)?)m\Z")
+_HUB_HEIGHT_SYNTAX = r"([0-9]+(?:\.[0-9]+)?)m"
+_HUB_HEIGHT = re.compile(_HUB_HEIGHT_SYNTAX + r"\Z")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
@@ -118,6 +128,82 @@ def no_data(message: str) -> ApiError:
 
 def not_allowed() -> ApiError:
     return ApiError(405, "405_001", "method not allowed", [(b"allow", ALLOW)])
+
+
+def key_missing() -> ApiError:
+    return ApiError(401, "401_001", '"X-API-Key" header is required', [(b"www-authenticate", CHALLENGE)])
+
+
+def key_invalid() -> ApiError:
+    return ApiError(401, "401_002", '"X-API-Key" is invalid', [(b"www-authenticate", CHALLENGE)])
+
+
+def rate_limited(retry_after: int) -> ApiError:
+    return ApiError(429, "429_001", f"rate limit exceeded: retry after {retry_after} s",
+                    [(b"retry-after", str(retry_after).encode())])
+
+
+# --------------------------------------------------------------------------- access control
+
+
+class TokenBucket:
+    """``burst`` requests at once, refilled at ``rate`` requests per second."""
+
+    __slots__ = ("rate", "burst", "tokens", "stamp")
+
+    def __init__(self, rate: float, burst: int, now: float):
+        self.rate, self.burst = rate, burst
+        self.tokens, self.stamp = float(burst), now
+
+    def take(self, now: float) -> float:
+        """Take one token: 0.0 when granted, else the seconds until one is there."""
+        self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0.0
+        return (1.0 - self.tokens) / self.rate
+
+
+class Access:
+    """Who may ask: the configured API keys, known by their SHA-256 only, and each key's
+    token bucket. Without keys the service is open (and not rate limited).
+
+    The key itself is never stored, logged or echoed; logs name the key's configured name."""
+
+    def __init__(self, keys: Iterable[ApiKeyConfig] = (), clock: Callable[[], float] = time.monotonic):
+        self.keys = {key.sha256: key for key in keys}
+        self.clock = clock
+        self._buckets: dict[str, TokenBucket] = {}
+
+    @property
+    def open(self) -> bool:
+        return not self.keys
+
+    def admit(self, headers: Iterable[tuple[bytes, bytes]]) -> ApiKeyConfig | None:
+        """The key a request presents (header ``X-API-Key``, any case): 401_001 without one,
+        401_002 for an unknown one (or several), 429_001 when its bucket is empty."""
+        if self.open:
+            return None
+        values = [value for name, value in headers if name.lower() == API_KEY_HEADER]
+        if not values or values == [b""]:
+            raise key_missing()
+        if len(values) > 1 or len(values[0]) > MAX_API_KEY_BYTES:
+            raise key_invalid()
+        key = self.keys.get(api_key_sha256(values[0].strip()))
+        if key is None:
+            log.info("refused a request with an unknown API key")
+            raise key_invalid()
+        if key.rate_limit is not None and key.burst is not None:
+            now = self.clock()
+            bucket = self._buckets.get(key.name)
+            if bucket is None:
+                bucket = self._buckets[key.name] = TokenBucket(key.rate_limit, key.burst, now)
+            wait = bucket.take(now)
+            if wait > 0.0:
+                log.info("API key %s is rate limited for %.2f s", key.name, wait)
+                raise rate_limited(max(1, math.ceil(wait)))
+        return key
 
 
 # --------------------------------------------------------------------------- query parsing
@@ -309,6 +395,7 @@ class ProductIndex:
     updated: datetime | None
     next_update: datetime | None
     heights: dict[str, tuple[float, ...]] = field(default_factory=dict)  # point id -> sorted heights (eu-wind)
+    time_zones: dict[str, str] = field(default_factory=dict)  # point id -> its own IANA zone (global)
 
     @classmethod
     def load(cls, product: str, path: Path) -> ProductIndex | None:
@@ -324,6 +411,7 @@ class ProductIndex:
             return None
         cells: dict[str, str] = {}
         heights: dict[str, tuple[float, ...]] = {}
+        time_zones: dict[str, str] = {}
         for point in meta["points"]:
             pid = point.get("id") if isinstance(point, dict) else None
             cell = point.get("cell") if isinstance(point, dict) else None
@@ -334,6 +422,8 @@ class ProductIndex:
                 log.warning("index %s: points %s and %s share cell %s; serving %s", path, cells[cell], pid, cell, cells[cell])
                 continue
             cells[cell] = pid
+            if isinstance(point.get("time_zone"), str):
+                time_zones[pid] = point["time_zone"]
             if "heights" in point:
                 point_heights = _heights(point["heights"])
                 if point_heights is None:
@@ -341,7 +431,8 @@ class ProductIndex:
                 else:
                     heights[pid] = point_heights
         return cls(
-            product, meta, cells, _parse_time(meta.get("updated_time")), _parse_time(meta.get("next_update")), heights
+            product, meta, cells, _parse_time(meta.get("updated_time")), _parse_time(meta.get("next_update")), heights,
+            time_zones,
         )
 
 
@@ -380,7 +471,7 @@ class SpliceLayout:
 
 
 EU_LAYOUT = SpliceLayout("latitude", "longitude", "basetime")  # 4.1-4.3 (docs/contracts.md)
-JAPAN_LAYOUT = SpliceLayout("lat", "lon", "srf")  # 4.5: one wxdata element
+WX_LAYOUT = SpliceLayout("lat", "lon", "srf")  # 4.4 and 4.5: one wxdata element
 
 
 @dataclass(frozen=True)
@@ -626,7 +717,8 @@ class Run:
         return point
 
     def wx_file(self, product: str, point_id: str) -> PointFile | None:
-        """A Japan point file (``json/<product>/<point id>.json``: one wxdata element)."""
+        """A global or Japan point file (``json/<product>/<point id>.json``: one wxdata
+        element; a global one in the point's own time zone)."""
         key = ("wx", product, point_id)
         cached = self._recall(key)
         if cached is not None:
@@ -638,9 +730,39 @@ class Run:
             return None
         try:
             _check_wxdata(json.loads(data))  # once per file and run, never per request
-            point = PointFile.from_bytes(data, JAPAN_LAYOUT)
+            point = PointFile.from_bytes(data, WX_LAYOUT)
         except ValueError as exc:  # includes invalid JSON and invalid UTF-8
             log.error("run %s: %s is not a wxdata element: %s", self.run_id, what, exc)
+            return None
+        self._remember(key, point, len(point.tail))
+        return point
+
+    def wx_in_zone(self, product: str, point_id: str, zone: str) -> PointFile | None:
+        """A global point's wxdata element in another time zone, rendered from the point's
+        precomputed hourly file (``json/<product>/hourly/<point id>.json``) by the function the
+        build renders the point's own zone with (products/global_wx.py); once per run."""
+        index = self.product(product)
+        if index is not None and index.time_zones.get(point_id) == zone:
+            return self.wx_file(product, point_id)
+        key = ("zone", product, point_id, zone)
+        cached = self._recall(key)
+        if cached is not None:
+            return cached
+        from zoneinfo import ZoneInfo
+
+        from pointcast.products.global_wx import read_hourly, render_zone
+
+        # product from this module's table, point id from index.json, zone from zoneinfo's list.
+        what = f"{product}/hourly/{point_id}"
+        data = self._read(self.path / "json" / product / "hourly", point_id, what)
+        if data is None:
+            return None
+        try:
+            start, hourly = read_hourly(data)
+            element = render_zone([(0.0, 0.0)], start, hourly, ZoneInfo(zone))[0]
+            point = PointFile.from_bytes(element, WX_LAYOUT)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("run %s: %s cannot be rendered in %s: %r", self.run_id, what, zone, exc)
             return None
         self._remember(key, point, len(point.tail))
         return point
@@ -930,13 +1052,44 @@ def _wind_at_height(
     return [tail], digest
 
 
-def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Response:
-    """4.5: ``{"requestId": <fresh uuid4>, "wxdata": [<the point's element, coordinates echoed>]}``.
+def handle_global(app: PointcastApp, op: Operation, request: Request) -> Response:
+    """4.4: ``latlon=<lat>/<lon>`` and an optional ``tz``; the answer is 4.5's shape.
 
-    The ETag is weak and covers the forecast content only (run, product, echoed coordinates,
-    the point file), not the requestId: two answers that differ only in their id are
-    equivalent, and a client revalidating with If-None-Match gets 304."""
-    assert op.product is not None
+    Without ``tz`` the precomputed element in the point's own zone is served; with one, the
+    element is rendered once per run and zone from the point's hourly file (``Run.wx_in_zone``).
+    """
+    text = single(request.params, "latlon")
+    parts = text.split("/")
+    if len(parts) != 2:
+        raise invalid("latlon")
+    lat, lon = _number(parts[0]), _number(parts[1])
+    if lat is None or lon is None:
+        raise invalid("latlon")
+    if not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
+        raise out_of_range("latlon", text)
+    zone = parse_time_zone(single(request.params, "tz")) if "tz" in request.params else None
+    return wxdata_answer(app, op, request, lat, lon, "latlon", text, zone)
+
+
+@functools.cache
+def _time_zones() -> dict[str, str]:
+    """Every IANA zone name zoneinfo knows (tzdata), by its lower-case form."""
+    import zoneinfo
+
+    return {name.lower(): name for name in zoneinfo.available_timezones()}
+
+
+def parse_time_zone(text: str, name: str = "tz") -> str:
+    """An IANA zone name, matched without regard to case: 400_002 when there is no such zone.
+    Only names from zoneinfo's own list reach ZoneInfo, so request text never names a file."""
+    zone = _time_zones().get(text.lower()) if len(text) <= 64 else None
+    if zone is None:
+        raise invalid(name)
+    return zone
+
+
+def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Response:
+    """4.5: ``lat`` and ``lon``, answered in Asia/Tokyo."""
     lat_text = single(request.params, "lat")
     lon_text = single(request.params, "lon")
     lat = parse_coordinate(lat_text, "lat")
@@ -945,11 +1098,21 @@ def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Response
         raise out_of_range("lat", lat_text)
     if not -180.0 <= lon <= 180.0:
         raise out_of_range("lon", lon_text)
-    point_text = f"{lat_text},{lon_text}"
+    return wxdata_answer(app, op, request, lat, lon, "lat,lon", f"{lat_text},{lon_text}")
 
+
+def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float, lon: float,
+                  name: str, point_text: str, zone: str | None = None) -> Response:
+    """``{"requestId": <fresh uuid4>, "wxdata": [<the point's element, coordinates echoed>]}``
+    (4.4 and 4.5), in ``zone`` when given (4.4's ``tz``).
+
+    The ETag is weak and covers the forecast content only (run, product, zone, echoed
+    coordinates, the point file), not the requestId: two answers that differ only in their id
+    are equivalent, and a client revalidating with If-None-Match gets 304."""
+    assert op.product is not None
     grid = app.grid(op.product)
     if not grid.covers(lat, lon):
-        raise outside_coverage("lat,lon", point_text)
+        raise outside_coverage(name, point_text)
 
     run = app.current_run()  # resolved once; everything below reads from this run
     index = run.product(op.product)
@@ -957,14 +1120,15 @@ def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Response
         raise no_data(f"no published forecast for {op.product} in the current run")
     point_id = index.cells.get(grid.cell_key(lat, lon))
     if point_id is None:
-        raise no_data(f'"lat,lon" has no forecast point in its grid cell: {point_text}')
-    point = run.wx_file(op.product, point_id)
+        raise no_data(f'"{name}" has no forecast point in its grid cell: {point_text}')
+    point = run.wx_file(op.product, point_id) if zone is None else run.wx_in_zone(op.product, point_id, zone)
     if point is None:
-        raise no_data(f'"lat,lon" has no forecast in the current run: {point_text}')
+        raise no_data(f'"{name}" has no forecast in the current run: {point_text}')
 
     lat_json, lon_json = repr(lat).encode(), repr(lon).encode()
     tag = hashlib.blake2b(digest_size=16)
-    tag.update(b"\0".join([b"ss1wx", os.fsencode(run.run_id), op.product.encode(), lat_json, lon_json, point.digest]))
+    tag.update(b"\0".join([op.path.encode(), os.fsencode(run.run_id), op.product.encode(), (zone or "").encode(),
+                           lat_json, lon_json, point.digest]))
     etag = b'W/"' + tag.hexdigest().encode() + b'"'
     request_id = str(uuid.uuid4()).encode()
     parts = [b'{"requestId":"', request_id, b'","wxdata":[', *point.splice(lat_json, lon_json), b"]}"]
@@ -1012,6 +1176,12 @@ def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Respon
     return cached_response(request, [body], etag, updated, next_update)
 
 
+def handle_openapi(app: PointcastApp, op: Operation, request: Request) -> Response:
+    """The OpenAPI 3 document of the operations (public: no API key needed)."""
+    body, etag = app.openapi
+    return cached_response(request, [body], etag, None, None)
+
+
 OPERATIONS: dict[str, Operation] = {
     op.path: op
     for op in (
@@ -1020,11 +1190,209 @@ OPERATIONS: dict[str, Operation] = {
         Operation(
             "4.3", "/V1/forecast/short-range/windpack", "eu-wind", handle_windpack, ("latlon", "freq", "hubheight")
         ),
+        Operation("4.4", "/api/v2/global/wx", "global", handle_global, ("latlon", "tz")),
         Operation("4.5", "/api/v1/ss1wx", "japan", handle_ss1wx, ("lat", "lon")),
-        # 4.4 /api/v2/global/wx (global) slots in here when its product is published.
         Operation("catalog", "/catalog", None, handle_catalog),
+        Operation("openapi", "/openapi.json", None, handle_openapi),
     )
 }
+UNGUARDED = frozenset({"/openapi.json"})  # paths answered without an API key
+
+
+# --------------------------------------------------------------------------- the OpenAPI document
+#
+# /openapi.json is generated from OPERATIONS and the parameter schemas below (one per
+# operation and parameter name, in the order of ``Operation.params``): what the parsers above
+# accept, as JSON Schema. A pattern here may be looser than its parser (ranges, lengths and
+# finiteness are checked by the parser), never stricter. The ``format`` names are ours: they
+# tell a test generator (tests/test_server_hardening.py) which values are worth trying.
+
+_PAIR_SYNTAX = f"{_NUMBER_SYNTAX},{_NUMBER_SYNTAX}"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One query parameter of an operation, as documented."""
+
+    schema: dict[str, Any]
+    description: str
+    required: bool = True
+
+
+_EU_PARAMS = {
+    "latlon": Param(
+        {"type": "string", "format": "latlon-pairs", "pattern": f"^{_PAIR_SYNTAX}(?:[;|]{_PAIR_SYNTAX})*$"},
+        "lat,lon pairs in decimal degrees separated by ';' (or '|'): up to 10 with freq=1H, one with 15min/30min",
+    ),
+    "freq": Param({"type": "string", "enum": list(FREQS)}, "time step of the answer"),
+}
+PARAMETERS: dict[str, dict[str, Param]] = {  # operation name -> parameter name -> Param
+    "4.1": _EU_PARAMS,
+    "4.2": _EU_PARAMS,
+    "4.3": {
+        **_EU_PARAMS,
+        "hubheight": Param(
+            {"type": "string", "format": "hub-height", "pattern": f"^{_HUB_HEIGHT_SYNTAX}$"},
+            "height above ground in metres with an 'm' suffix, 10m to 300m (e.g. 100m, 112.5m)",
+        ),
+    },
+    "4.4": {
+        "latlon": Param(
+            {"type": "string", "format": "lat-slash-lon", "pattern": f"^{_NUMBER_SYNTAX}/{_NUMBER_SYNTAX}$"},
+            "one point, <lat>/<lon> in decimal degrees (WGS84); land north of 60 S",
+        ),
+        "tz": Param(
+            {"type": "string", "format": "time-zone"},
+            "IANA time zone name (e.g. Europe/Paris) for the dates; default: the point's own zone",
+            required=False,
+        ),
+    },
+    "4.5": {
+        "lat": Param({"type": "number", "minimum": -90, "maximum": 90}, "latitude in decimal degrees (Japan's land)"),
+        "lon": Param({"type": "number", "minimum": -180, "maximum": 180}, "longitude in decimal degrees"),
+    },
+    "catalog": {},
+}
+ERROR_CODES: dict[int, tuple[str, ...]] = {  # the codes of design.md section 4, by status
+    400: ("400_001", "400_002", "400_003"),
+    401: ("401_001", "401_002"),
+    403: ("403_001",),
+    404: ("404_001", "404_002"),
+    429: ("429_001",),
+}
+_OPERATION_ERRORS: dict[str, tuple[int, ...]] = {  # operation name -> its error statuses (401/429: with keys)
+    "4.1": (400, 403, 404), "4.2": (400, 403, 404), "4.3": (400, 403, 404), "4.4": (400, 403, 404),
+    "4.5": (400, 403, 404), "catalog": (404,),
+}
+_SUMMARIES = {
+    "4.1": "European medium range forecast (14 days), spec 2.1",
+    "4.2": "European short range forecast (72 hours), spec 2.1",
+    "4.3": "European short range wind at a hub height (72 hours), spec 2.2",
+    "4.4": "Global forecast (srf 72 h hourly, mrf 14 days daily), spec 2.3",
+    "4.5": "Japan 1 km forecast (srf 72 h hourly, mrf 10 days daily), spec 2.4",
+    "catalog": "What the current run serves: products, points, basetime",
+}
+_SUCCESS = {"4.1": "EuForecasts", "4.2": "EuForecasts", "4.3": "WindForecasts", "4.4": "GlobalWx", "4.5": "JapanWx",
+            "catalog": "Catalog"}
+
+
+def _obj(required: Iterable[str], **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "required": list(required), "properties": properties}
+
+
+_NUM = {"type": "number"}
+_INT = {"type": "integer"}
+_STR = {"type": "string"}
+_TIME = {"type": "string", "format": "date-time"}
+_SRF_GLOBAL = ("date", "wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum", "solrad")
+_MRF_GLOBAL = ("date", "wx", "maxtemp", "mintemp", "prec", "pop", "rhum", "solrad")
+_SRF_JAPAN = ("date", "wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum", "feelidx", "feeltmp")
+_MRF_JAPAN = ("date", "wx", "maxtemp", "mintemp", "pop")
+_INTEGERS = frozenset({"wx", "wnddir", "rhum", "feelidx", "pop"})
+
+
+def _entry(keys: tuple[str, ...]) -> dict[str, Any]:
+    return _obj(keys, **{k: _TIME if k == "date" else _INT if k in _INTEGERS else _NUM for k in keys})
+
+
+def _wx(srf: tuple[str, ...], mrf: tuple[str, ...]) -> dict[str, Any]:
+    element = _obj(("lat", "lon", "srf", "mrf"), lat=_NUM, lon=_NUM,
+                   srf={"type": "array", "items": _entry(srf)}, mrf={"type": "array", "items": _entry(mrf)})
+    return _obj(("requestId", "wxdata"), requestId={"type": "string", "format": "uuid"},
+                wxdata={"type": "array", "minItems": 1, "maxItems": 1, "items": element})
+
+
+_FORECAST = ("latitude", "longitude", "basetime", "updated_time", "freq", "unit", "data")
+_SCHEMAS: dict[str, Any] = {
+    "EuForecasts": {"type": "object", "description": "one key per requested pair, its text as sent",
+                    "additionalProperties": {"$ref": "#/components/schemas/EuForecast"}},
+    "EuForecast": _obj(
+        _FORECAST, latitude=_NUM, longitude=_NUM, basetime=_TIME, updated_time=_TIME,
+        freq={"type": "string", "enum": list(FREQS)}, unit={"type": "object", "additionalProperties": _STR},
+        data={"type": "array", "items": _obj(("datetime",), datetime=_TIME)},
+    ),
+    "WindForecasts": {"type": "object", "description": "one key per requested pair, its text as sent",
+                      "additionalProperties": {"$ref": "#/components/schemas/WindForecast"}},
+    "WindForecast": _obj(
+        (*_FORECAST[:5], "hub_height", "unit", "data"), latitude=_NUM, longitude=_NUM, basetime=_TIME,
+        updated_time=_TIME, freq={"type": "string", "enum": list(FREQS)}, hub_height=_STR,
+        unit=_obj(WIND_UNIT, **{k: {"type": "string", "enum": [v]} for k, v in WIND_UNIT.items()}),
+        data={"type": "array", "items": _obj(WIND_UNIT, datetime=_TIME, windspd=_NUM, windir=_NUM,
+                                             u_windspd=_NUM, v_windspd=_NUM)},
+    ),
+    "GlobalWx": _wx(_SRF_GLOBAL, _MRF_GLOBAL),
+    "JapanWx": _wx(_SRF_JAPAN, _MRF_JAPAN),
+    "Catalog": _obj(("run_id", "products"), run_id=_STR, products={"type": "array", "items": _obj(
+        ("product", "operations", "points"), product=_STR, operations={"type": "array", "items": _STR},
+        points={"type": "array", "items": {"type": "object"}})}),
+    **{
+        f"Error{status}": {
+            "type": "object",
+            "required": ["status", "code", "message"],
+            "additionalProperties": False,
+            "properties": {"status": {"type": "integer", "enum": [status]},
+                           "code": {"type": "string", "enum": list(codes)}, "message": _STR},
+        }
+        for status, codes in ERROR_CODES.items()
+    },
+}
+_CACHE_HEADERS = {
+    "ETag": {"required": True, "schema": _STR, "description": "run and content (weak for 4.4/4.5: without requestId)"},
+    "Cache-Control": {"required": True, "schema": _STR, "description": "public, max-age until the next update"},
+    "Last-Modified": {"schema": _STR, "description": "the run's publication time"},
+}
+_STATUS_TEXT = {400: "invalid request", 401: "missing or invalid API key", 403: "outside the coverage",
+                404: "no such resource, or no data for the point", 429: "rate limited"}
+
+
+def openapi_document(secured: bool = False) -> dict[str, Any]:
+    """The OpenAPI 3 document of OPERATIONS (``secured``: API keys are configured)."""
+    paths: dict[str, Any] = {}
+    for op in OPERATIONS.values():
+        if op.name == "openapi":
+            continue
+        params = PARAMETERS.get(op.name)
+        if params is None or set(params) != set(op.params):
+            raise RuntimeError(f"PARAMETERS[{op.name!r}] does not document exactly the parameters of {op.path}: "
+                               f"{sorted(params or ())} != {sorted(op.params)}")
+        responses: dict[str, Any] = {
+            "200": {"description": "the forecast", "headers": _CACHE_HEADERS,
+                    "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{_SUCCESS[op.name]}"}}}},
+            "304": {"description": "not modified (If-None-Match / If-Modified-Since)", "headers": _CACHE_HEADERS},
+        }
+        for status in sorted({*_OPERATION_ERRORS[op.name], *((401, 429) if secured else ())}):
+            response: dict[str, Any] = {
+                "description": _STATUS_TEXT[status],
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/Error{status}"}}},
+            }
+            if status == 429:
+                response["headers"] = {"Retry-After": {"required": True, "schema": {"type": "integer", "minimum": 1},
+                                                       "description": "seconds until the key may ask again"}}
+            responses[str(status)] = response
+        operation: dict[str, Any] = {
+            "operationId": op.product or op.name,
+            "summary": _SUMMARIES[op.name],
+            "parameters": [
+                {"name": name, "in": "query", "required": params[name].required,
+                 "description": params[name].description, "schema": params[name].schema}
+                for name in op.params
+            ],
+            "responses": responses,
+        }
+        if secured:
+            operation["security"] = [{"ApiKey": []}]
+        paths[op.path] = {"get": operation}
+    components: dict[str, Any] = {"schemas": _SCHEMAS}
+    if secured:
+        components["securitySchemes"] = {"ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "pointcast", "version": __version__,
+                 "description": "Precomputed point weather forecasts (docs/api.md). Errors: "
+                                "{\"status\", \"code\", \"message\"}; a 5xx is a bug."},
+        "paths": paths,
+        "components": components,
+    }
 
 
 # --------------------------------------------------------------------------- the app
@@ -1047,6 +1415,7 @@ class PointcastApp:
         max_cache_bytes: int = DEFAULT_CACHE_BYTES,
         grid_for: Callable[[str], Grid] | None = None,
         clock: Callable[[], float] = time.time,
+        api_keys: Iterable[ApiKeyConfig] = (),
     ):
         self.root = Path(output_root)
         self.max_cache_bytes = max_cache_bytes
@@ -1054,6 +1423,9 @@ class PointcastApp:
         self._grids: dict[str, Grid] = {}
         self._run: Run | None = None
         self.clock = clock
+        self.access = Access(api_keys)
+        body = json.dumps(openapi_document(secured=not self.access.open), separators=(",", ":")).encode()
+        self.openapi = (body, b'"' + hashlib.blake2b(body, digest_size=16).hexdigest().encode() + b'"')
 
     # -- run resolution
 
@@ -1114,6 +1486,8 @@ class PointcastApp:
                 raise not_found()
             if method not in ("GET", "HEAD"):
                 raise not_allowed()
+            if path not in UNGUARDED:
+                self.access.admit(headers)
             params = parse_query(query_string, op.params)
             return op.handler(self, op, Request(method, path, params, headers, self.clock()))
         except ApiError as err:
@@ -1146,33 +1520,66 @@ def create_app(output_root: Path, **options: Any) -> PointcastApp:
     """The ASGI app serving the published run tree under ``output_root``.
 
     Options: ``max_cache_bytes`` (point file bytes cached per run), ``grid_for`` (product ->
-    grid, default ``pointcast.grids.grid_for``), ``clock`` (for tests).
+    grid, default ``pointcast.grids.grid_for``), ``clock`` (for tests), ``api_keys`` (the
+    ``[server.api_keys]`` of the configuration; none: the service is open).
     """
     return PointcastApp(Path(output_root), **options)
 
 
-def server_config(output_root: Path, host: str = "127.0.0.1", port: int = 8080, **uvicorn_options: Any):
-    """The uvicorn configuration ``serve`` runs: uvloop, httptools, no access log."""
+class HttpTools(HttpToolsProtocol):
+    """uvicorn's httptools protocol, except that a request it cannot parse (raw control or
+    non-ASCII bytes in the request line, a request line of 64 KiB or more) is refused with the
+    JSON error body too (``400_002``, ``"request" is invalid value``), not with plain text."""
+
+    def send_400_response(self, msg: str) -> None:
+        response = error_response(invalid("request"))
+        lines = [b"HTTP/1.1 400 Bad Request\r\n"]
+        for name, value in [*self.server_state.default_headers, *response.headers, (b"connection", b"close")]:
+            lines += [name, b": ", value, b"\r\n"]
+        self.transport.write(b"".join([*lines, b"\r\n", response.body]))
+        self.transport.close()
+
+
+def server_config(
+    output_root: Path,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    api_keys: Iterable[ApiKeyConfig] = (),
+    **uvicorn_options: Any,
+):
+    """The uvicorn configuration ``serve`` runs: uvloop, httptools, no access log (it would
+    not log keys, but a log of every request is the operator's choice, not ours)."""
     import uvicorn
 
     options: dict[str, Any] = dict(
         host=host,
         port=port,
         loop="uvloop",
-        http="httptools",
+        http=HttpTools,
         access_log=False,
         lifespan="on",
         server_header=False,
         log_level="info",
     )
     options.update(uvicorn_options)
-    return uvicorn.Config(create_app(output_root), **options)
+    return uvicorn.Config(create_app(output_root, api_keys=api_keys), **options)
 
 
-def serve(output_root: Path, host: str = "127.0.0.1", port: int = 8080, **uvicorn_options: Any) -> None:
+def serve(
+    output_root: Path,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    api_keys: Iterable[ApiKeyConfig] = (),
+    **uvicorn_options: Any,
+) -> None:
     """Serve ``output_root`` until interrupted (``pointcast serve``)."""
     import uvicorn
 
-    config = server_config(output_root, host, port, **uvicorn_options)
+    api_keys = tuple(api_keys)
+    config = server_config(output_root, host, port, api_keys, **uvicorn_options)
     log.info("serving %s on http://%s:%d", Path(output_root).resolve(), host, port)
+    if api_keys:
+        log.info("API keys required (X-API-Key): %s", ", ".join(key.name for key in api_keys))
+    else:
+        log.warning("no [server.api_keys] configured: the service is open to anyone who can reach it")
     uvicorn.Server(config).run()
