@@ -7,10 +7,13 @@ identically from tests, the CLI and the deployment.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from contextlib import contextmanager
+from dataclasses import replace
 import json
 import logging
+import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -25,8 +28,9 @@ from pointcast.grids import grid_for
 from pointcast.ingest import decode
 from pointcast.products import PRODUCTS
 from pointcast.products.base import RunContext, dumps, iso
-from pointcast.sources import MODELS, make_source
+from pointcast.sources import MODELS, make_source, run_steps
 from pointcast.sources.base import FetchedRun, RunRef
+from pointcast.sources.remote import SourceUnavailable, candidate_runs
 from pointcast.validate import validate
 
 
@@ -37,12 +41,20 @@ def _logger():
         return logging.getLogger("pointcast.flow")
 
 
-@task(retries=2, retry_delay_seconds=5)
+def _retry_unless_unavailable(task, task_run, state) -> bool:
+    """A source that gave up at its deadline has retried already: no Prefect retry then."""
+    return not isinstance(state.result(raise_on_failure=False), SourceUnavailable)
+
+
+@task(retries=2, retry_delay_seconds=5, retry_condition_fn=_retry_unless_unavailable)
 def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta) -> RunRef:
     """Newest run of the model whose horizon reaches `needed` (walks back run by run)."""
     model = MODELS[model_id]
     source = make_source(cfg.models[model_id].source, cfg.source_for(model_id))
-    when = now
+    # Runs too short for the horizon by design (IFS 06/18 UTC: 144 h) are not asked for, so
+    # the source never waits for one still being published; the loop below catches the rest.
+    when = next((t for t in candidate_runs(model, now, 8) if max(run_steps(model, t)) >= needed),
+                now)
     for _ in range(8):
         run = source.discover(model, when)
         if max(run.steps) >= needed:
@@ -54,7 +66,7 @@ def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta) -> Ru
                        f"of the products it ends was found")
 
 
-@task(retries=3, retry_delay_seconds=[5, 30, 60])
+@task(retries=3, retry_delay_seconds=[5, 30, 60], retry_condition_fn=_retry_unless_unavailable)
 def fetch(cfg: Config, run: RunRef) -> FetchedRun:
     model = MODELS[run.model]
     source = make_source(cfg.models[run.model].source, cfg.source_for(run.model))
@@ -68,8 +80,7 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
     model = MODELS[fetched.run.model]
     ds = decode(fetched.files, model.fields, model=model.id,
                 attrs={"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)})
-    with dask_scheduler(cfg):
-        out = interp.extract(ds, points, heights)
+    out = interp.extract(ds, points, heights)  # on the flow's dask scheduler (dask_scheduler)
     _logger().info("%s: decoded %d variables on %d times, extracted %d points", model.id,
                    len(ds.data_vars), ds.sizes["time"], len(points))
     return out
@@ -113,21 +124,43 @@ def validate_run(cfg: Config, outputs: dict) -> dict:
 
 @task
 def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest: dict) -> Path:
+    """Stage the JSON tree, archive a valid run, then make it visible (or keep it aside).
+
+    The archive is appended before `current` moves, so a served run is always archived: a
+    crash in between leaves the run archived but not served, and the re-run publishes it
+    (appends are idempotent). On any error the staging tree is removed (a full disk gets its
+    space back) and `current` is untouched; docs/contracts.md, "Crash safety"."""
     root = cfg.output.root
     staging = publish.new_run_dir(root, run_id)
     files = {path: data for out in outputs.values() for path, data in out.files.items()}
-    publish.write_json_tree(staging, files)
-    path = publish.publish_run(root, staging, run_id, manifest, report, report["ok"])
-    for pid, out in outputs.items():
-        publish.append_archive(root, pid, out.archive)
+    try:
+        publish.write_json_tree(staging, files)
+        if report["ok"]:
+            for pid, out in outputs.items():
+                publish.append_archive(root, pid, out.archive)
+        path = publish.publish_run(root, staging, run_id, manifest, report, report["ok"])
+    except Exception as e:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already when published or kept aside
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            raise publish.PublishError(f"output disk full under {root}: {e}; run {run_id} not "
+                                       f"published, the served run is unchanged") from e
+        raise
     publish.retain(root, cfg.output.keep_runs)
+    in_use = {(m, f"{datetime.fromisoformat(info['init']):%Y%m%d%H}")
+              for m, info in manifest["models"].items() if info.get("init")}
+    cap = cfg.output.cache_max_gb
+    publish.retain_cache(cfg.output.cache_dir, cfg.output.keep_cache_runs,
+                         None if cap is None else int(cap * 1e9), in_use)
     _logger().info("published run %s at %s", run_id, path)
     return path
 
 
 @contextmanager
 def dask_scheduler(cfg: Config):
-    """The dask scheduler of `[dask]`: local threads by default, or a distributed cluster."""
+    """The dask scheduler of `[dask]`: local threads by default, or a distributed cluster
+    (a LocalCluster of `workers` processes started here, or an existing one at a tcp address,
+    whose workers must see the cache directory at the same path). The client is the default
+    scheduler while the context is open, so every `dask.compute` of the stages runs there."""
     if cfg.dask.scheduler in ("threads", "synchronous"):
         with dask.config.set(scheduler=cfg.dask.scheduler, num_workers=cfg.dask.workers):
             yield
@@ -139,6 +172,8 @@ def dask_scheduler(cfg: Config):
         client = Client(cluster)
     else:
         cluster, client = None, Client(cfg.dask.scheduler)
+    _logger().info("dask: %s with %d workers", client.scheduler.address,
+                   len(client.scheduler_info()["workers"]))
     try:
         yield
     finally:
@@ -186,25 +221,30 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     # The last model of a product's blend must reach the end of that product's horizon.
     needed = {m: timedelta(hours=max([pc.horizon_hours for pc in cfg.products.values()
                                       if pc.models[-1] == m], default=0)) for m in models}
-    runs = {m: discover(cfg, m, now, needed[m]) for m in models}
+    # Sources are asked at once (one may wait for a run being published); a model whose
+    # source gave up is dropped where the products can do without it (_without).
+    dropped: dict[str, str] = {}
+    runs = _available({m: discover.submit(cfg, m, now, needed[m]) for m in models}, dropped)
+    cfg = _without(cfg, dropped)
     run_id = _run_id(cfg, runs)
-    current = cfg.output.root / "current"
-    if (cfg.output.root / "runs" / run_id / "manifest.json").exists() and current.is_symlink() \
-            and Path(current.readlink()).name == run_id:
+    if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return run_id
 
-    fetched = {m: fetch(cfg, runs[m]) for m in models}
+    fetched = _available({m: fetch(cfg, runs[m], return_state=True) for m in runs}, dropped)
+    cfg = _without(cfg, dropped)
+    runs = {m: runs[m] for m in fetched}
     # Products sharing a points list share one extraction per model.
     groups: dict[Path, list[str]] = {}
     for pid, pc in cfg.products.items():
         groups.setdefault(pc.points_file, []).append(pid)
     extracted: dict[Path, dict] = {}
-    for points_file, pids in groups.items():
-        heights = sorted({h for pid in pids for h in PRODUCTS[pid].heights(cfg.products[pid])})
-        pts = point_set(cfg.products[pids[0]])
-        wanted = dict.fromkeys(m for pid in pids for m in cfg.products[pid].models)
-        extracted[points_file] = {m: decode_extract(cfg, fetched[m], pts, heights) for m in wanted}
+    with dask_scheduler(cfg):  # one scheduler (one cluster) for every extraction of the cycle
+        for points_file, pids in groups.items():
+            heights = sorted({h for pid in pids for h in PRODUCTS[pid].heights(cfg.products[pid])})
+            pts = point_set(cfg.products[pids[0]])
+            wanted = dict.fromkeys(m for pid in pids for m in cfg.products[pid].models)
+            extracted[points_file] = {m: decode_extract(cfg, fetched[m], pts, heights) for m in wanted}
 
     updated = datetime.now(timezone.utc).replace(microsecond=0)
     model_info = {m: {"init": iso(r.init), "source": r.source, "synthetic": r.synthetic,
@@ -233,8 +273,43 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                            "points": len(pc.points), "seams_t2m": outputs[pid].checks.get("seams", [])}
                      for pid, pc in cfg.products.items()},
     }
+    manifest.update(dropped=dropped, source_notes={m: [*runs[m].notes, *fetched[m].notes]
+                                                   for m in runs})
     publish_run(cfg, run_id, outputs, report, manifest)
     return run_id
+
+
+def _available(results: dict, dropped: dict[str, str]) -> dict:
+    """The values of the tasks (futures or states, by model) that completed; the others'
+    models go to ``dropped`` with the reason."""
+    out = {}
+    for m, res in results.items():
+        if hasattr(res, "wait"):  # a future
+            res.wait()
+            res = res.state
+        state = res
+        if state.is_completed():
+            out[m] = state.result()
+        else:
+            dropped[m] = str(state.result(raise_on_failure=False))
+            _logger().warning("%s dropped from this cycle: %s", m, dropped[m])
+    return out
+
+
+def _without(cfg: Config, dropped: dict[str, str]) -> Config:
+    """``cfg`` with the dropped models taken out of the products. A product that loses its
+    last model (the one reaching its horizon) cannot be made: the cycle stops, publishing
+    nothing, and the last published run stays served."""
+    if not dropped:
+        return cfg
+    products = {}
+    for pid, pc in cfg.products.items():
+        if pc.models[-1] in dropped:
+            m = pc.models[-1]
+            raise RuntimeError(f"{pid} needs {m}, which is unavailable ({dropped[m]}); nothing is "
+                               f"published this cycle, the last published run stays served")
+        products[pid] = replace(pc, models=tuple(m for m in pc.models if m not in dropped))
+    return replace(cfg, products=products)
 
 
 def _run_id(cfg: Config, runs: dict[str, RunRef]) -> str:

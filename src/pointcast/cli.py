@@ -1,14 +1,16 @@
-"""`pointcast`: run a cycle, serve the schedule, serve the API, inspect what was configured."""
+"""`pointcast`: run a cycle, serve the schedule, serve the API, check the configuration, inspect
+what an upstream file holds."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import secrets
 import sys
 from pathlib import Path
 
-from .config import ConfigError, load_config
+from .config import ConfigError, api_key_sha256, load_config
 
 # Prefect's local server would try to send usage telemetry: the pipeline runs offline.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -28,7 +30,20 @@ def main(argv: list[str] | None = None) -> int:
         if name == "serve":
             p.add_argument("--host", default="127.0.0.1")
             p.add_argument("--port", type=int, default=8080)
+    p = sub.add_parser("hash-key", help="print the [server.api_keys] entry of an API key read from stdin")
+    p.add_argument("name", help="the key's name in the configuration (it appears in logs; the key never does)")
+    p.add_argument("--generate", action="store_true", help="make a new random key and print it too")
+    p = sub.add_parser("inspect", help="print as JSON what GRIB/NetCDF files hold, in canonical terms")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
+    if args.command == "hash-key":
+        return hash_key(args.name, args.generate)
+    if args.command == "inspect":
+        from .inspect import dumps, inspect_files
+
+        report = inspect_files(args.files)
+        print(dumps(report))
+        return 1 if any("error" in r for r in report) else 0
     if args.command == "serve":  # run/schedule log through Prefect's own handlers
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -43,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         from .server import serve
 
-        serve(cfg.output.root, args.host, args.port)
+        serve(cfg.output.root, args.host, args.port, cfg.server.api_keys)
         return 0
 
     from flows.cycle import cycle
@@ -55,13 +70,29 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 1
         run_id = state.result()
-        print(f"published run {run_id}: {cfg.output.root / 'current'} -> runs/{run_id}")
+        print(f"published run {run_id}: {cfg.output.root}/current -> runs/{run_id}")
         return 0
     from prefect import serve
 
     from flows.cycle import deployment
 
     serve(deployment(cfg))
+    return 0
+
+
+def hash_key(name: str, generate: bool) -> int:
+    """The TOML lines for ``[server.api_keys.<name>]``: the key is read from stdin (not from the
+    command line, which shells keep in their history) or made with ``--generate``."""
+    if generate:
+        key = secrets.token_urlsafe(32)
+        print(f"# the new key (give it to the client; it is not stored anywhere): {key}")
+    else:
+        key = sys.stdin.readline().rstrip("\r\n")
+        if not key or not key.isascii() or not key.isprintable() or key != key.strip() or len(key) > 256:
+            print("pointcast: expected one API key on stdin (printable ASCII, no surrounding spaces, "
+                  "at most 256 characters)", file=sys.stderr)
+            return 2
+    print(f"[server.api_keys.{name}]\nsha256 = \"{api_key_sha256(key.encode())}\"")
     return 0
 
 

@@ -10,6 +10,7 @@ The CLI prints the message and exits with status 2.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import os
@@ -30,6 +31,9 @@ __all__ = [
     "OutputConfig",
     "ScheduleConfig",
     "DaskConfig",
+    "ServerConfig",
+    "ApiKeyConfig",
+    "api_key_sha256",
     "SourceConfig",
     "ModelConfig",
     "ProductConfig",
@@ -55,6 +59,7 @@ DASK_SCHEDULERS: tuple[str, ...] = ("threads", "synchronous", "local-cluster")
 POINT_ID_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 _DEFAULT_KEEP_RUNS = 8
+_DEFAULT_KEEP_CACHE_RUNS = 2
 _DEFAULT_EVERY_HOURS = 3
 _DEFAULT_OFFSET_MINUTES = 0
 _DEFAULT_SCHEDULER = "threads"
@@ -89,12 +94,16 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class OutputConfig:
-    root: Path  # absolute; runs/, current, zarr/, cache/ live here
+    root: Path | str  # absolute path, or an fsspec URL (str); runs/, current, zarr/ live here
     keep_runs: int = _DEFAULT_KEEP_RUNS
+    keep_cache_runs: int = _DEFAULT_KEEP_CACHE_RUNS  # model runs kept in the cache, per model
+    cache_max_gb: float | None = None  # cap on the cache's model runs; None: no cap
+
+    cache: Path | None = None  # local cache of model runs; default <root>/cache
 
     @property
     def cache_dir(self) -> Path:
-        return self.root / "cache"
+        return self.cache if self.cache is not None else self.root / "cache"
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,29 @@ class ScheduleConfig:
 class DaskConfig:
     scheduler: str = _DEFAULT_SCHEDULER  # "threads" | "synchronous" | "local-cluster" | "tcp://host:port"
     workers: int = _DEFAULT_WORKERS
+
+
+@dataclass(frozen=True)
+class ApiKeyConfig:
+    """One API key of ``[server.api_keys.<name>]``: only its SHA-256 is stored, never the key.
+
+    ``rate_limit`` (requests per second, the token bucket's refill) and ``burst`` (its size) are
+    resolved here from the key's own values or the ``[server]`` defaults; ``None``: unlimited."""
+
+    name: str
+    sha256: str  # lower-case hex digest of the key's bytes
+    rate_limit: float | None = None
+    burst: int | None = None
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    api_keys: tuple[ApiKeyConfig, ...] = ()  # empty: the service is open
+
+
+def api_key_sha256(key: bytes) -> str:
+    """What ``[server.api_keys.<name>] sha256`` holds for ``key`` (``pointcast hash-key``)."""
+    return hashlib.sha256(key).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -161,6 +193,7 @@ class Config:
     sources: dict[str, SourceConfig]
     models: dict[str, ModelConfig]
     products: dict[str, ProductConfig]
+    server: ServerConfig = field(default_factory=ServerConfig)
 
     def product(self, product_id: str) -> ProductConfig:
         try:
@@ -337,17 +370,31 @@ def _number(v: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 # Sections
 
-_TOP_LEVEL = ("output", "schedule", "dask", "sources", "models", "products")
+_TOP_LEVEL = ("output", "schedule", "dask", "sources", "models", "products", "server")
 
 
 def _output(ctx: _Ctx, doc: dict, base: Path) -> OutputConfig:
     path = ("output",)
     tbl = _table(ctx, doc, "output", path, required=True)
-    _check_keys(ctx, tbl, path, ("root", "keep_runs"))
+    _check_keys(ctx, tbl, path, ("root", "cache", "keep_runs", "keep_cache_runs", "cache_max_gb"))
     root = _str(ctx, tbl, "root", path)
+    cache = tbl.get("cache")
+    if cache is not None:
+        cache = Path(os.path.normpath(base / Path(_str(ctx, tbl, "cache", path)).expanduser()))
     keep = _int(ctx, tbl, "keep_runs", path, _DEFAULT_KEEP_RUNS, lo=1)
+    keep_cache = _int(ctx, tbl, "keep_cache_runs", path, _DEFAULT_KEEP_CACHE_RUNS, lo=1)
+    cap = tbl.get("cache_max_gb")
+    if cap is not None and not (_number(cap) and math.isfinite(cap) and cap > 0):
+        raise ctx.error(path + ("cache_max_gb",), f"expected a positive number of GB, got {cap!r}")
+    if "://" in root:  # an object store through fsspec; model runs are cached locally
+        if not re.fullmatch(r"[a-z][a-z0-9+.-]*://\S*", root):
+            raise ctx.error(path + ("root",), f"expected a path or a URL such as 's3://bucket/prefix', got {root!r}")
+        return OutputConfig(root=root.rstrip("/"), keep_runs=keep, keep_cache_runs=keep_cache,
+                            cache_max_gb=None if cap is None else float(cap),
+                            cache=cache if cache is not None else base / "cache")
     root_path = Path(os.path.normpath(base / Path(root).expanduser()))
-    return OutputConfig(root=root_path, keep_runs=keep)
+    return OutputConfig(root=root_path, keep_runs=keep, keep_cache_runs=keep_cache,
+                        cache_max_gb=None if cap is None else float(cap), cache=cache)
 
 
 def _schedule(ctx: _Ctx, doc: dict) -> ScheduleConfig:
@@ -378,6 +425,63 @@ def _dask(ctx: _Ctx, doc: dict) -> DaskConfig:
     return DaskConfig(scheduler=sched, workers=workers)
 
 
+_KEY_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_SHA256_RE = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _rate(ctx: _Ctx, tbl: dict, path: tuple[str, ...], default: float | None) -> float | None:
+    """``rate_limit``: requests per second (> 0, finite), or the default."""
+    p = path + ("rate_limit",)
+    v = tbl.get("rate_limit", _MISSING)
+    if v is _MISSING:
+        return default
+    if not _number(v):
+        raise ctx.error(p, f"expected a number of requests per second, got {_type_name(v)}")
+    if not (math.isfinite(v) and v > 0):
+        raise ctx.error(p, f"must be a positive finite number, got {v!r}")
+    return float(v)
+
+
+def _server(ctx: _Ctx, doc: dict) -> ServerConfig:
+    path = ("server",)
+    tbl = _table(ctx, doc, "server", path, required=False) or {}
+    _check_keys(ctx, tbl, path, ("api_keys", "rate_limit", "burst"))
+    rate = _rate(ctx, tbl, path, None)
+    burst = _int(ctx, tbl, "burst", path, None, lo=1)
+    keys_path = path + ("api_keys",)
+    keys_tbl = _table(ctx, tbl, "api_keys", keys_path, required=False) or {}
+    keys: list[ApiKeyConfig] = []
+    names_by_hash: dict[str, str] = {}
+    for name, kt in keys_tbl.items():
+        p = keys_path + (name,)
+        if not _KEY_NAME_RE.fullmatch(name):
+            raise ctx.error(p, "invalid key name (letters, digits, '_', '.', '-', starting with a letter or digit, "
+                               "at most 64)")
+        if not isinstance(kt, dict):
+            raise ctx.error(p, f"expected a table, got {_type_name(kt)}")
+        _check_keys(ctx, kt, p, ("sha256", "rate_limit", "burst"))
+        digest = _str(ctx, kt, "sha256", p)
+        if not _SHA256_RE.fullmatch(digest):
+            raise ctx.error(p + ("sha256",), "expected the 64 hex digits of the key's SHA-256 "
+                                             "(`pointcast hash-key`), never the key itself")
+        digest = digest.lower()
+        if digest in names_by_hash:
+            raise ctx.error(p + ("sha256",), f"the same key as [server.api_keys.{names_by_hash[digest]}]")
+        names_by_hash[digest] = name
+        key_rate = _rate(ctx, kt, p, rate)
+        key_burst = _int(ctx, kt, "burst", p, burst, lo=1)
+        if key_rate is None and key_burst is not None:
+            where = p if "burst" in kt else path
+            raise ctx.error(where + ("burst",), "a burst needs a rate_limit (requests per second) to refill")
+        if key_rate is not None and key_burst is None:
+            key_burst = max(1, math.ceil(key_rate))  # one second's worth
+        keys.append(ApiKeyConfig(name=name, sha256=digest, rate_limit=key_rate, burst=key_burst))
+    if (rate is not None or burst is not None) and not keys:
+        raise ctx.error(path + ("rate_limit" if rate is not None else "burst",),
+                        "rate limits apply per API key: configure [server.api_keys.<name>] too")
+    return ServerConfig(api_keys=tuple(keys))
+
+
 def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
     if isinstance(v, str):
         if v == "latest":
@@ -399,7 +503,7 @@ def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
 
 
 def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
-    _check_keys(ctx, tbl, path, ("type", "scale", "area", "init"))
+    _check_keys(ctx, tbl, path, ("type", "scale", "area", "init", "icon_layout"))
     scale = _int(ctx, tbl, "scale", path, 1, lo=1)
     area = None
     if "area" in tbl:
@@ -420,7 +524,60 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
             raise ctx.error(p, f"south ({south:g}) must be less than north ({north:g})")
         area = (west, south, east, north)
     init = _parse_init(ctx, tbl["init"], path + ("init",)) if "init" in tbl else "latest"
-    return {"scale": scale, "area": area, "init": init}
+    # DWD's tree for the ICON models: "v1" (native grids) or "legacy" (regular lat/lon bz2).
+    layout = _str(ctx, tbl, "icon_layout", path, "v1")
+    if layout not in ("v1", "legacy"):
+        raise ctx.error(path + ("icon_layout",), f"expected 'v1' or 'legacy', got {layout!r}")
+    return {"scale": scale, "area": area, "init": init, "icon_layout": layout}
+
+
+_HTTP_KEYS = ("type", "mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes",
+              "retry_seconds", "timeout_seconds", "connections", "lookback_runs", "horizon_hours",
+              "progress")
+
+
+def _http_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
+    """Options of ``type = "http"`` (``pointcast.sources.remote.HttpSource``)."""
+    _check_keys(ctx, tbl, path, _HTTP_KEYS)
+    out: dict[str, Any] = {}
+
+    def url(v: Any, p: tuple[str, ...]) -> str:
+        if not isinstance(v, str) or not re.match(r"https?://[^\s/]+", v):
+            raise ctx.error(p, f"expected an http:// or https:// URL, got {v!r}")
+        return v.rstrip("/")
+
+    if "base_url" in tbl and "mirrors" in tbl:
+        raise ctx.error(path + ("base_url",), "give base_url or mirrors, not both")
+    if "base_url" in tbl:
+        out["mirrors"] = (url(tbl["base_url"], path + ("base_url",)),)
+    for key in ("mirrors", "extra_mirrors"):
+        if key in tbl:
+            out[key] = tuple(url(v, path + (key,)) for v in _str_list(ctx, tbl, key, path))
+    if "layouts" in tbl:
+        lt = _table(ctx, tbl, "layouts", path + ("layouts",), required=True)
+        layouts = {}
+        for name, t in lt.items():
+            p = path + ("layouts", name)
+            if not isinstance(t, dict):
+                raise ctx.error(p, f"expected a table, got {_type_name(t)}")
+            _check_keys(ctx, t, p, ("path", "index_path"))
+            layouts[name] = {k: _str(ctx, t, k, p) for k in t}
+        out["layouts"] = layouts
+    for key, lo in (("wait_minutes", 0.0), ("retry_seconds", 0.001), ("timeout_seconds", 0.001),
+                    ("horizon_hours", 0.0)):
+        if key in tbl:
+            v = tbl[key]
+            if not _number(v) or not math.isfinite(v) or v < lo:
+                raise ctx.error(path + (key,), f"expected a number >= {lo:g}, got {v!r}")
+            out[key] = float(v)
+    for key, lo, hi in (("connections", 1, 32), ("lookback_runs", 1, 40)):
+        if key in tbl:
+            out[key] = _int(ctx, tbl, key, path, lo=lo, hi=hi)
+    if "progress" in tbl:
+        if not isinstance(tbl["progress"], bool):
+            raise ctx.error(path + ("progress",), f"expected true or false, got {tbl['progress']!r}")
+        out["progress"] = tbl["progress"]
+    return out
 
 
 def _sources(ctx: _Ctx, doc: dict) -> dict[str, SourceConfig]:
@@ -436,6 +593,8 @@ def _sources(ctx: _Ctx, doc: dict) -> dict[str, SourceConfig]:
         stype = _str(ctx, st, "type", p)
         if stype == "sample":
             options = _sample_options(ctx, st, p)
+        elif stype == "http":
+            options = _http_options(ctx, st, p)
         else:
             options = {k: v for k, v in st.items() if k != "type"}
         out[sid] = SourceConfig(id=sid, type=stype, options=options)
@@ -675,7 +834,8 @@ def load_config(path: str | os.PathLike) -> Config:
     # The coverage rasters are cached under the output root unless a cache dir was chosen.
     grids.set_cache_dir(output.cache_dir, if_unset=True)
     products = _products(ctx, doc, base, models, file)
+    server = _server(ctx, doc)
     return Config(
         path=abs_path, output=output, schedule=schedule, dask=dask,
-        sources=sources, models=models, products=products,
+        sources=sources, models=models, products=products, server=server,
     )

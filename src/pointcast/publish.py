@@ -53,6 +53,8 @@ import xarray as xr
 import zarr
 from zarr.storage import LocalStore
 
+from . import faults
+
 try:  # POSIX advisory locks; publication targets Linux hosts
     import fcntl
 except ImportError:  # pragma: no cover - non-POSIX
@@ -70,6 +72,7 @@ __all__ = [
     "new_run_dir",
     "publish_run",
     "retain",
+    "retain_cache",
     "write_json_tree",
 ]
 
@@ -131,7 +134,9 @@ def _fsync_dir(path: Path) -> None:
 def _write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to a new file and fsync it (the directory is fsync'd by the caller)."""
     with open(path, "wb") as f:
-        f.write(data)
+        f.write(data[:len(data) // 2])
+        faults.point("write")  # a crash or full disk in the middle of a file
+        f.write(data[len(data) // 2:])
         f.flush()
         os.fsync(f.fileno())
 
@@ -161,6 +166,7 @@ def _remove_tree(path: Path, trash_dir: Path) -> None:
     trash = trash_dir / f"{TRASH_PREFIX}{path.name}-{secrets.token_hex(4)}"
     os.rename(path, trash)
     _fsync_dir(path.parent)
+    faults.point("trash")
     shutil.rmtree(trash, ignore_errors=True)
 
 
@@ -210,6 +216,8 @@ def new_run_dir(root: Path | str, run_id: str) -> Path:
     never served; ``retain`` removes it when it is abandoned for more than an hour.
     """
     _check_name("run id", run_id)
+    if is_url(root):
+        return _url_new_run_dir(run_id)
     runs = Path(root) / RUNS
     runs.mkdir(parents=True, exist_ok=True)
     for _ in range(100):
@@ -264,6 +272,7 @@ def write_json_tree(staging: Path | str, files: Mapping[str, bytes], gzip: bool 
     touched: set[Path] = {staging}
     for rel, data in files.items():
         path = base.joinpath(*rels[rel].parts)
+        faults.point("json")
         parent = path.parent
         if parent not in touched:
             parent.mkdir(parents=True, exist_ok=True)
@@ -281,6 +290,8 @@ def write_json_tree(staging: Path | str, files: Mapping[str, bytes], gzip: bool 
 
 def current_run(root: Path | str) -> str | None:
     """The run id ``<root>/current`` points to, or None when nothing is published yet."""
+    if is_url(root):
+        return _url_current_run(root)
     link = Path(root) / CURRENT
     try:
         target = os.readlink(link)
@@ -303,6 +314,7 @@ def _swap_current(root: Path, run_id: str) -> None:
     tmp = root / f"{CURRENT}.tmp-{secrets.token_hex(6)}"
     os.symlink(f"{RUNS}/{run_id}", tmp)
     try:
+        faults.point("current-tmp")
         os.replace(tmp, link)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -349,7 +361,11 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
 
     Finally ``current`` is swapped to ``runs/<run_id>`` atomically and the run directory is
     returned. ``staging`` must come from :func:`new_run_dir` for the same ``root``.
+    For a URL root see "object-store roots" below: the run is uploaded, then ``current`` written.
     """
+    if is_url(root):
+        return _url_publish_run(root, Path(staging), _check_name("run id", run_id), manifest,
+                                validation, ok)
     root, staging = Path(root), Path(staging)
     _check_name("run id", run_id)
     runs = root / RUNS
@@ -366,6 +382,7 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
     _write_bytes(staging / "manifest.json", _dump_json(meta))
     _write_bytes(staging / "validation.json", _dump_json(validation))
     _fsync_dir(staging)
+    faults.point("run-staged")
 
     with _locked(runs / ".lock"):
         if not ok:
@@ -391,6 +408,7 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
         else:
             os.rename(staging, dest)
             _fsync_dir(runs)
+        faults.point("run-renamed")
         _swap_current(root, run_id)
     log.info("published run %s (%s)", run_id, dest)
     return dest
@@ -421,13 +439,16 @@ def retain(root: Path | str, keep: int, *, stale_after: float = STALE_STAGING_SE
       hold the previous ``current`` for the length of a request.
     - Failed runs published before the oldest kept run are deleted.
     - Abandoned ``.staging-*`` directories whose newest directory mtime is older than
-      ``stale_after`` seconds (an hour), and leftovers of interrupted deletions.
+      ``stale_after`` seconds (an hour), leftovers of interrupted deletions, and temporary
+      ``current.tmp-*`` links of an interrupted swap.
 
     A directory is renamed to a ``.trash-*`` name before it is deleted, so a half-deleted run
     never appears under its run id.
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
+    if is_url(root):
+        return _url_retain(root, keep)
     root = Path(root)
     runs = root / RUNS
     if not runs.is_dir():
@@ -457,6 +478,8 @@ def retain(root: Path | str, keep: int, *, stale_after: float = STALE_STAGING_SE
                     if p.is_dir() and _published_at(p) < oldest_kept:
                         _remove_tree(p, runs)
                         removed.append(p)
+        for p in root.glob(f"{CURRENT}.tmp-*"):  # left by a crash during a swap
+            p.unlink(missing_ok=True)
         now = time.time()
         for p in sorted(runs.iterdir()):
             if p.name.startswith(TRASH_PREFIX):
@@ -468,6 +491,55 @@ def retain(root: Path | str, keep: int, *, stale_after: float = STALE_STAGING_SE
     for p in removed:
         log.info("retention removed %s", p)
     return removed
+
+
+_CACHE_RUN_RE = re.compile(r"^\d{10}$")  # <YYYYMMDDHH>
+
+
+def retain_cache(cache: Path | str, keep: int, max_bytes: int | None = None,
+                 in_use: set[tuple[str, str]] = frozenset()) -> list[Path]:
+    """Delete cached model runs; return the paths removed.
+
+    A cached model run is a directory ``<cache>/<kind>/<model>/<YYYYMMDDHH>/`` (``kind`` is
+    the source type: ``sample``, ``http``); nothing else under ``<cache>`` is touched. Per
+    ``(kind, model)`` the ``keep`` newest runs are kept; then, while the runs left weigh more
+    than ``max_bytes``, the oldest go first. Runs named in ``in_use`` (``(model, YYYYMMDDHH)``,
+    the runs the cycle just used) are never removed. A run is renamed to a ``.trash-*`` name
+    before it is deleted, so a source never finds it half-deleted under its own name.
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    cache = Path(cache)
+    removed: list[Path] = []
+    kept: list[Path] = []
+    for model in sorted(p for p in cache.glob("*/*") if p.is_dir()):
+        for leftover in model.glob(f"{TRASH_PREFIX}*"):  # an interrupted deletion
+            shutil.rmtree(leftover, ignore_errors=True)
+        found = sorted((p for p in model.iterdir() if p.is_dir() and _CACHE_RUN_RE.match(p.name)),
+                       key=lambda p: p.name, reverse=True)
+        for i, p in enumerate(found):
+            if i < keep or (model.name, p.name) in in_use:
+                kept.append(p)
+            else:
+                _remove_tree(p, model)
+                removed.append(p)
+    if max_bytes is not None:
+        sizes = {p: _tree_bytes(p) for p in kept}
+        total = sum(sizes.values())
+        for p in sorted(kept, key=lambda p: p.name):  # oldest run first
+            if total <= max_bytes:
+                break
+            if (p.parent.name, p.name) not in in_use:
+                _remove_tree(p, p.parent)
+                removed.append(p)
+                total -= sizes[p]
+    for p in removed:
+        log.info("cache retention removed %s", p)
+    return removed
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 # --------------------------------------------------------------------------------------------
@@ -498,6 +570,7 @@ def _durable_put(path: Path, data: bytes) -> None:
     tmp = path.with_name(f"{path.name}.{secrets.token_hex(8)}.partial")
     try:
         _write_bytes(tmp, data)
+        faults.point("zarr")
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -534,6 +607,8 @@ def archive_stores(root: Path | str, product: str) -> list[Path]:
     """The product's archive stores, oldest version first (``<product>.zarr``,
     ``<product>.v2.zarr``, ...); the last one is the one being appended to."""
     _check_name("product", product)
+    if is_url(root):
+        return [u for _, u in _url_store_versions(root, product)]
     return [p for _, p in _store_versions(Path(root), product)]
 
 
@@ -773,11 +848,13 @@ def append_archive(root: Path | str, product: str, ds: xr.Dataset, *,
     such readers should use ``ds.sel(init_time=ds.init_time.notnull())``. Appends are
     serialised by a lock file ``<root>/zarr/.<product>.lock``; readers need no lock.
     """
-    root = Path(root)
     _check_name("product", product)
     if point_chunk < 1:
         raise ValueError(f"point_chunk must be >= 1, got {point_chunk}")
     ds = _canonical(ds)
+    if is_url(root):
+        return _url_append_archive(root, product, ds, point_chunk)
+    root = Path(root)
     value = ds[INIT].values[0]
     zdir = root / ZARR_DIR
     zdir.mkdir(parents=True, exist_ok=True)
@@ -809,6 +886,7 @@ def append_archive(root: Path | str, product: str, ds: xr.Dataset, *,
                 _reserve_slot(store, n)
                 _write_slot(store, fitted, n)
                 _write_init_time(store, value, n)
+                faults.point("zarr-commit")
                 _commit(store)
                 with _open_committed(path) as check:
                     if check.sizes[INIT] != n + 1 or check[INIT].values[-1] != value:
@@ -824,3 +902,188 @@ def append_archive(root: Path | str, product: str, ds: xr.Dataset, *,
         _create_store(new, ds.load(), point_chunk)
         log.info("%s: created %s with init_time %s", product, new.name, value)
         return new
+
+
+# --------------------------------------------------------------------------------------------
+# object-store roots (fsspec URLs)
+# --------------------------------------------------------------------------------------------
+#
+# A root written as a URL (``s3://bucket/forecasts``, ``gs://...``, ``memory://...``,
+# ``file:///srv/out``) is written through fsspec. Object stores have no rename and no
+# symlink, so the protocol is: stage locally, upload the run's files under
+# ``runs/<run_id>/`` (``manifest.json`` last: a run directory without it is incomplete), then
+# write the small ``current`` object holding the run id. Each object is written whole (PUT),
+# so a reader sees the previous or the new ``current``, and a run it names is complete; what
+# is *not* atomic is the upload of a run tree (a reader listing ``runs/`` may see a run being
+# uploaded; nothing names it until ``current`` does). There are no locks: one cycle writes a
+# root at a time. The archive uses the same four append steps through zarr's FsspecStore;
+# the first write of a store is not hidden behind a rename.
+
+
+def is_url(root: Any) -> bool:
+    """Whether an output root is an fsspec URL rather than a local path."""
+    return isinstance(root, str) and "://" in root
+
+
+def _fs(url: str):
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(url, **_storage_options(url))
+    return fs, path.rstrip("/")
+
+
+def _storage_options(url: str) -> dict[str, Any]:
+    return {"auto_mkdir": True} if url.split("://", 1)[0] in ("file", "local") else {}
+
+
+def _url_new_run_dir(run_id: str) -> Path:
+    """Local staging for a URL root (uploaded by ``publish_run``)."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{run_id}-"))
+
+
+def _url_current_run(root: str) -> str | None:
+    fs, base = _fs(root)
+    try:
+        run_id = fs.cat_file(f"{base}/{CURRENT}").decode().strip()
+    except FileNotFoundError:
+        return None
+    if not _NAME_RE.match(run_id):
+        raise PublishError(f"{root}/{CURRENT} holds {run_id!r}: expected a run id")
+    return run_id
+
+
+def _url_upload(fs, staging: Path, dest: str) -> None:
+    """Every file of ``staging`` under ``dest``, ``manifest.json`` last."""
+    files = sorted((p for p in staging.rglob("*") if p.is_file()), key=lambda p: p.name == "manifest.json")
+    rpaths = [f"{dest}/{p.relative_to(staging).as_posix()}" for p in files]
+    for parent in sorted({r.rsplit("/", 1)[0] for r in rpaths}):
+        fs.makedirs(parent, exist_ok=True)
+    fs.put([str(p) for p in files[:-1]], rpaths[:-1])
+    fs.put_file(str(files[-1]), rpaths[-1])
+
+
+def _url_publish_run(root: str, staging: Path, run_id: str, manifest: Mapping[str, Any],
+                     validation: Mapping[str, Any], ok: bool) -> str:
+    if not staging.is_dir() or not staging.name.startswith(f"{STAGING_PREFIX}{run_id}-"):
+        raise ValueError(f"{staging} is not a staging directory of run {run_id!r}")
+    meta = dict(manifest)
+    meta.setdefault("run_id", run_id)
+    meta.setdefault("published_at", _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat())
+    _write_bytes(staging / "validation.json", _dump_json(validation))
+    _write_bytes(staging / "manifest.json", _dump_json(meta))
+    fs, base = _fs(root)
+    try:
+        if not ok:
+            dest = f"{base}/{RUNS}/{FAILED}/{run_id}"
+            if fs.exists(dest):
+                fs.rm(dest, recursive=True)
+            _url_upload(fs, staging, dest)
+            log.error("run %s failed validation; kept at %s", run_id, dest)
+            raise PublishRefused(run_id, Path(dest))
+        dest = f"{base}/{RUNS}/{run_id}"
+        if fs.exists(f"{dest}/manifest.json"):
+            log.info("run %s was already published; keeping it", run_id)
+        else:
+            if fs.exists(dest):  # an upload that died before its manifest
+                fs.rm(dest, recursive=True)
+            _url_upload(fs, staging, dest)
+        fs.pipe_file(f"{base}/{CURRENT}", f"{run_id}\n".encode())
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.info("published run %s (%s)", run_id, dest)
+    return f"{root.rstrip('/')}/{RUNS}/{run_id}"
+
+
+def _url_retain(root: str, keep: int) -> list[str]:
+    """``retain`` for URL roots: runs ordered by their manifest's ``published_at``; an upload
+    without a manifest is removed once a later run is published."""
+    fs, base = _fs(root)
+    runs = f"{base}/{RUNS}"
+    if not fs.exists(runs):
+        return []
+    cur = _url_current_run(root)
+
+    def published_at(path: str) -> str:
+        try:
+            return json.loads(fs.cat_file(f"{path}/manifest.json")).get("published_at", "")
+        except FileNotFoundError:
+            return ""
+
+    entries = {p.rstrip("/").rsplit("/", 1)[-1]: p.rstrip("/") for p in fs.ls(runs, detail=False)}
+    dated = {name: published_at(p) for name, p in entries.items()
+             if name != FAILED and _NAME_RE.match(name)}
+    order = sorted((n for n in dated if dated[n]), key=lambda n: (dated[n], n), reverse=True)
+    kept = [n for n in order if n == cur] + [n for n in order if n != cur]
+    kept = kept[:keep]
+    removed = [n for n in dated if n not in kept and n != cur]
+    for name in removed:
+        fs.rm(entries[name], recursive=True)
+    if kept and FAILED in entries:
+        oldest = min(dated[n] for n in kept)
+        for p in fs.ls(entries[FAILED], detail=False):
+            if published_at(p.rstrip("/")) < oldest:
+                fs.rm(p, recursive=True)
+                removed.append(f"{FAILED}/{p.rstrip('/').rsplit('/', 1)[-1]}")
+    for name in removed:
+        log.info("retention removed %s/%s/%s", root, RUNS, name)
+    return [f"{root.rstrip('/')}/{RUNS}/{n}" for n in removed]
+
+
+def _url_store(url: str, read_only: bool = False):
+    from zarr.storage import FsspecStore
+
+    with warnings.catch_warnings():  # a synchronous file system is wrapped: fine here
+        warnings.simplefilter("ignore")
+        return FsspecStore.from_url(url, storage_options=_storage_options(url), read_only=read_only)
+
+
+def _url_store_versions(root: str, product: str) -> list[tuple[int, str]]:
+    fs, base = _fs(root)
+    zdir = f"{base}/{ZARR_DIR}"
+    if not fs.exists(zdir):
+        return []
+    pattern = re.compile(rf"^{re.escape(product)}(?:\.v(\d+))?\.zarr$")
+    out = []
+    for p in fs.ls(zdir, detail=False):
+        m = pattern.match(p.rstrip("/").rsplit("/", 1)[-1])
+        if m:
+            name = p.rstrip("/").rsplit("/", 1)[-1]
+            out.append((int(m.group(1) or 1), f"{root.rstrip('/')}/{ZARR_DIR}/{name}"))
+    return sorted(out)
+
+
+def _url_append_archive(root: str, product: str, ds: xr.Dataset, point_chunk: int) -> str:
+    """``append_archive`` for URL roots: the same idempotence, versions and four append steps
+    (the consolidated metadata, written last, is what readers see), without the lock."""
+    value = ds[INIT].values[0]
+    versions = _url_store_versions(root, product)
+    for _, url in versions:
+        with _open_committed(_url_store(url, read_only=True)) as arch:
+            if (arch[INIT].values == value).any():
+                log.info("%s: init_time %s already archived in %s; nothing to do", product, value, url)
+                return url
+    if versions:
+        version, url = versions[-1]
+        with _open_committed(_url_store(url, read_only=True)) as arch:
+            n = arch.sizes[INIT]
+            reason = _incompatibility(arch, ds)
+            fitted = None if reason else _fit(arch, ds)
+        if fitted is not None:
+            store = _url_store(url)
+            _reserve_slot(store, n)
+            _write_slot(store, fitted.load(), n)
+            _write_init_time(store, value, n)
+            _commit(store)
+            log.info("%s: archived init_time %s in %s (%d cycles)", product, value, url, n + 1)
+            return url
+        new = f"{root.rstrip('/')}/{ZARR_DIR}/{product}.v{version + 1}.zarr"
+        log.warning("%s: run %s does not fit %s (%s); starting %s", product, value, url, reason, new)
+    else:
+        new = f"{root.rstrip('/')}/{ZARR_DIR}/{product}.zarr"
+    with _quiet_zarr():
+        ds.load().to_zarr(_url_store(new), mode="w-", consolidated=True, zarr_format=3,
+                          encoding=_creation_encoding(ds, point_chunk))
+    log.info("%s: created %s with init_time %s", product, new, value)
+    return new

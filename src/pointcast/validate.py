@@ -1,12 +1,18 @@
 """The validation gate: a run is published only when every product passes.
 
 Checks: every configured point and freq has its file; the archive holds the full horizon for
-every point; no NaN; every element inside its valid range (CF valid_min/valid_max); and the
-products agree where they overlap (`AGREEMENT`: the short range equals the medium range,
-and windpack at 100 m equals the 100 m wind of the short range, since they share one blend).
+every point; no NaN; every element inside its valid range (CF valid_min/valid_max); every JSON
+file parses, has no null value and (for a `freq` file) one entry per step of the horizon; the
+daily (mrf) extremes agree with the hourly (srf) temperatures of the same file; and the
+products agree where they overlap (`AGREEMENT`: the short range equals the medium range over
+its horizon, and the windpack at 10, 100 and 200 m equals the wind of the short range, since
+they share one blend). The report is the run's ``validation.json`` (docs/contracts.md).
 """
 
 from __future__ import annotations
+
+import json
+from collections import defaultdict
 
 import numpy as np
 
@@ -45,16 +51,68 @@ def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:
                     errors.append(f"{pid}: {name} outside [{lo}, {hi}]: min {np.nanmin(values):.3f}, "
                                   f"max {np.nanmax(values):.3f}")
             checked += 1
+        errors += _files(pid, out.files, pc.horizon_hours)
         facts[pid] = {"points": len(ids), "lead_times": int(ds.sizes["lead_time"]),
                       "variables": checked, "files": len(out.files)}
     errors += _consistency(outputs)
     return {"ok": not errors, "errors": errors, "products": facts}
 
 
-# Products that must agree where they overlap: (product, variable, selection) pairs.
+_STEP_MINUTES = {"1H": 60, "30min": 30, "15min": 15}
+
+
+def _files(pid: str, files: dict[str, bytes], horizon_hours: int) -> list[str]:
+    """JSON files: parse, no null, full horizon; mrf extremes match the srf hours."""
+    errors: list[str] = []
+    for rel, data in sorted(files.items()):
+        if rel.endswith("/index.json"):
+            continue
+        try:
+            obj = json.loads(data)
+        except ValueError as e:
+            errors.append(f"{pid}: {rel} is not valid JSON: {e}")
+            continue
+        series = {k: obj.get(k) for k in ("data", "srf", "mrf") if isinstance(obj.get(k), list)}
+        for key, entries in series.items():
+            nulls = [(e.get("datetime") or e.get("date"), k) for e in entries for k, v in e.items()
+                     if v is None]
+            if nulls:
+                errors.append(f"{pid}: {rel}: {len(nulls)} null value(s) in {key} "
+                              f"(first: {nulls[0][1]} at {nulls[0][0]})")
+        step = _STEP_MINUTES.get(obj.get("freq"))
+        if step and "data" in series and len(series["data"]) != horizon_hours * 60 // step:
+            errors.append(f"{pid}: {rel}: {len(series['data'])} entries, the {horizon_hours} h "
+                          f"horizon at {obj['freq']} needs {horizon_hours * 60 // step}")
+        if "srf" in series and "mrf" in series:
+            errors += [f"{pid}: {rel}: {e}" for e in _daily_extremes(series["srf"], series["mrf"])]
+        if len(errors) > 20:
+            return errors[:20] + [f"{pid}: more file errors not listed"]
+    return errors
+
+
+def _daily_extremes(srf: list[dict], mrf: list[dict]) -> list[str]:
+    """maxtemp/mintemp of each local day the srf hours cover completely (24 hours)."""
+    hours: dict[str, list[float]] = defaultdict(list)
+    for e in srf:
+        if isinstance(e.get("temp"), (int, float)) and isinstance(e.get("date"), str):
+            hours[e["date"][:10]].append(e["temp"])
+    errors = []
+    for day in mrf:
+        temps = hours.get(str(day.get("date"))[:10], [])
+        if len(temps) != 24 or not isinstance(day.get("maxtemp"), (int, float)):
+            continue
+        if abs(day["maxtemp"] - max(temps)) > 0.051 or abs(day["mintemp"] - min(temps)) > 0.051:
+            errors.append(f"mrf {day['date'][:10]} maxtemp/mintemp {day['maxtemp']}/{day['mintemp']} "
+                          f"but its hours range {min(temps)}..{max(temps)}")
+    return errors
+
+
+# Products that must agree where they overlap: (product, variable, selection) pairs; a None
+# variable compares every variable the two archives share.
 AGREEMENT = (
-    (("eu-short", "temp_2m", {}), ("eu-medium", "temp_2m", {})),
-    (("eu-short", "windspd_100m", {}), ("eu-wind", "windspd", {"height": 100.0})),
+    (("eu-short", None, {}), ("eu-medium", None, {})),
+    *((("eu-short", f"{c}_{h}m", {}), ("eu-wind", c, {"height": float(h)}))
+      for h in (10, 100, 200) for c in ("windspd", "u_windspd", "v_windspd")),
 )
 
 
@@ -68,8 +126,15 @@ def _consistency(outputs: dict[str, ProductOutput]) -> list[str]:
         if a_ds.init_time.values[0] != b_ds.init_time.values[0] or not points:
             continue
         lead = np.intersect1d(a_ds.lead_time.values, b_ds.lead_time.values)
-        a = a_ds[va].sel(point=points, lead_time=lead, **sa).values
-        b = b_ds[vb].sel(point=points, lead_time=lead, **sb).values
-        if not np.allclose(a, b, atol=0.011, equal_nan=True):
-            errors.append(f"{pa} {va} and {pb} {vb} disagree by up to {np.nanmax(np.abs(a - b)):.3f}")
+        pairs = ([(v, v) for v in a_ds.data_vars if v in b_ds.data_vars] if va is None
+                 else [(va, vb)])
+        for na, nb in pairs:
+            if na not in a_ds or nb not in b_ds or any(
+                    k not in b_ds[nb].dims or v not in b_ds[k].values for k, v in sb.items()):
+                continue
+            a = a_ds[na].sel(point=points, lead_time=lead, **sa).values.astype(np.float64)
+            b = b_ds[nb].sel(point=points, lead_time=lead, **sb).values.astype(np.float64)
+            if not np.allclose(a, b, atol=0.011, equal_nan=True):
+                errors.append(f"{pa} {na} and {pb} {nb} disagree by up to "
+                              f"{np.nanmax(np.abs(a - b)):.3f} over their common lead times")
     return errors

@@ -1,0 +1,52 @@
+"""Fault injection for the crash and full-disk tests; inert unless ``POINTCAST_FAULT`` is set.
+
+``POINTCAST_FAULT="<action>@<point>[:<n>]"``: the n-th time (default 1) this process reaches
+the named point, ``kill`` sends SIGKILL to the process itself (a crash: no ``finally``, no
+flush, no cleanup) and ``enospc`` raises ``OSError(ENOSPC)`` (a full disk). The points, all
+in the publish stage, in the order a cycle meets them (docs/contracts.md, "Crash safety"):
+
+================  ==========================================================================
+``json``          publish.write_json_tree: before the n-th file of the staging tree
+``write``         publish._write_bytes: half of a file's bytes written (every durable file
+                  write counts: JSON, ``.gz``, manifest, Zarr objects)
+``zarr``          publish._durable_put: a Zarr object written, before its rename into place
+``zarr-commit``   publish.append_archive: slot written, before the consolidated metadata
+``run-staged``    publish.publish_run: manifest and validation written, before the rename
+``run-renamed``   publish.publish_run: ``runs/<id>`` in place, before ``current`` is swapped
+``current-tmp``   publish._swap_current: temporary symlink made, before it replaces ``current``
+``trash``         publish._remove_tree: a run renamed to ``.trash-*``, before its deletion
+================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import threading
+
+ENV = "POINTCAST_FAULT"
+_seen: dict[str, int] = {}
+_lock = threading.Lock()  # Zarr objects are written from worker threads
+
+
+def point(name: str) -> None:
+    """Reached the named point: do the configured fault if it is due here."""
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    action, _, where = spec.partition("@")
+    target, _, count = where.partition(":")
+    if target != name:
+        return
+    with _lock:
+        _seen[name] = _seen.get(name, 0) + 1
+        due = _seen[name] == int(count or 1)
+    if not due:
+        return
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "enospc":
+        raise OSError(errno.ENOSPC, f"No space left on device (injected by {ENV}={spec})")
+    else:
+        raise ValueError(f"{ENV}={spec!r}: action must be 'kill' or 'enospc'")

@@ -1,0 +1,120 @@
+"""Housekeeping (issue 7.7): retention of runs and of cached model runs by configuration, and
+a full disk that makes the cycle fail cleanly with the served run untouched.
+
+A full disk is made two ways, both portable (no mount, no root): a real kernel EFBIG from
+RLIMIT_FSIZE in the cycle's process (Python ignores SIGXFSZ, so the write fails instead of the
+process dying), and ``POINTCAST_FAULT=enospc@<point>`` (pointcast/faults.py) raising ENOSPC
+at a chosen write, to reach the Zarr append and the swap, which write small files.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from opscycle import SHORT, A, B, archived, b_published, make_world, served_run
+from pointcast.config import ConfigError, load_config
+from pointcast.publish import retain_cache
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, prefect_harness):
+    w = make_world(tmp_path_factory.mktemp("housekeeping"), SHORT)
+    yield w
+    w.forker.close()
+
+
+def _failed_cleanly(world, root, result):
+    assert result["signal"] == 0 and result["code"] == 1, result["log"][-4000:]
+    assert "output disk full under" in result["log"] and "served run is unchanged" in result["log"]
+    assert served_run(root) == world.run_a
+    stores = archived(root)  # complete init times only: A, and B where its append committed
+    assert set(stores) == set(SHORT) and all(v in ([A], [A, B]) for v in stores.values()), stores
+    assert not list((root / "runs").glob(".staging-*"))  # its space is given back
+
+
+def test_full_disk_fails_the_real_cycle_cleanly(world, tmp_path):
+    """RLIMIT_FSIZE of 64 kB: the first larger JSON file fails with EFBIG, for real."""
+    cfg = world.fresh(tmp_path / "t")
+    root = cfg.parent / "output"
+    result = world.forker.run(cfg, fsize=64_000)
+    _failed_cleanly(world, root, result)
+    assert "File too large" in result["log"]
+    world.publish(cfg)  # room again: the same run publishes
+    b_published(world, root)
+
+
+@pytest.mark.parametrize("fault", ["enospc@write:3", "enospc@zarr:40", "enospc@zarr-commit:2",
+                                   "enospc@run-staged", "enospc@current-tmp"])
+def test_full_disk_during_publication(world, tmp_path, fault):
+    cfg = world.fresh(tmp_path / "t")
+    root = cfg.parent / "output"
+    result = world.forker.run(cfg, env={"POINTCAST_FAULT": fault}, publish=world.publish_args)
+    _failed_cleanly(world, root, result)
+    assert "No space left on device" in result["log"]
+    assert not list(root.glob("current.tmp-*"))
+    world.publish(cfg)
+    b_published(world, root)
+
+
+def _cache_run(cache, kind, model, init, size=1000):
+    d = cache / kind / model / init
+    d.mkdir(parents=True)
+    (d / "data.grib2").write_bytes(b"x" * size)
+    return d
+
+
+def test_retain_cache_keeps_the_newest_runs_per_model_and_those_in_use(tmp_path):
+    cache = tmp_path / "cache"
+    runs = {(kind, model, init): _cache_run(cache, kind, model, init)
+            for kind in ("sample", "http") for model in ("ifs", "msm")
+            for init in ("2026112000", "2026112006", "2026112012", "2026112018")}
+    (cache / "coverage-europe-0123.npy").write_bytes(b"npy")
+    (cache / "sample" / "landmask-40.npy").write_bytes(b"npy")
+    other = cache / "sample" / "ifs" / "notes"
+    other.mkdir()
+    removed = retain_cache(cache, 2, in_use={("msm", "2026112000")})
+    kept = {k for k, p in runs.items() if p.exists()}
+    assert kept == {(k, m, i) for k in ("sample", "http") for m in ("ifs", "msm")
+                    for i in ("2026112012", "2026112018")} | {("sample", "msm", "2026112000"),
+                                                            ("http", "msm", "2026112000")}
+    assert sorted(removed) == sorted(p for k, p in runs.items() if k not in kept)
+    assert (cache / "coverage-europe-0123.npy").exists() and (cache / "sample" / "landmask-40.npy").exists()
+    assert other.is_dir() and not list(cache.rglob(".trash-*"))
+    # a size cap removes the oldest of what is left, never a run in use
+    retain_cache(cache, 2, max_bytes=3500, in_use={("msm", "2026112000")})
+    left = sorted(p.relative_to(cache).as_posix() for p in cache.glob("*/*/20*"))
+    assert len(left) == 3 and {"http/msm/2026112000", "sample/msm/2026112000"} < set(left)
+    assert [x for x in left if "/msm/2026112000" not in x][0].endswith("2026112018"), left
+    with pytest.raises(ValueError):
+        retain_cache(cache, 0)
+
+
+def test_retention_keys_are_read_and_checked(world, tmp_path):
+    cfg = world.fresh(tmp_path / "t")
+    text = cfg.read_text()
+    assert load_config(cfg).output.keep_cache_runs == 2 and load_config(cfg).output.cache_max_gb is None
+    cfg.write_text(text.replace("keep_runs = 8", "keep_runs = 8\nkeep_cache_runs = 3\ncache_max_gb = 1.5"))
+    out = load_config(cfg).output
+    assert out.keep_cache_runs == 3 and out.cache_max_gb == 1.5
+    for bad, reason in (("keep_cache_runs = 0", "keep_cache_runs: must be >= 1"),
+                        ("cache_max_gb = -2", "cache_max_gb: expected a positive number"),
+                        ('cache_max_gb = "lots"', "cache_max_gb: expected a positive number")):
+        cfg.write_text(text.replace("keep_runs = 8", f"keep_runs = 8\n{bad}"))
+        with pytest.raises(ConfigError, match=f"pointcast.toml:4: output.{reason}"):
+            load_config(cfg)
+
+
+def test_cycle_applies_run_and_cache_retention(world, tmp_path):
+    """keep_runs = 1, keep_cache_runs = 1: after run B only B is on disk, in runs/ and in the
+    cache (run A's sample IFS run goes). Last in this module: it empties the shared cache of A."""
+    cfg = world.fresh(tmp_path / "t")
+    cfg.write_text(cfg.read_text().replace("keep_runs = 8", "keep_runs = 1\nkeep_cache_runs = 1"))
+    root = cfg.parent / "output"
+    cache = root / "cache" / "sample"
+    assert sorted(os.listdir(cache / "ifs")) == ["2026112000", "2026112012"]
+    world.publish(cfg)
+    b_published(world, root)
+    assert sorted(p.name for p in (root / "runs").iterdir()) == [".lock", world.run_b]
+    assert os.listdir(cache / "ifs") == ["2026112012"]

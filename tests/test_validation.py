@@ -1,0 +1,134 @@
+"""The validation gate (issue 7.2) on a real cycle's outputs, corrupted one way at a time, and
+in the flow: a run that fails is kept under runs/failed/ with its reasons, never served."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import pickle
+
+import numpy as np
+import pytest
+
+from opscycle import archived, make_world, served_run
+from pointcast.config import load_config
+from pointcast.validate import validate
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory, prefect_harness):
+    """(config, outputs, world): what a real cycle with the four products (run B of the world)
+    handed its validation and publish stages."""
+    base = tmp_path_factory.mktemp("validation")
+    world = make_world(base)
+    world.forker.close()
+    _, outputs, report, _ = pickle.loads(world.publish_args.read_bytes())
+    assert report["ok"] is True
+    return load_config(base / "warm-b" / "pointcast.toml"), outputs, world
+
+
+def _corrupt(outputs, pid, archive=None, files=None):
+    out = {k: copy.copy(v) for k, v in outputs.items()}
+    o = out[pid]
+    o.files = dict(o.files)
+    if archive is not None:
+        o.archive = archive(o.archive.copy(deep=True))
+    if files is not None:
+        files(o.files)
+    return out
+
+
+def _set(ds, var, value, **where):
+    ds[var].loc[where] = value
+    return ds
+
+
+def _edit_json(path, edit):
+    def apply(files):
+        obj = json.loads(files[path])
+        edit(obj)
+        files[path] = json.dumps(obj).encode()
+    return apply
+
+
+def _drop_point(ds):
+    return ds.drop_sel(point="paris")
+
+
+CORRUPTIONS = {
+    "nan": ("eu-short", dict(archive=lambda ds: _set(ds, "temp_2m", np.nan, point="paris",
+                                                     lead_time=ds.lead_time.values[40])),
+            "eu-short: temp_2m has 1 NaN"),
+    "temperature-out-of-range": ("eu-medium", dict(archive=lambda ds: _set(ds, "temp_2m", 80.0, point="hornsea-1")),
+                                 "eu-medium: temp_2m outside [-90, 65]"),
+    "missing-point": ("eu-wind", dict(archive=_drop_point,
+                                      files=lambda f: [f.pop(k) for k in list(f) if "/paris/" in k]),
+                      "eu-wind: point paris missing"),
+    "short-horizon": ("eu-short", dict(archive=lambda ds: ds.isel(lead_time=slice(0, 200))),
+                      "eu-short: horizon 50.00 h < 72 h"),
+    "null-in-json": ("japan", dict(files=_edit_json("japan/tokyo.json",
+                                                    lambda o: o["srf"][5].update(temp=None))),
+                     "japan: japan/tokyo.json: 1 null value(s) in srf (first: temp"),
+    "short-json": ("eu-short", dict(files=_edit_json("eu-short/1H/paris.json",
+                                                     lambda o: o["data"].pop())),
+                   "eu-short/1H/paris.json: 71 entries, the 72 h horizon at 1H needs 72"),
+    "invalid-json": ("eu-wind", dict(files=lambda f: f.update({"eu-wind/1H/paris/100m.json": b'{"data": ['})),
+                     "eu-wind/1H/paris/100m.json is not valid JSON"),
+    "short-and-medium-disagree": ("eu-medium", dict(archive=lambda ds: _set(ds, "pressure_sfc", 1000.0)),
+                                  "eu-short pressure_sfc and eu-medium pressure_sfc disagree"),
+    "windpack-10m-disagrees": ("eu-wind", dict(archive=lambda ds: _set(ds, "windspd", 3.0, height=10.0)),
+                               "eu-short windspd_10m and eu-wind windspd disagree"),
+    "daily-extreme-off-its-hours": ("japan", dict(files=_edit_json("japan/sapporo.json",
+                                                                   lambda o: o["mrf"][1].update(maxtemp=50.0))),
+                                    "japan/sapporo.json: mrf"),
+}
+
+
+def test_the_real_run_passes(real):
+    cfg, outputs, _ = real
+    report = validate(outputs, cfg)
+    assert report["ok"] is True and report["errors"] == []
+    assert report["products"]["eu-short"] == {"points": 2, "lead_times": 288, "variables": 32, "files": 7}
+
+
+@pytest.mark.parametrize("name", sorted(CORRUPTIONS))
+def test_each_corruption_is_refused_with_its_reason(real, name):
+    cfg, outputs, _ = real
+    pid, how, reason = CORRUPTIONS[name]
+    report = validate(_corrupt(outputs, pid, **how), cfg)
+    assert report["ok"] is False
+    assert any(reason in e for e in report["errors"]), report["errors"]
+    assert validate(outputs, cfg)["ok"] is True  # the original outputs were not touched
+
+
+def test_failed_run_is_kept_aside_with_its_reasons_and_not_served(real, tmp_path, caplog):
+    """A real cycle whose eu-short output is corrupted just before the validation stage."""
+    import flows.cycle as flow
+    from prefect import task
+
+    _, _, world = real
+    cfg = world.fresh(tmp_path / "t")
+    root = cfg.parent / "output"
+    original = flow.validate_run
+    pid, how, reason = CORRUPTIONS["nan"]
+
+    @task(name="validate_run")
+    def corrupted(cfg, outputs):
+        return original.fn(cfg, _corrupt(outputs, pid, **how))
+
+    flow.validate_run = corrupted
+    try:
+        with caplog.at_level(logging.INFO):
+            state = flow.cycle(str(cfg), return_state=True)
+    finally:
+        flow.validate_run = original
+    assert state.is_failed() and "failed validation" in str(state.message)
+    assert served_run(root) == world.run_a
+    kept = root / "runs" / "failed" / world.run_b
+    report = json.loads((kept / "validation.json").read_text())
+    assert report["ok"] is False and any(reason in e for e in report["errors"])
+    assert (kept / "json" / "eu-short" / "1H" / "paris.json").is_file()
+    assert f"validation: {reason}" in caplog.text
+    assert not (root / "runs" / world.run_b).exists()
+    assert all(len(v) == 1 for v in archived(root).values())  # a refused run is not archived
