@@ -47,7 +47,7 @@ __all__ = [
     "HUB_HEIGHT_RANGE_M",
 ]
 
-KNOWN_PRODUCTS: tuple[str, ...] = ("eu-medium", "eu-short", "eu-wind", "global", "japan")
+KNOWN_PRODUCTS: tuple[str, ...] = tuple(sorted(grids.PRODUCT_GRIDS))  # every product with a grid
 FREQS: tuple[str, ...] = ("1H", "30min", "15min")
 PRODUCT_FREQS: dict[str, tuple[str, ...]] = {"global": ("1H",), "japan": ("1H",)}
 """Time steps a product can publish, where not all of FREQS: the global and Japan products have
@@ -634,10 +634,7 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
         if not isinstance(pt, dict):
             raise ctx.error(p, f"expected a table, got {_type_name(pt)}")
         _check_keys(ctx, pt, p, ("points", "models", "freqs", "horizon_hours", "max_lead_hours"))
-        try:
-            grid = grids.grid_for(pid)
-        except KeyError:
-            raise ctx.error(p, "product is not available yet (no grid implemented for it)") from None
+        grid = grids.grid_for(pid)
 
         points_rel = _str(ctx, pt, "points", p)
         model_ids = _str_list(ctx, pt, "models", p)

@@ -276,6 +276,7 @@ def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np
     dlat = abs(lats[1] - lats[0])
     dlon = abs(lons[1] - lons[0])
     ry = max(1, int(np.ceil(radius_km / (dlat * KM_PER_DEG))))
+    wrap = wraps_around(lons)  # across the antimeridian (or the 0/360 seam)
     cells = []
     for la, lo in zip(plat, plon):
         rx = max(1, int(np.ceil(radius_km / (dlon * KM_PER_DEG * max(np.cos(np.radians(la)), 0.05)))))
@@ -284,7 +285,7 @@ def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np
         yy, xx = np.mgrid[cy - ry:cy + ry + 1, cx - rx:cx + rx + 1]
         dist = KM_PER_DEG * np.hypot(yy * dlat - cy * dlat,
                                      (xx - cx) * dlon * np.cos(np.radians(la)))
-        if wraps_around(lons):  # across the antimeridian (or the 0/360 seam)
+        if wrap:
             xx = xx % len(lons)
         ok = (dist <= radius_km) & (yy >= 0) & (yy < len(lats)) & (xx >= 0) & (xx < len(lons))
         cells.append(yy[ok] * len(lons) + xx[ok])

@@ -750,22 +750,40 @@ class Run:
             return cached
         from zoneinfo import ZoneInfo
 
-        from pointcast.products.global_wx import read_hourly, render_zone
+        from pointcast.products.global_wx import render_zone
 
-        # product from this module's table, point id from index.json, zone from zoneinfo's list.
+        hourly = self.wx_hourly(product, point_id)
+        if hourly is None:
+            return None
+        try:
+            element = render_zone([(0.0, 0.0)], *hourly, ZoneInfo(zone))[0]
+            point = PointFile.from_bytes(element, WX_LAYOUT)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("run %s: %s/%s cannot be rendered in %s: %r", self.run_id, product, point_id, zone, exc)
+            return None
+        self._remember(key, point, len(point.tail))
+        return point
+
+    def wx_hourly(self, product: str, point_id: str) -> tuple[np.datetime64, dict[str, np.ndarray]] | None:
+        """A global point's hourly file, parsed once per run (every zone renders from it)."""
+        key = ("hourly", product, point_id)
+        cached = self._recall(key)
+        if cached is not None:
+            return cached
+        from pointcast.products.global_wx import read_hourly
+
+        # product from this module's table, point id from index.json.
         what = f"{product}/hourly/{point_id}"
         data = self._read(self.path / "json" / product / "hourly", point_id, what)
         if data is None:
             return None
         try:
-            start, hourly = read_hourly(data)
-            element = render_zone([(0.0, 0.0)], start, hourly, ZoneInfo(zone))[0]
-            point = PointFile.from_bytes(element, WX_LAYOUT)
+            hourly = read_hourly(data)
         except (ValueError, KeyError, TypeError) as exc:
-            log.error("run %s: %s cannot be rendered in %s: %r", self.run_id, what, zone, exc)
+            log.error("run %s: %s is not an hourly file: %r", self.run_id, what, exc)
             return None
-        self._remember(key, point, len(point.tail))
-        return point
+        self._remember(key, hourly, sum(a.nbytes for a in hourly[1].values()))
+        return hourly
 
     def wind_file(self, product: str, freq: str, point_id: str, metres: float) -> WindFile | None:
         """A precomputed height file (``<freq>/<point id>/<height>m.json``), ready to splice."""

@@ -1548,54 +1548,67 @@ def model_level_minutes(main: list[int]) -> set[int]:
     return {m for m in main if m <= MODEL_LEVEL_HOURS * 60}
 
 
-def _icon_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
-                writer: _Writer) -> None:
-    init = run.init
-    prods = products_of(model)
-    enc = Encoder(grid, init, centre="edzw", packing=DWD_PACKING,
-                  process_id=2 if model.id == "icon-eu" else None,
-                  vertical=vertical_grid(model))
+def _icon_messages(run: RunRef, model: ModelSpec, weather: Weather, enc: Encoder,
+                   prods: list[Product], fine: list[int]):
+    """Yield (product, minute, main step, message) of an ICON run in step order, as DWD
+    publishes them: constants at step 0 only, model levels at ``model_level_minutes``, interval
+    fields once their interval has begun, ``fine`` quarter hours for the fine products."""
     levels = tuple(sorted({lv for r in model.fields if r.typeOfLevel == "isobaricInhPa"
                            for lv in r.levels or ()}, reverse=True))
     main = [int(s.total_seconds() // 60) for s in run.steps]
     ml_minutes = model_level_minutes(main)
-    last = max(main)
-    hours_written = set(main)
+    for snap in integrate(weather, run.init, main, fine, (), levels, gust_window=60,
+                          model_level_min=ml_minutes):
+        minute = snap.minute
+        for p in prods:
+            proc = p.processing
+            if not snap.main and not p.fine:
+                continue
+            if p.type_of_level == "generalVerticalLayer" and minute not in ml_minutes:
+                continue
+            if proc is Processing.CONSTANT and minute != 0:
+                continue
+            start = 0
+            if proc is Processing.INTERVAL:
+                if snap.interval_start is None:
+                    continue
+                start = snap.interval_start
+            values = _raw(snap.q[_quantity(p, "dwd")], p)
+            # DWD gives every step in minutes (ICON-EU's hourly steps too).
+            yield p, minute, snap.main, enc.message(p, values, end=minute, start=start, minutes=True)
+
+
+def _icon_encoder(run: RunRef, model: ModelSpec, grid, packing: str) -> Encoder:
+    return Encoder(grid, run.init, centre="edzw", packing=packing,
+                   process_id=2 if model.id == "icon-eu" else None, vertical=vertical_grid(model))
+
+
+def _fine_minutes(run: RunRef, model: ModelSpec) -> list[int]:
+    """The model's quarter hours up to the run's last step."""
+    last = max(int(s.total_seconds() // 60) for s in run.steps)
+    return [m for m in (int(s.total_seconds() // 60) for s in model.fine_steps) if m <= last]
+
+
+def _icon_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
+                writer: _Writer) -> None:
+    init = run.init
+    enc = _icon_encoder(run, model, grid, DWD_PACKING)
+    hours_written = {int(s.total_seconds() // 60) for s in run.steps}
     # The 15-minute steps that belong to the hour files written: (SSS-1 h, SSS h].
-    fine = [m for m in (int(s.total_seconds() // 60) for s in model.fine_steps)
-            if m <= last and -(-m // 60) * 60 in hours_written]
+    fine = [m for m in _fine_minutes(run, model) if -(-m // 60) * 60 in hours_written]
 
     def path(p: Product, step_h: int | None) -> str:
         return legacy_path(model.id, p.param, init, step_h, p.type_of_level, p.level)
 
     pending: dict[Product, list[bytes]] = {}  # 15-minute messages waiting for their hour file
     try:
-        for snap in integrate(weather, init, main, fine, (), levels, gust_window=60,
-                              model_level_min=ml_minutes):
-            minute = snap.minute
-            for p in prods:
-                proc = p.processing
-                if not snap.main and not p.fine:
-                    continue
-                if p.type_of_level == "generalVerticalLayer" and minute not in ml_minutes:
-                    continue
-                if proc is Processing.CONSTANT:
-                    if minute == 0:
-                        values = _raw(snap.q[_quantity(p, "dwd")], p)
-                        msg = enc.message(p, values, end=0, minutes=True)
-                        writer.write(path(p, None), msg, compress=True)
-                    continue
-                start = 0
-                if proc is Processing.INTERVAL:
-                    if snap.interval_start is None:
-                        continue
-                    start = snap.interval_start
-                values = _raw(snap.q[_quantity(p, "dwd")], p)
-                # DWD gives every step in minutes (ICON-EU's hourly steps too).
-                msg = enc.message(p, values, end=minute, start=start, minutes=True)
-                pending.setdefault(p, []).append(msg)
-                if snap.main:
-                    writer.write(path(p, minute // 60), b"".join(pending.pop(p)), compress=True)
+        for p, minute, main_step, msg in _icon_messages(run, model, weather, enc, products_of(model), fine):
+            if p.processing is Processing.CONSTANT:
+                writer.write(path(p, None), msg, compress=True)
+                continue
+            pending.setdefault(p, []).append(msg)
+            if main_step:
+                writer.write(path(p, minute // 60), b"".join(pending.pop(p)), compress=True)
         if pending:
             raise RuntimeError(f"{model.id}: 15-minute messages after the last step")
     finally:
@@ -1614,15 +1627,7 @@ def _icon_v1_files(run: RunRef, model: ModelSpec, grid: "CellGrid", weather: Wea
     centres as CLAT/CLON and the constants (HSURF, HHL) at step 0."""
     init = run.init
     prods = [p for p in products_of(model) if p.param not in NOT_IN_V1]
-    enc = Encoder(grid, init, centre="edzw", packing=DWD_V1_PACKING,
-                  process_id=2 if model.id == "icon-eu" else None,
-                  vertical=vertical_grid(model))
-    levels = tuple(sorted({lv for r in model.fields if r.typeOfLevel == "isobaricInhPa"
-                           for lv in r.levels or ()}, reverse=True))
-    main = [int(s.total_seconds() // 60) for s in run.steps]
-    ml_minutes = model_level_minutes(main)
-    last = max(main)
-    fine = [m for m in (int(s.total_seconds() // 60) for s in model.fine_steps) if m <= last]
+    enc = _icon_encoder(run, model, grid, DWD_V1_PACKING)
 
     def path(p: Product, minute: int) -> str:
         return "v1/" + v1_path(model.id, p.param, init, minute, p.type_of_level, p.level)
@@ -1633,25 +1638,8 @@ def _icon_v1_files(run: RunRef, model: ModelSpec, grid: "CellGrid", weather: Wea
             values = grid.lats if param == "CLAT" else grid.lons
             writer.write(path(p, 0), enc.message(p, values, end=0, minutes=True,
                                                  bits=CELL_CENTRE_BITS))
-        for snap in integrate(weather, init, main, fine, (), levels, gust_window=60,
-                              model_level_min=ml_minutes):
-            minute = snap.minute
-            for p in prods:
-                proc = p.processing
-                if not snap.main and not p.fine:
-                    continue
-                if p.type_of_level == "generalVerticalLayer" and minute not in ml_minutes:
-                    continue
-                if proc is Processing.CONSTANT and minute != 0:
-                    continue
-                start = 0
-                if proc is Processing.INTERVAL:
-                    if snap.interval_start is None:
-                        continue
-                    start = snap.interval_start
-                values = _raw(snap.q[_quantity(p, "dwd")], p)
-                msg = enc.message(p, values, end=minute, start=start, minutes=True)
-                writer.write(path(p, minute), msg)
+        for p, minute, _, msg in _icon_messages(run, model, weather, enc, prods, _fine_minutes(run, model)):
+            writer.write(path(p, minute), msg)
     finally:
         enc.close()
 
