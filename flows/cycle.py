@@ -234,17 +234,25 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     fetched = _available({m: fetch(cfg, runs[m], return_state=True) for m in runs}, dropped)
     cfg = _without(cfg, dropped)
     runs = {m: runs[m] for m in fetched}
-    # Products sharing a points list share one extraction per model.
+    # A model's messages are read once: one extraction at every points list that uses it
+    # (products sharing a list share its points), each list then takes its points and heights.
     groups: dict[Path, list[str]] = {}
     for pid, pc in cfg.products.items():
         groups.setdefault(pc.points_file, []).append(pid)
-    extracted: dict[Path, dict] = {}
+    point_sets = {f: point_set(cfg.products[pids[0]]) for f, pids in groups.items()}
+    heights = {f: sorted({h for pid in pids for h in PRODUCTS[pid].heights(cfg.products[pid])})
+               for f, pids in groups.items()}
+    extracted: dict[Path, dict] = {f: {} for f in groups}
     with dask_scheduler(cfg):  # one scheduler (one cluster) for every extraction of the cycle
-        for points_file, pids in groups.items():
-            heights = sorted({h for pid in pids for h in PRODUCTS[pid].heights(cfg.products[pid])})
-            pts = point_set(cfg.products[pids[0]])
-            wanted = dict.fromkeys(m for pid in pids for m in cfg.products[pid].models)
-            extracted[points_file] = {m: decode_extract(cfg, fetched[m], pts, heights) for m in wanted}
+        for m in fetched:
+            files = [f for f, pids in groups.items() if any(m in cfg.products[p].models for p in pids)]
+            out = decode_extract(cfg, fetched[m], interp.PointSet.concat([point_sets[f] for f in files]),
+                                 sorted({h for f in files for h in heights[f]}))
+            first = 0
+            for f in files:
+                part = out.isel(point=slice(first, first + len(point_sets[f])))
+                extracted[f][m] = part.sel(height=heights[f]) if "height" in part.dims else part
+                first += len(point_sets[f])
 
     updated = datetime.now(timezone.utc).replace(microsecond=0)
     model_info = {m: {"init": iso(r.init), "source": r.source, "synthetic": r.synthetic,

@@ -60,6 +60,12 @@ class PointSet:
     def __len__(self) -> int:
         return len(self.ids)
 
+    @classmethod
+    def concat(cls, sets: Sequence[PointSet]) -> PointSet:
+        """One point set of several, in order (ids may repeat across them)."""
+        return cls(*(np.concatenate([getattr(s, f) for s in sets])
+                     for f in ("ids", "lats", "lons", "elevation")))
+
 
 @dataclass(frozen=True)
 class Bilinear:
