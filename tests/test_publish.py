@@ -137,11 +137,11 @@ def test_interrupted_cycle_leaves_previous_run_served(tmp_path, monkeypatch):
     real_write = pub._write_bytes
     calls = {"n": 0}
 
-    def failing_write(path, data):
+    def failing_write(path, data, sync=True):
         calls["n"] += 1
         if calls["n"] == 3:
             raise OSError("disk full (simulated)")
-        real_write(path, data)
+        real_write(path, data, sync)
 
     monkeypatch.setattr(pub, "_write_bytes", failing_write)
     staging = pub.new_run_dir(tmp_path, "run-b")

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Protocol
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from ..config import ProductConfig
@@ -66,12 +67,100 @@ def published_direction(u, v):
     return np.round(physics.wind_direction(u, v), 1) % 360.0
 
 
-def number(value: float, decimals: int | None) -> float | int | None:
-    """A JSON number rounded to the element's precision; None (null) for a gap, which the
-    validation gate rejects before anything is published."""
-    if not np.isfinite(value):
-        return None
-    return int(value) if decimals is None else round(float(value), decimals) + 0.0
+@dataclass(frozen=True)
+class Texts:
+    """The JSON texts of an array's values: a table of the distinct texts and, for every value,
+    its index in the table. Formatting then costs one Python call per distinct text, not per
+    value: a product's JSON is tens of millions of numbers from a few thousand distinct ones."""
+
+    table: np.ndarray  # object array of bytes
+    index: np.ndarray  # integer indices into table, shaped like the values
+
+    def at(self, j: int) -> np.ndarray:
+        """The texts of column ``j`` (a point) of 2-D values, or of 1-D values (shared by every point)."""
+        return self.table[self.index if self.index.ndim == 1 else self.index[:, j]]
+
+
+def numbers(values: np.ndarray, decimals: int | None) -> Texts:
+    """JSON numbers rounded to the element's precision (``decimals``, or None for integers:
+    truncated, as ``int``); null for a gap, which the validation gate rejects before anything is
+    published. Rounding is Python's ``round`` (of the exact binary value, so 984.85 hPa, stored
+    as 984.850000000000023, gives 984.9): numpy's rounds the scaled value, which can land on a
+    tie, so the values within a hair of a tie after scaling are rounded by Python."""
+    v = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(v)
+    if decimals is None:
+        scaled = np.trunc(v)
+    else:
+        scaled = v * 10.0 ** decimals
+        near_tie = ok & (np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < 1e-6)
+        scaled = np.rint(scaled)
+        if near_tie.any():
+            scaled[near_tie] = np.rint(np.array([round(x, decimals) for x in v[near_tie].tolist()])
+                                       * 10.0 ** decimals)
+    codes = np.where(ok, scaled, 0.0).astype(np.int64)
+    if ok.any():
+        lo, hi = int(codes[ok].min()), int(codes[ok].max())
+    else:
+        lo = hi = 0
+    if hi - lo < 1 << 22:  # a table over the range of codes: linear time, no sort
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[codes[ok] - lo] = True
+        distinct = np.flatnonzero(present) + lo
+        slot = np.cumsum(present) - 1
+        index = np.where(ok, slot[np.where(ok, codes - lo, 0)], len(distinct))
+    else:
+        distinct, inverse = np.unique(codes[ok], return_inverse=True)
+        index = np.full(v.shape, len(distinct))
+        index[ok] = inverse
+    if decimals is None:
+        texts = [str(int(k)).encode() for k in distinct]
+    else:
+        scale = 10 ** decimals
+        texts = [repr(int(k) / scale + 0.0).encode() for k in distinct]
+    return Texts(np.array(texts + [b"null"], dtype=object), index)
+
+
+def strings(values) -> Texts:
+    """JSON strings of an array of str (labels, time stamps); null for None (an undecidable label)."""
+    codes, distinct = pd.factorize(np.asarray(values, dtype=object).ravel(), use_na_sentinel=False)
+    return Texts(np.array([json.dumps(s, ensure_ascii=False).encode() for s in distinct], dtype=object),
+                 codes.reshape(np.shape(values)))
+
+
+class Records:
+    """JSON arrays of objects that share their keys (a product's entries), one per point.
+
+    Every column's texts get their key in front once, in the table; a point's array is then one
+    ``join`` of table look-ups, which is what makes rendering cheap beside the decode."""
+
+    def __init__(self, columns: dict[str, Texts]):
+        self.columns = []
+        for i, (key, texts) in enumerate(columns.items()):
+            prefix = ("{" if i == 0 else ",").encode() + json.dumps(key).encode() + b":"
+            self.columns.append(Texts(np.array([prefix + t for t in texts.table], dtype=object),
+                                      texts.index))
+        self.rows = len(self.columns[0].index)
+        self.closers = np.array([b"},"] * (self.rows - 1) + [b"}"] * (self.rows > 0), dtype=object)
+
+    def at(self, j: int) -> bytes:
+        """The array of point (column) ``j``."""
+        grid = np.empty((self.rows, len(self.columns) + 1), dtype=object)
+        for c, texts in enumerate(self.columns):
+            grid[:, c] = texts.at(j)
+        grid[:, -1] = self.closers
+        return b"[" + b"".join(grid.ravel().tolist()) + b"]"
+
+
+def array(texts: Texts, j: int) -> bytes:
+    """A JSON array of the texts of point (column) ``j``."""
+    return b"[" + b",".join(texts.at(j).tolist()) + b"]"
+
+
+def with_arrays(head: dict, **arrays: bytes) -> bytes:
+    """``head`` as a JSON object followed by the already rendered ``arrays``, in that order."""
+    parts = [json.dumps(k).encode() + b":" + v for k, v in arrays.items()]
+    return dumps(head)[:-1] + b"," * bool(head and parts) + b",".join(parts) + b"}"
 
 
 def dumps(obj) -> bytes:

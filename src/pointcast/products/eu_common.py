@@ -15,8 +15,8 @@ import xarray as xr
 
 from .. import codes, physics
 from ..config import ProductConfig
-from .base import (ProductOutput, RunContext, archive_frame, dumps, freq_series, iso, number,
-                   published_direction, render_index)
+from .base import (ProductOutput, Records, RunContext, archive_frame, freq_series, iso, numbers,
+                   published_direction, render_index, strings, with_arrays)
 
 HEIGHTS = (10.0, 100.0, 200.0)
 KELVIN = 273.15
@@ -150,27 +150,18 @@ class EuCommon:
         files: dict[str, bytes] = {}
         for freq, step, ds in freq_series(series, cfg, ctx):
             values = elements(ds, step)
-            stamps = [iso(t) for t in ds.time.values]
+            rows = Records({"datetime": strings([iso(t) for t in ds.time.values]),
+                            **{k: strings(values[k]) if k == "weather_type"
+                               else numbers(values[k], BY_KEY[k].decimals) for k in ORDER[1:]}})
             for j, p in enumerate(cfg.points):
-                files[f"{self.id}/{freq}/{p.id}.json"] = self._render(p, freq, stamps, values, j, ctx)
+                # latitude/longitude first and basetime next: the server splices the request's coordinates.
+                files[f"{self.id}/{freq}/{p.id}.json"] = with_arrays(
+                    {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
+                     "updated_time": iso(ctx.updated), "freq": freq,
+                     "unit": {k: UNITS[k] for k in ORDER}}, data=rows.at(j))
         files[f"{self.id}/index.json"] = self._index(cfg, ctx)
         # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, values, cfg, ctx, step))
-
-    def _render(self, p, freq, stamps, values, j, ctx: RunContext) -> bytes:
-        columns = {}
-        for key in ORDER[1:]:
-            col = values[key][:, j]
-            if key == "weather_type":
-                columns[key] = list(col)
-                continue
-            columns[key] = [number(v, BY_KEY[key].decimals) for v in col]
-        data = [{"datetime": s, **{k: columns[k][i] for k in ORDER[1:]}} for i, s in enumerate(stamps)]
-        # latitude/longitude first and basetime next: the server splices the request's coordinates.
-        obj = {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
-               "updated_time": iso(ctx.updated), "freq": freq,
-               "unit": {k: UNITS[k] for k in ORDER}, "data": data}
-        return dumps(obj)
 
     def expected_files(self, cfg: ProductConfig) -> list[str]:
         return [f"{self.id}/{freq}/{p.id}.json" for freq in cfg.freqs for p in cfg.points]

@@ -15,11 +15,12 @@ import xarray as xr
 
 from .. import physics
 from ..config import ProductConfig
-from .base import (ProductOutput, RunContext, archive_frame, dumps, freq_series, iso, number,
-                   published_direction, render_index)
+from .base import (ProductOutput, Records, RunContext, archive_frame, freq_series, iso, numbers,
+                   published_direction, render_index, strings, with_arrays)
 
 LADDER = (10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 180.0, 200.0, 250.0, 300.0)
 UNITS = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
+DECIMALS = {"windspd": 2, "windir": 1, "u_windspd": 2, "v_windspd": 2}
 
 
 def point_heights(point) -> list[float]:
@@ -47,24 +48,19 @@ class EuWind:
         files: dict[str, bytes] = {}
         for freq, step, ds in freq_series(series[["wind_u", "wind_v"]], cfg, ctx):
             wind = _wind(ds)
-            stamps = [iso(t) for t in ds.time.values]
-            heights = list(ds.height.values)
-            for j, p in enumerate(cfg.points):
-                for h in point_heights(p):
-                    k = heights.index(h)
-                    files[f"{self.id}/{freq}/{p.id}/{height_name(h)}.json"] = self._render(
-                        p, freq, h, stamps, {name: arr[:, j, k] for name, arr in wind.items()}, ctx)
+            stamps = strings([iso(t) for t in ds.time.values])
+            for k, h in enumerate(ds.height.values):
+                rows = Records({"datetime": stamps, **{name: numbers(arr[:, :, k], DECIMALS[name])
+                                                       for name, arr in wind.items()}})
+                for j, p in enumerate(cfg.points):
+                    if h in point_heights(p):
+                        files[f"{self.id}/{freq}/{p.id}/{height_name(h)}.json"] = with_arrays(
+                            {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
+                             "updated_time": iso(ctx.updated), "freq": freq,
+                             "hub_height": height_name(h), "unit": UNITS}, data=rows.at(j))
         files[f"{self.id}/index.json"] = self._index(cfg, ctx)
         # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, wind, cfg, ctx, step))
-
-    def _render(self, p, freq, h, stamps, cols, ctx: RunContext) -> bytes:
-        decimals = {"windspd": 2, "windir": 1, "u_windspd": 2, "v_windspd": 2}
-        values = {k: [number(v, decimals[k]) for v in cols[k]] for k in decimals}
-        data = [{"datetime": s, **{k: values[k][i] for k in decimals}} for i, s in enumerate(stamps)]
-        return dumps({"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
-                      "updated_time": iso(ctx.updated), "freq": freq, "hub_height": height_name(h),
-                      "unit": UNITS, "data": data})
 
     def _index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
         return render_index(self.id, self.path, cfg, ctx, lambda p: {"heights": point_heights(p)},

@@ -28,9 +28,9 @@ import xarray as xr
 
 from ..config import ProductConfig
 from ..interp import aggregate
-from .base import ProductOutput, RunContext, archive_frame, dumps, iso, number, render_index
+from .base import ProductOutput, RunContext, archive_frame, array, dumps, iso, numbers, render_index, with_arrays
 from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, hourly_fields,
-                 local_days, local_times)
+                 local_days, local_times, wx_elements)
 
 SRF_HOURS = 72
 MRF_DAYS = 14
@@ -68,14 +68,7 @@ def render_zone(coords: list[tuple[float, float]], start: np.datetime64, hourly:
     days, day_dates = local_days(local, MRF_DAYS)
     daily = daily_fields(hourly, days)
     srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
-    out = []
-    for j, (lat, lon) in enumerate(coords):
-        srf = [{"date": d, **{k: number(hourly[k][i, j], dec) for k, dec in SRF_KEYS.items()}}
-               for i, d in enumerate(srf_dates)]
-        mrf = [{"date": d, **{k: number(daily[k][i, j], dec) for k, dec in MRF_KEYS.items()}}
-               for i, d in enumerate(day_dates)]
-        out.append(dumps({"lat": lat, "lon": lon, "srf": srf, "mrf": mrf}))
-    return out
+    return wx_elements(coords, srf_dates, hourly, SRF_KEYS, day_dates, daily, MRF_KEYS)
 
 
 def read_hourly(data: bytes) -> tuple[np.datetime64, dict[str, np.ndarray]]:
@@ -108,11 +101,11 @@ class GlobalWx(WxProduct):
                                    {k: v[:, cols] for k, v in hourly.items()}, ZoneInfo(zone))
             for j, element in zip(cols, elements):
                 files[f"{self.id}/{cfg.points[j].id}.json"] = element
+        texts = {k: numbers(hourly[k], dec) for k, dec in HOURLY_DECIMALS.items()}
         for j, p in enumerate(cfg.points):
-            files[f"{self.id}/hourly/{p.id}.json"] = dumps({
-                "lat": p.lat, "lon": p.lon, "time_zone": zones[j], "start": iso(start),
-                "step_seconds": 3600, **{k: [number(x, dec) for x in hourly[k][:, j]]
-                                         for k, dec in HOURLY_DECIMALS.items()}})
+            files[f"{self.id}/hourly/{p.id}.json"] = with_arrays(
+                {"lat": p.lat, "lon": p.lon, "time_zone": zones[j], "start": iso(start), "step_seconds": 3600},
+                **{k: array(t, j) for k, t in texts.items()})
         by_id = dict(zip((p.id for p in cfg.points), zones))
         files[f"{self.id}/index.json"] = render_index(self.id, self.path, cfg, ctx,
                                                       point_extra=lambda p: {"time_zone": by_id[p.id]})

@@ -18,9 +18,9 @@ import xarray as xr
 from .. import codes, physics
 from ..config import ProductConfig
 from ..interp import aggregate
-from .base import ProductOutput, RunContext, archive_frame, dumps, number, render_index
+from .base import ProductOutput, RunContext, archive_frame, render_index
 from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, hourly_fields,
-                 local_days, local_times)
+                 local_days, local_times, wx_elements)
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 SRF_HOURS = 72
@@ -57,17 +57,11 @@ class Japan(WxProduct):
         days, day_dates = local_days(local, MRF_DAYS)
         daily = daily_fields(hourly, days)
         srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
-        files = {f"{self.id}/{p.id}.json": self._render(p, j, srf_dates, hourly, day_dates, daily)
-                 for j, p in enumerate(cfg.points)}
+        elements = wx_elements([(p.lat, p.lon) for p in cfg.points], srf_dates, hourly, SRF_KEYS,
+                               day_dates, daily, MRF_KEYS)
+        files = {f"{self.id}/{p.id}.json": element for p, element in zip(cfg.points, elements)}
         files[f"{self.id}/index.json"] = render_index(self.id, self.path, cfg, ctx, time_zone="Asia/Tokyo")
         return ProductOutput(files=files, archive=self._archive(ds, hourly, cfg, ctx))
-
-    def _render(self, p, j, srf_dates, hourly, day_dates, daily) -> bytes:
-        srf = [{"date": d, **{k: number(hourly[k][i, j], dec) for k, dec in SRF_KEYS.items()}}
-               for i, d in enumerate(srf_dates)]
-        mrf = [{"date": d, **{k: number(daily[k][i, j], dec) for k, dec in MRF_KEYS.items()}}
-               for i, d in enumerate(day_dates)]
-        return dumps({"lat": p.lat, "lon": p.lon, "srf": srf, "mrf": mrf})
 
     def _archive(self, ds, hourly, cfg, ctx: RunContext) -> xr.Dataset:
         out = archive_frame(self.id, cfg, ctx, ds.time.values, HOUR)

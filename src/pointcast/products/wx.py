@@ -18,6 +18,7 @@ import xarray as xr
 
 from .. import codes, physics
 from ..config import ProductConfig
+from .base import Records, numbers, strings, with_arrays
 
 HOUR = np.timedelta64(1, "h")
 
@@ -111,3 +112,16 @@ def daily_fields(hourly: dict[str, np.ndarray], days: list[np.ndarray]) -> dict[
         "rhum": each("rhum", lambda a: np.round(a.mean(axis=0))),
         "solrad": each("solrad", lambda a: a.mean(axis=0)),
     }
+
+
+def wx_elements(coords: list[tuple[float, float]], srf_dates: list[str], hourly: dict[str, np.ndarray],
+                srf_keys: dict, day_dates: list[str], daily: dict[str, np.ndarray], mrf_keys: dict) -> list[bytes]:
+    """The wxdata elements ``{lat, lon, srf, mrf}`` of points (the columns of ``hourly`` and
+    ``daily``): the first hours as srf entries, the days as mrf entries, each key at its
+    published precision."""
+    hours = len(srf_dates)
+    srf = Records({"date": strings(srf_dates),
+                   **{k: numbers(hourly[k][:hours], dec) for k, dec in srf_keys.items()}})
+    mrf = Records({"date": strings(day_dates), **{k: numbers(daily[k], dec) for k, dec in mrf_keys.items()}})
+    return [with_arrays({"lat": lat, "lon": lon}, srf=srf.at(j), mrf=mrf.at(j))
+            for j, (lat, lon) in enumerate(coords)]
