@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
-import gzip as _gzip
+import ctypes
 import json
 import logging
 import math
@@ -51,6 +51,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 import zarr
+from concurrent.futures import ThreadPoolExecutor
+from isal import igzip
 from zarr.storage import LocalStore
 
 from . import faults
@@ -84,6 +86,10 @@ ZARR_DIR = "zarr"
 STAGING_PREFIX = ".staging-"
 TRASH_PREFIX = ".trash-"
 STALE_STAGING_SECONDS = 3600.0
+# The .gz siblings: ISA-L's igzip at level 2 compresses a forecast file about 8 times faster
+# than zlib at 6 and 7 times smaller than the JSON (zlib 6: 10 times), bench/README.md.
+GZIP_LEVEL = 2
+WRITE_THREADS = 2 * (os.cpu_count() or 1)
 
 INIT = "init_time"
 POINT = "point"
@@ -131,14 +137,31 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new file and fsync it (the directory is fsync'd by the caller)."""
+def _write_bytes(path: Path, data: bytes, sync: bool = True) -> None:
+    """Write ``data`` to a new file and fsync it unless ``sync`` is False (the caller then syncs
+    the file system, ``_sync_file_system``; the directory is fsync'd by the caller)."""
     with open(path, "wb") as f:
         f.write(data[:len(data) // 2])
         faults.point("write")  # a crash or full disk in the middle of a file
         f.write(data[len(data) // 2:])
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+
+
+_syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+
+
+def _sync_file_system(path: Path) -> None:
+    """Make every file written so far on the file system holding ``path`` durable at once
+    (Linux ``syncfs``; ``sync`` elsewhere). For a run tree of tens of thousands of files one
+    flush costs far less than an fsync each (2-3 ms a file on the benchmark machine)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _syncfs is None or _syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
 
 
 def _check_name(kind: str, name: str) -> str:
@@ -270,9 +293,9 @@ def write_json_tree(staging: Path | str, files: Mapping[str, bytes], gzip: bool 
 
     base = staging / JSON_DIR
     touched: set[Path] = {staging}
-    for rel, data in files.items():
+    paths = []
+    for rel in files:
         path = base.joinpath(*rels[rel].parts)
-        faults.point("json")
         parent = path.parent
         if parent not in touched:
             parent.mkdir(parents=True, exist_ok=True)
@@ -280,10 +303,20 @@ def write_json_tree(staging: Path | str, files: Mapping[str, bytes], gzip: bool 
             while d != staging and d not in touched:
                 touched.add(d)
                 d = d.parent
-        _write_bytes(path, bytes(data))
+        paths.append(path)
+
+    def write(path: Path, data: bytes) -> None:
+        faults.point("json")
+        _write_bytes(path, data, sync=False)
         if gzip:
             _write_bytes(path.with_name(path.name + ".gz"),
-                         _gzip.compress(bytes(data), compresslevel=6, mtime=0))
+                         igzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0), sync=False)
+
+    # Compression and writes release the GIL: a few threads keep both cores busy.
+    with ThreadPoolExecutor(max_workers=WRITE_THREADS) as pool:
+        for _ in pool.map(write, paths, map(bytes, files.values())):
+            pass
+    _sync_file_system(staging)
     for d in sorted(touched, key=lambda p: len(p.parts), reverse=True):
         _fsync_dir(d)
 
