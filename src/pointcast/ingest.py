@@ -21,12 +21,13 @@ with every run on that grid (``sources/remote.py``).
 from __future__ import annotations
 
 import bz2
+import hashlib
 import logging
 import os
 import shutil
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace as dc_replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -231,19 +232,6 @@ def read_values(path: Path, offset: int, length: int, shape: tuple[int, ...], no
     return grid[::-1] if north_first else grid
 
 
-def _lazy(msg: Message, row: GribField) -> da.Array:
-    """One message as a dask array, already scaled to canonical units (the scaling is linear, so
-    it commutes with de-accumulation and with the sums of components)."""
-    g = msg.grid
-    # The key names the message and its scaling, which is all the task depends on: cheaper
-    # than hashing the arguments (a third of building the graph, bench/README.md).
-    key = f"read_values-{msg.path}:{msg.offset}:{row.scale!r}:{row.offset!r}"
-    task = dask.delayed(read_values, pure=True)(msg.path, msg.offset, msg.length, g.shape,
-                                                g.north_first, row.scale, row.offset,
-                                                dask_key_name=key)
-    return da.from_delayed(task, shape=g.shape, dtype=np.float32)
-
-
 # The statistical processing a message must carry for each kind of row: it tells apart fields
 # that ecCodes names alike (JMA's TCDC and APCP both decode as "unknown" at the surface).
 STEP_TYPES = {
@@ -262,89 +250,144 @@ def _matches(row: GribField, msg: Message) -> bool:
             and msg.stepType in STEP_TYPES[row.processing])
 
 
-def _deaccumulate(planes: list[da.Array], starts: list[int], ends: list[int], row: GribField,
-                  where: str) -> list[da.Array]:
-    """Accumulations or averages over each message's window (start, end] -> the value of the
-    interval (previous end, end].
+@dataclass(frozen=True)
+class _Term:
+    """One table row's part of a plane: the value of its message at the step (``now``, an
+    index into the plane task's reads; None: no message there, NaN), or the value over the
+    interval (previous step, step] taken from two windows that share their start."""
 
-    One rule covers every upstream: a window that continues the previous one (same start: IFS
-    and ICON since the run start, GFS inside its 6-hour bucket) is differenced against it; a
-    window that starts where the previous one ended (GFS after a reset) is already the interval.
-    """
-    out = []
-    for k, (plane, start, end) in enumerate(zip(planes, starts, ends)):
-        prev_end = ends[k - 1] if k else start
-        if end <= prev_end:
-            out.append(da.full_like(plane, np.nan))  # step 0: no interval ends here
-            continue
-        if k and starts[k - 1] == start and ends[k - 1] > start:
-            before = planes[k - 1]
-            if row.processing is Processing.ACCUM_SINCE_START:
-                value = plane - before
-            else:
-                value = (plane * (end - start) - before * (prev_end - start)) / (end - prev_end)
-        elif start == prev_end or (k and starts[k - 1] == start):
-            value = plane
+    now: int | None
+    before: int | None = None  # the previous window's message, to difference against
+    window: tuple = ()  # (start, previous end, end) in minutes, for a differenced or per-second value
+    processing: Processing = Processing.INSTANT
+    per_second: bool = False
+
+
+def _plane(shape: tuple[int, ...], terms: tuple[_Term, ...], *reads: np.ndarray) -> np.ndarray:
+    """A plane of one variable: the sum of its rows' terms (true components add up, ICON
+    SNOW_GSP + SNOW_CON; alternative encodings never coexist at a step), float32, shaped
+    ``shape`` (the block's shape, leading axes of length 1)."""
+    total = None
+    for t in terms:
+        if t.now is None:
+            value = np.full(shape, np.nan, np.float32)
         else:
-            raise DecodeError(f"{where}: {row.shortName} window {start}-{end} min does not follow "
-                              f"the previous window ending at {prev_end} min")
-        if row.per_second:
-            value = value / ((end - prev_end) * 60.0)
-        out.append(value)
-    return out
+            value = reads[t.now]
+            if t.window:
+                start, prev_end, end = t.window
+                if t.before is not None:
+                    before = reads[t.before]
+                    if t.processing is Processing.ACCUM_SINCE_START:
+                        value = value - before
+                    else:
+                        value = (value * (end - start) - before * (prev_end - start)) / (end - prev_end)
+                if t.per_second:
+                    value = value / ((end - prev_end) * 60.0)
+                value = value.astype(np.float32, copy=False)
+        total = value if total is None else total + value
+    return total.reshape(shape)
 
 
-def _component(row: GribField, msgs: list[Message], levels: list[int] | None) -> dict[int, da.Array]:
-    """One table row's canonical planes, ([level,] lat, lon), keyed by the step (minutes) they end at."""
+def _row_terms(row: GribField, msgs: list[Message], levels: list[int] | None, where: str
+               ) -> dict[tuple[int, int | None], tuple[_Term, list[Message]]]:
+    """One table row's terms, keyed by (step in minutes or None for a constant field, level or
+    None), each with the messages
+    its ``now``/``before`` indices refer to.
+
+    Accumulations or averages over each message's window (start, end] become the value of the
+    interval (previous end, end]. One rule covers every upstream: a window that continues the
+    previous one (same start: IFS and ICON since the run start, GFS inside its 6-hour bucket) is
+    differenced against it; a window that starts where the previous one ended (GFS after a
+    reset) is already the interval.
+    """
+    lv = levels if levels is not None else [msgs[0].level]
+    keys = [None] if levels is None else levels
     if row.processing is Processing.CONSTANT:
         first_step = min(m.end_minutes for m in msgs)
         by_level = {m.level: m for m in msgs if m.end_minutes == first_step}
-        planes = [_lazy(by_level[lv], row) for lv in (levels or [msgs[0].level])]
-        return {first_step: planes[0] if levels is None else da.stack(planes)}
+        return {(None, key): (_Term(0), [by_level[level]]) for key, level in zip(keys, lv)}
     by_key = {(m.end_minutes, m.level): m for m in msgs}
-    own_steps = np.array(sorted({m.end_minutes for m in msgs}))
-    lv = levels if levels is not None else [msgs[0].level]
-    blank = da.full(msgs[0].grid.shape, np.nan, dtype=np.float32)
+    steps = sorted({m.end_minutes for m in msgs})
+    differenced = row.processing in (Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START)
+    if differenced and row.offset:
+        raise DecodeError(f"{row.shortName}: an accumulated field cannot have an offset")
+    starts = [min(m.start_minutes for m in msgs if m.end_minutes == s) for s in steps]
+    out = {}
+    for k, step in enumerate(steps):
+        for key, level in zip(keys, lv):
+            now = by_key.get((step, level))
+            if not differenced:
+                out[(step, key)] = (_Term(None if now is None else 0), [] if now is None else [now])
+                continue
+            start, end = starts[k], np.int64(step)
+            prev_end = np.int64(steps[k - 1]) if k else start
+            window = (start, prev_end, end)
+            if end <= prev_end:  # step 0: no interval ends here
+                term, used = _Term(None), []
+            elif k and starts[k - 1] == start and steps[k - 1] > start:
+                before = by_key.get((steps[k - 1], level))
+                ok = now is not None and before is not None
+                term = _Term(0 if ok else None, 1 if ok else None, window, row.processing, row.per_second)
+                used = [now, before] if ok else []
+            elif start == prev_end or (k and starts[k - 1] == start):
+                term = _Term(None if now is None else 0, None, window, row.processing, row.per_second)
+                used = [now] if now is not None else []
+            else:
+                raise DecodeError(f"{where}: {row.shortName} window {start}-{end} min does not follow "
+                                  f"the previous window ending at {prev_end} min")
+            out[(step, key)] = (term, used)
+    return out
 
-    def plane(step, level):
-        m = by_key.get((step, level))
-        return _lazy(m, row) if m is not None else blank
 
-    planes = [plane(s, lv[0]) if levels is None else da.stack([plane(s, l) for l in lv])
-              for s in own_steps]
-    if row.processing in (Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START):
-        if row.offset:
-            raise DecodeError(f"{row.shortName}: an accumulated field cannot have an offset")
-        starts = [min(m.start_minutes for m in msgs if m.end_minutes == s) for s in own_steps]
-        planes = _deaccumulate(planes, starts, list(own_steps), row, str(msgs[0].path.parent))
-        planes = [p.astype(np.float32) for p in planes]
-    return {int(s): p for s, p in zip(own_steps, planes)}
+def _read_key(msg: Message, row: GribField) -> str:
+    # The key names the message and its scaling, which is all the task depends on: cheaper
+    # than hashing the arguments (bench/README.md).
+    return f"read_values-{msg.path}:{msg.offset}:{row.scale!r}:{row.offset!r}"
 
 
-def _combine(rows: list[GribField], rows_msgs: dict, levels: list[int] | None,
-             times_min: np.ndarray | None) -> da.Array:
-    """Rows of one variable on the run's time axis: at each step, the sum of the rows present.
-
-    So true components add up (ICON SNOW_GSP + SNOW_CON) while alternative encodings that
-    never coexist at a step (IFS 10fg3 up to 144 h, 10fg after) each fill their own steps.
-    """
-    planes: dict[int, list[da.Array]] = defaultdict(list)
+def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int] | None,
+              times_min: np.ndarray | None, grid, where: str) -> da.Array:
+    """One variable as a dask array with one block per plane: ``(time, [level,] *grid)``, or
+    ``([level,] *grid)`` for a constant field. The graph is written directly, one read task per
+    message and one plane task per block, because assembling it from per-message dask arrays
+    (stack, subtract, sum) cost more than decoding the messages on the reduced benchmark."""
+    used = sorted((str(m.path), m.offset) for r in rows for m in rows_msgs[r])
+    name = f"{var}-" + hashlib.sha1(repr(used).encode()).hexdigest()[:16]
+    terms: dict[tuple[int, int | None], list[tuple[_Term, list[Message], GribField]]] = defaultdict(list)
     for r in rows:
-        for step, plane in _component(r, rows_msgs[r], levels).items():
-            planes[step].append(plane)
-    if times_min is None:  # constant field
-        return _sum(next(iter(planes.values())))
-    shape = next(iter(planes.values()))[0].shape
-    blank = da.full(shape, np.nan, dtype=np.float32)
-    return da.stack([_sum(planes[t]) if t in planes else blank for t in times_min])
-
-
-def _sum(parts: Iterable[da.Array]) -> da.Array:
-    parts = list(parts)
-    total = parts[0]
-    for p in parts[1:]:
-        total = total + p
-    return total
+        # Rows with the same levels are components to add (SNOW_GSP + SNOW_CON); rows with
+        # other levels extend the level axis (10u, 100u, 200u).
+        own = None if levels is None else sorted({m.level for m in rows_msgs[r]})
+        for key, (term, msgs) in _row_terms(r, rows_msgs[r], own, where).items():
+            terms[key].append((term, msgs, r))
+    constant = times_min is None
+    steps = [None] if constant else [int(t) for t in times_min]
+    level_keys = [None] if levels is None else levels
+    lead = () if constant else ((1,) * len(steps),)
+    chunks = lead + (() if levels is None else ((1,) * len(levels),)) + tuple((n,) for n in grid.shape)
+    block_shape = tuple(c[0] for c in chunks[:len(chunks) - len(grid.shape)]) + grid.shape
+    zeros = (0,) * len(grid.shape)
+    dsk: dict = {}
+    for t, step in enumerate(steps):
+        for l, key in enumerate(level_keys):
+            index = (() if constant else (t,)) + (() if levels is None else (l,)) + zeros
+            parts = terms.get((step, key), [])
+            reads, plane_terms = [], []
+            for term, msgs, r in parts:
+                base = len(reads)
+                for m in msgs:
+                    rk = _read_key(m, r)
+                    if rk not in dsk:
+                        g = m.grid
+                        dsk[rk] = (read_values, m.path, m.offset, m.length, g.shape, g.north_first,
+                                   r.scale, r.offset)
+                    reads.append(rk)
+                plane_terms.append(dc_replace(term, now=None if term.now is None else base + term.now,
+                                              before=None if term.before is None else base + term.before))
+            if not plane_terms:
+                plane_terms = [_Term(None)]
+            dsk[(name,) + index] = (_plane, block_shape, tuple(plane_terms), *reads)
+    return da.Array(dsk, name, chunks, dtype=np.float32)
 
 
 def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "",
@@ -396,20 +439,16 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
         first = rows[0]
         constant = first.processing is Processing.CONSTANT
         axis = None if constant else times_min
+        where = str(rows_msgs[first][0].path.parent)
         if first.levels is None:
-            arr = _combine(rows, rows_msgs, None, axis)
+            arr = _variable(var, rows, rows_msgs, None, axis, grid, where)
             dims = grid.dims if constant else ("time",) + grid.dims
         else:
-            # Rows with the same levels are components to add (SNOW_GSP + SNOW_CON); rows with
-            # other levels extend the level axis (10u, 100u, 200u).
-            groups: dict[tuple[int, ...], list[GribField]] = defaultdict(list)
-            for r in rows:
-                groups[tuple(sorted({m.level for m in rows_msgs[r]}))].append(r)
-            levels = sorted(lv for key in groups for lv in key)
-            if len(set(levels)) != len(levels):
-                raise DecodeError(f"{model}: {var} has overlapping level sets {list(groups)}")
-            parts = [_combine(group, rows_msgs, list(key), axis) for key, group in sorted(groups.items())]
-            arr = da.concatenate(parts, axis=0 if constant else 1)
+            level_sets = [tuple(sorted({m.level for m in rows_msgs[r]})) for r in rows]
+            levels = sorted({lv for key in level_sets for lv in key})
+            if sum(len(set(key)) for key in set(level_sets)) != len(levels):
+                raise DecodeError(f"{model}: {var} has overlapping level sets {sorted(set(level_sets))}")
+            arr = _variable(var, rows, rows_msgs, levels, axis, grid, where)
             dim = LEVEL_DIMS[first.typeOfLevel]
             if level_coords.setdefault(dim, levels) != levels:
                 raise DecodeError(f"{model}: {var} levels {levels} differ from {level_coords[dim]}")
