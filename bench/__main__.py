@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "pointcast-bench")
     parser.add_argument("--wrk-seconds", type=int, help="duration of each wrk run (default 10, quick 5)")
     parser.add_argument("--profile", type=Path, help="also write cProfile statistics of the cycle here")
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="decode: alternate ecCodes and pointcast this many times, best of each (default 2)")
     parser.add_argument("--products", help="comma-separated product ids to keep (default: all)")
     parser.add_argument("--only", default=",".join(GROUPS),
                         help=f"comma-separated figure groups to measure (default all: {','.join(GROUPS)}); "
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# sample runs ready in {time.perf_counter() - t0:.0f} s", flush=True)
 
     if "decode" in only or "cycle" in only:  # the ecCodes time is the cycle's floor too
-        dec = decode.measure(cfg, models, cfg.dask.workers)
+        dec = decode.measure(cfg, models, cfg.dask.workers, args.repeat)
         ecc = sum(d["eccodes_s"] for d in dec.values())
         pc_s = sum(d["pointcast_s"] for d in dec.values())
         print("# decode: " + ", ".join(f"{m} {d['messages']} msgs ecCodes {d['eccodes_s']:.1f} s "

@@ -45,6 +45,9 @@ from .sources.icon import CELL_CENTRES
 log = logging.getLogger(__name__)
 
 INDEX_THREADS = min(8, 2 * (os.cpu_count() or 1))
+# A variable's dask blocks hold up to this many steps, and up to this many bytes.
+MAX_BLOCK_STEPS = 16
+BLOCK_BYTES = 32 << 20
 LEVEL_DIMS = {"heightAboveGround": "height", "isobaricInhPa": "plev",
               "generalVerticalLayer": "mlev", "generalVertical": "hlev"}
 
@@ -263,27 +266,55 @@ class _Term:
     per_second: bool = False
 
 
-def _plane(shape: tuple[int, ...], terms: tuple[_Term, ...], *reads: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class _Read:
+    """The arguments of ``read_values`` for one message: a plane task reads it itself."""
+
+    path: Path
+    offset: int
+    length: int
+    shape: tuple[int, ...]
+    north_first: bool
+    scale: float
+    add: float
+
+    def values(self) -> np.ndarray:
+        return read_values(self.path, self.offset, self.length, self.shape, self.north_first,
+                           self.scale, self.add)
+
+
+def _block(shape: tuple[int, ...], planes: tuple[tuple[_Term, ...], ...], *inputs) -> np.ndarray:
+    """A block of one variable, shaped ``shape``: its planes (steps) one after the other.
+    ``inputs`` are decoded messages, or the ``_Read`` of a message only this block uses."""
+    reads = [x.values() if isinstance(x, _Read) else x for x in inputs]
+    if len(planes) == 1:
+        return _plane(shape, planes[0], reads)
+    out = np.empty(shape, np.float32)
+    for k, terms in enumerate(planes):
+        out[k] = _plane(shape[1:], terms, reads)
+    return out
+
+
+def _plane(shape: tuple[int, ...], terms: tuple[_Term, ...], reads: list[np.ndarray]) -> np.ndarray:
     """A plane of one variable: the sum of its rows' terms (true components add up, ICON
     SNOW_GSP + SNOW_CON; alternative encodings never coexist at a step), float32, shaped
-    ``shape`` (the block's shape, leading axes of length 1)."""
+    ``shape``."""
+    if any(t.now is None for t in terms):  # a missing part: NaN, in no memory (read-only)
+        return np.broadcast_to(np.float32(np.nan), shape)
     total = None
     for t in terms:
-        if t.now is None:
-            value = np.full(shape, np.nan, np.float32)
-        else:
-            value = reads[t.now]
-            if t.window:
-                start, prev_end, end = t.window
-                if t.before is not None:
-                    before = reads[t.before]
-                    if t.processing is Processing.ACCUM_SINCE_START:
-                        value = value - before
-                    else:
-                        value = (value * (end - start) - before * (prev_end - start)) / (end - prev_end)
-                if t.per_second:
-                    value = value / ((end - prev_end) * 60.0)
-                value = value.astype(np.float32, copy=False)
+        value = reads[t.now]
+        if t.window:
+            start, prev_end, end = t.window
+            if t.before is not None:
+                before = reads[t.before]
+                if t.processing is Processing.ACCUM_SINCE_START:
+                    value = value - before
+                else:
+                    value = (value * (end - start) - before * (prev_end - start)) / (end - prev_end)
+            if t.per_second:
+                value = value / ((end - prev_end) * 60.0)
+            value = value.astype(np.float32, copy=False)
         total = value if total is None else total + value
     return total.reshape(shape)
 
@@ -347,10 +378,11 @@ def _read_key(msg: Message, row: GribField) -> str:
 
 def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int] | None,
               times_min: np.ndarray | None, grid, where: str) -> da.Array:
-    """One variable as a dask array with one block per plane: ``(time, [level,] *grid)``, or
-    ``([level,] *grid)`` for a constant field. The graph is written directly, one read task per
-    message and one plane task per block, because assembling it from per-message dask arrays
-    (stack, subtract, sum) cost more than decoding the messages on the reduced benchmark."""
+    """One variable as a dask array ``(time, [level,] *grid)``, or ``([level,] *grid)`` for a
+    constant field, in blocks of several steps of one level. The graph is written directly, one
+    task per block (it decodes the block's messages and takes the differences of windows), because
+    assembling it from per-message dask arrays (stack, subtract, sum) cost more than decoding the
+    messages at reduced scale."""
     used = sorted((str(m.path), m.offset) for r in rows for m in rows_msgs[r])
     name = f"{var}-" + hashlib.sha1(repr(used).encode()).hexdigest()[:16]
     terms: dict[tuple[int, int | None], list[tuple[_Term, list[Message], GribField]]] = defaultdict(list)
@@ -363,30 +395,52 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
     constant = times_min is None
     steps = [None] if constant else [int(t) for t in times_min]
     level_keys = [None] if levels is None else levels
-    lead = () if constant else ((1,) * len(steps),)
-    chunks = lead + (() if levels is None else ((1,) * len(levels),)) + tuple((n,) for n in grid.shape)
-    block_shape = tuple(c[0] for c in chunks[:len(chunks) - len(grid.shape)]) + grid.shape
+    # Several steps a block (up to BLOCK_BYTES): each task then decodes several messages, and
+    # the scheduler's cost per task (a few hundred microseconds on threads) stays small.
+    per_block = 1 if constant else int(np.clip(BLOCK_BYTES // (4 * np.prod(grid.shape)), 1, MAX_BLOCK_STEPS))
+    time_chunks = [steps[i:i + per_block] for i in range(0, len(steps), per_block)]
+    chunks = ((() if constant else (tuple(len(c) for c in time_chunks),))
+              + (() if levels is None else ((1,) * len(levels),)) + tuple((n,) for n in grid.shape))
     zeros = (0,) * len(grid.shape)
-    dsk: dict = {}
-    for t, step in enumerate(steps):
+    blocks = {}
+    uses: dict[str, int] = defaultdict(int)
+    for c, chunk in enumerate(time_chunks):
         for l, key in enumerate(level_keys):
-            index = (() if constant else (t,)) + (() if levels is None else (l,)) + zeros
-            parts = terms.get((step, key), [])
-            reads, plane_terms = [], []
-            for term, msgs, r in parts:
-                base = len(reads)
-                for m in msgs:
-                    rk = _read_key(m, r)
-                    if rk not in dsk:
+            index = (() if constant else (c,)) + (() if levels is None else (l,)) + zeros
+            reads: dict[str, _Read] = {}
+            slot: dict[str, int] = {}
+            planes = []
+            for step in chunk:
+                plane_terms = []
+                for term, msgs, r in terms.get((step, key), []):
+                    at = []
+                    for m in msgs:
                         g = m.grid
-                        dsk[rk] = (read_values, m.path, m.offset, m.length, g.shape, g.north_first,
-                                   r.scale, r.offset)
-                    reads.append(rk)
-                plane_terms.append(dc_replace(term, now=None if term.now is None else base + term.now,
-                                              before=None if term.before is None else base + term.before))
-            if not plane_terms:
-                plane_terms = [_Term(None)]
-            dsk[(name,) + index] = (_plane, block_shape, tuple(plane_terms), *reads)
+                        rk = _read_key(m, r)
+                        if rk not in reads:
+                            reads[rk] = _Read(m.path, m.offset, m.length, g.shape, g.north_first,
+                                              r.scale, r.offset)
+                            slot[rk] = len(slot)
+                        at.append(slot[rk])
+                    plane_terms.append(dc_replace(term, now=None if term.now is None else at[term.now],
+                                                  before=None if term.before is None else at[term.before]))
+                planes.append(tuple(plane_terms) or (_Term(None),))
+            for rk in reads:
+                uses[rk] += 1
+            shape = (() if constant else (len(chunk),)) + (() if levels is None else (1,)) + grid.shape
+            blocks[(name,) + index] = (shape, tuple(planes), reads)
+    # A message read by one block only (most: all but the windows a difference needs in the
+    # next block too) is read inside that block's task; the others get a task of their own.
+    dsk: dict = {}
+    for block_key, (shape, planes, reads) in blocks.items():
+        inputs = []
+        for rk, read in reads.items():
+            if uses[rk] == 1:
+                inputs.append(read)
+            else:
+                dsk.setdefault(rk, (_Read.values, read))
+                inputs.append(rk)
+        dsk[block_key] = (_block, shape, planes, *inputs)
     return da.Array(dsk, name, chunks, dtype=np.float32)
 
 
