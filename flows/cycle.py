@@ -20,6 +20,7 @@ from pathlib import Path
 import dask
 import numpy as np
 from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 
 from pointcast import blend as blend_stage
 from pointcast import interp, publish
@@ -75,7 +76,7 @@ def fetch(cfg: Config, run: RunRef) -> FetchedRun:
     return fetched
 
 
-@task
+@task(cache_policy=NO_CACHE)
 def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, heights: list[float]):
     model = MODELS[fetched.run.model]
     ds = decode(fetched.files, model.fields, model=model.id,
@@ -86,7 +87,7 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
     return out
 
 
-@task
+@task(cache_policy=NO_CACHE)
 def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: datetime):
     """Resample and blend once for products sharing points and models, over the longest of
     their horizons; each product then takes its own horizon from the start of the series."""
@@ -102,17 +103,21 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: dateti
     return series, _segments(used.get("t2m", []), axis)
 
 
-@task
-def build_product(cfg: Config, pid: str, series, seams: list[dict], ctx: RunContext):
+# The data-heavy tasks take no cache key: Prefect's default one hashes the inputs, which are
+# the run's fields and, for the last tasks, its whole JSON tree.
+@task(cache_policy=NO_CACHE)
+def build_product(cfg: Config, pid: str, series, seams: list[dict], ctx: RunContext,
+                  files: publish.StagedFiles | None = None):
+    """The product's files go into the run's staging tree as they are rendered (``files``)."""
     pc = cfg.products[pid]
     end = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns") + np.timedelta64(pc.horizon_hours, "h")
-    out = PRODUCTS[pid].build(series.sel(time=series.time < end), pc, ctx)
+    out = PRODUCTS[pid].build(series.sel(time=series.time < end), pc, ctx, files)
     last = iso(end - interp.BASE_STEP)
     out.checks["seams"] = [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last]
     return out
 
 
-@task
+@task(cache_policy=NO_CACHE)
 def validate_run(cfg: Config, outputs: dict) -> dict:
     report = validate(outputs, cfg)
     log = _logger()
@@ -122,29 +127,33 @@ def validate_run(cfg: Config, outputs: dict) -> dict:
     return report
 
 
-@task
+@task(cache_policy=NO_CACHE)
 def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest: dict) -> Path:
-    """Stage the JSON tree, archive a valid run, then make it visible (or keep it aside).
+    """Make the JSON tree durable, archive a valid run, then make it visible (or keep it aside).
 
+    The products' files are in a staging tree already when they were built into one
+    (``staged_files``); otherwise (the publish stage replayed on its own) they are staged here.
     The archive is appended before `current` moves, so a served run is always archived: a
     crash in between leaves the run archived but not served, and the re-run publishes it
     (appends are idempotent). On any error the staging tree is removed (a full disk gets its
     space back) and `current` is untouched; docs/contracts.md, "Crash safety"."""
     root = cfg.output.root
-    staging = publish.new_run_dir(root, run_id)
-    files = {path: data for out in outputs.values() for path, data in out.files.items()}
-    try:
-        publish.write_json_tree(staging, files)
+    writers = {id(out.files.writer): out.files.writer for out in outputs.values()
+               if isinstance(out.files, publish.StagedFiles)}
+    if writers:
+        (writer,) = writers.values()
+    else:
+        writer = publish.TreeWriter(publish.new_run_dir(root, run_id))
+    with _cleaned_up(writer, root, run_id):
+        for out in outputs.values():
+            if not isinstance(out.files, publish.StagedFiles):
+                for rel, data in out.files.items():
+                    writer.put(rel, data)
+        writer.finish()
         if report["ok"]:
             for pid, out in outputs.items():
                 publish.append_archive(root, pid, out.archive)
-        path = publish.publish_run(root, staging, run_id, manifest, report, report["ok"])
-    except Exception as e:
-        shutil.rmtree(staging, ignore_errors=True)  # gone already when published or kept aside
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-            raise publish.PublishError(f"output disk full under {root}: {e}; run {run_id} not "
-                                       f"published, the served run is unchanged") from e
-        raise
+        path = publish.publish_run(root, writer.staging, run_id, manifest, report, report["ok"])
     publish.retain(root, cfg.output.keep_runs)
     in_use = {(m, f"{datetime.fromisoformat(info['init']):%Y%m%d%H}")
               for m, info in manifest["models"].items() if info.get("init")}
@@ -153,6 +162,21 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
                          None if cap is None else int(cap * 1e9), in_use)
     _logger().info("published run %s at %s", run_id, path)
     return path
+
+
+@contextmanager
+def _cleaned_up(writer: publish.TreeWriter, root, run_id: str):
+    """On any error: stop the writer, remove its staging tree (a full disk gets its space
+    back; gone already when published or kept aside), name a full disk as such."""
+    try:
+        yield
+    except Exception as e:
+        writer.abort()
+        shutil.rmtree(writer.staging, ignore_errors=True)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            raise publish.PublishError(f"output disk full under {root}: {e}; run {run_id} not "
+                                       f"published, the served run is unchanged") from e
+        raise
 
 
 @contextmanager
@@ -262,14 +286,18 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     for pid, pc in cfg.products.items():
         blends.setdefault((pc.points_file, pc.models, pc.max_lead_hours), []).append(pid)
     outputs = {}
-    for (points_file, models, _), pids in blends.items():
-        basetime = runs[models[0]].init
-        series, seams = blend_models(cfg, pids, extracted[points_file], basetime)
-        for pid in pids:
-            ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
-                             models={m: model_info[m] for m in models})
-            outputs[pid] = build_product(cfg, pid, series, seams, ctx)
-    report = validate_run(cfg, outputs)
+    # The products write their files into the run's staging tree as they render them: a run
+    # of many points never holds its JSON in memory (publish.TreeWriter).
+    writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id))
+    with _cleaned_up(writer, cfg.output.root, run_id):
+        for (points_file, models, _), pids in blends.items():
+            basetime = runs[models[0]].init
+            series, seams = blend_models(cfg, pids, extracted[points_file], basetime)
+            for pid in pids:
+                ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
+                                 models={m: model_info[m] for m in models})
+                outputs[pid] = build_product(cfg, pid, series, seams, ctx, writer.files())
+        report = validate_run(cfg, outputs)
     synthetic = any(r.synthetic for r in runs.values())
     manifest = {
         "run_id": run_id, "created": iso(updated), "synthetic": synthetic,

@@ -41,9 +41,10 @@ import os
 import re
 import secrets
 import shutil
+import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -76,6 +77,8 @@ __all__ = [
     "retain",
     "retain_cache",
     "write_json_tree",
+    "TreeWriter",
+    "StagedFiles",
 ]
 
 RUNS = "runs"
@@ -90,6 +93,7 @@ STALE_STAGING_SECONDS = 3600.0
 # than zlib at 6 and 7 times smaller than the JSON (zlib 6: 10 times), bench/README.md.
 GZIP_LEVEL = 2
 WRITE_THREADS = 2 * (os.cpu_count() or 1)
+WRITE_QUEUE = 64  # files rendered but not yet written, at most
 
 INIT = "init_time"
 POINT = "point"
@@ -268,57 +272,150 @@ def _safe_relpath(rel: str) -> PurePosixPath:
     return PurePosixPath(rel)
 
 
-def write_json_tree(staging: Path | str, files: Mapping[str, bytes], gzip: bool = True) -> None:
-    """Write ``files`` (relative path -> bytes) under ``<staging>/json/``, fsync'd.
+class TreeWriter:
+    """Writes a run's JSON tree into its staging directory while the products render it.
 
-    With ``gzip=True`` each file also gets a ``<relpath>.gz`` sibling holding the same bytes
-    gzip-compressed (deterministic: no name, mtime 0), for static hosts that serve
-    precompressed files with ``Content-Encoding: gzip``.
-
-    Every path is checked before anything is written: empty, absolute, ``.``/``..`` parts,
-    backslashes, and (with gzip) a name that collides with another file's ``.gz`` sibling raise
-    ``ValueError``.
+    Each file (and, with ``gzip``, its ``<relpath>.gz`` sibling: deterministic, no name, mtime
+    0, for static hosts that serve precompressed files with ``Content-Encoding: gzip``) is
+    written on a thread pool, compression and writes releasing the GIL, with at most
+    ``WRITE_QUEUE`` files waiting: memory holds a few files, not the run (a run of 10,000
+    points a list is tens of GB of JSON). Nothing is fsync'd per file; ``finish`` flushes the
+    file system once and fsyncs the tree's directories. ``files()`` gives a product its
+    mapping of relative path -> bytes backed by this tree.
     """
-    staging = Path(staging)
-    if not staging.is_dir():
-        raise PublishError(f"staging directory {staging} does not exist")
-    rels = {rel: _safe_relpath(rel) for rel in files}
-    if gzip:
-        clash = sorted(rel for rel in rels if rel.endswith(".gz") and rel[:-3] in rels)
-        if clash:
-            raise ValueError(f"{clash[0]!r} collides with the gzip sibling of {clash[0][:-3]!r}")
-    for rel, data in files.items():
+
+    def __init__(self, staging: Path | str, gzip: bool = True):
+        self.staging = Path(staging)
+        if not self.staging.is_dir():
+            raise PublishError(f"staging directory {self.staging} does not exist")
+        self.base = self.staging / JSON_DIR
+        self.gzip = gzip
+        self.names: set[str] = set()
+        self._dirs: set[Path] = {self.staging}
+        self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
+        self._slots = threading.BoundedSemaphore(WRITE_QUEUE)
+        self._errors: list[BaseException] = []
+
+    def path(self, rel: str) -> Path:
+        return self.base.joinpath(*_safe_relpath(rel).parts)
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Queue ``data`` for ``<staging>/json/<rel>`` (checked: empty, absolute, ``.``/``..``
+        parts, backslashes and, with gzip, a name that collides with a ``.gz`` sibling raise
+        ``ValueError``)."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"{rel}: expected bytes, got {type(data).__name__}")
-
-    base = staging / JSON_DIR
-    touched: set[Path] = {staging}
-    paths = []
-    for rel in files:
-        path = base.joinpath(*rels[rel].parts)
+        path = self.path(rel)
+        if self.gzip and (rel.endswith(".gz") and rel[:-3] in self.names or rel + ".gz" in self.names):
+            gz = rel if rel.endswith(".gz") else rel + ".gz"
+            raise ValueError(f"{gz!r} collides with the gzip sibling of {gz[:-3]!r}")
+        self._raise()
         parent = path.parent
-        if parent not in touched:
+        if parent not in self._dirs:
             parent.mkdir(parents=True, exist_ok=True)
             d = parent
-            while d != staging and d not in touched:
-                touched.add(d)
+            while d != self.staging and d not in self._dirs:
+                self._dirs.add(d)
                 d = d.parent
-        paths.append(path)
+        self.names.add(rel)
+        self._slots.acquire()
+        self._pool.submit(self._write, path, bytes(data)).add_done_callback(self._done)
 
-    def write(path: Path, data: bytes) -> None:
+    def _write(self, path: Path, data: bytes) -> None:
         faults.point("json")
         _write_bytes(path, data, sync=False)
-        if gzip:
+        if self.gzip:
             _write_bytes(path.with_name(path.name + ".gz"),
                          igzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0), sync=False)
 
-    # Compression and writes release the GIL: a few threads keep both cores busy.
-    with ThreadPoolExecutor(max_workers=WRITE_THREADS) as pool:
-        for _ in pool.map(write, paths, map(bytes, files.values())):
-            pass
-    _sync_file_system(staging)
-    for d in sorted(touched, key=lambda p: len(p.parts), reverse=True):
-        _fsync_dir(d)
+    def _done(self, future) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self._errors.append(future.exception())
+        self._slots.release()
+
+    def _raise(self) -> None:
+        if self._errors:
+            raise self._errors[0]
+
+    def drain(self) -> None:
+        """Wait until every queued file is on disk (not yet durable); raise a write's error."""
+        for _ in range(WRITE_QUEUE):
+            self._slots.acquire()
+        for _ in range(WRITE_QUEUE):
+            self._slots.release()
+        self._raise()
+
+    def finish(self) -> None:
+        """Make the tree durable: every file written, the file system flushed, directories fsync'd."""
+        self._pool.shutdown(wait=True)
+        self._raise()
+        _sync_file_system(self.staging)
+        for d in sorted(self._dirs, key=lambda p: len(p.parts), reverse=True):
+            _fsync_dir(d)
+
+    def abort(self) -> None:
+        """Stop writing (the caller removes the staging tree)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def files(self) -> "StagedFiles":
+        return StagedFiles(self)
+
+
+class StagedFiles(MutableMapping):
+    """A product's files as they go into the staging tree: setting a path queues its bytes on
+    the ``TreeWriter``; reading one reads it back from disk (the validation gate does, one file
+    at a time). It holds paths, not bytes."""
+
+    def __init__(self, writer: TreeWriter):
+        self.writer = writer
+        self._rels: dict[str, None] = {}
+
+    def __setitem__(self, rel: str, data: bytes) -> None:
+        self.writer.put(rel, data)
+        self._rels[rel] = None
+
+    def __getitem__(self, rel: str) -> bytes:
+        if rel not in self._rels:
+            raise KeyError(rel)
+        self.writer.drain()
+        return self.writer.path(rel).read_bytes()
+
+    def __contains__(self, rel) -> bool:
+        return rel in self._rels
+
+    def __delitem__(self, rel: str) -> None:
+        raise TypeError("a staged file cannot be taken back")
+
+    def __iter__(self):
+        return iter(self._rels)
+
+    def __len__(self) -> int:
+        return len(self._rels)
+
+    def __reduce__(self):
+        """Pickled as a plain dict of the bytes (the crash tests replay the publish stage)."""
+        return dict, (dict(self.items()),)
+
+
+def write_json_tree(staging: Path | str, files: Mapping[str, bytes], gzip: bool = True) -> None:
+    """Write ``files`` (relative path -> bytes) under ``<staging>/json/``, durable on return
+    (``TreeWriter``; every path is checked before anything is written)."""
+    for rel, data in files.items():
+        _safe_relpath(rel)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"{rel}: expected bytes, got {type(data).__name__}")
+    if gzip:
+        clash = sorted(rel for rel in files if rel.endswith(".gz") and rel[:-3] in files)
+        if clash:
+            raise ValueError(f"{clash[0]!r} collides with the gzip sibling of {clash[0][:-3]!r}")
+    writer = TreeWriter(staging, gzip)
+    try:
+        for rel, data in files.items():
+            writer.put(rel, data)
+        writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def current_run(root: Path | str) -> str | None:

@@ -12,6 +12,7 @@ they share one blend). The report is the run's ``validation.json`` (docs/contrac
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 import numpy as np
 import orjson
@@ -61,12 +62,14 @@ def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:
 _STEP_MINUTES = {"1H": 60, "30min": 30, "15min": 15}
 
 
-def _files(pid: str, files: dict[str, bytes], horizon_hours: int) -> list[str]:
-    """JSON files: parse, no null, full horizon; mrf extremes match the srf hours."""
+def _files(pid: str, files: Mapping[str, bytes], horizon_hours: int) -> list[str]:
+    """JSON files: parse, no null, full horizon; mrf extremes match the srf hours. One file at
+    a time: a product's files may be read back from the staging tree (publish.StagedFiles)."""
     errors: list[str] = []
-    for rel, data in sorted(files.items()):
+    for rel in sorted(files):
         if rel.endswith("/index.json"):
             continue
+        data = files[rel]
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError as e:

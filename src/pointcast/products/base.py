@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -16,7 +17,7 @@ from ..config import ProductConfig
 
 @dataclass
 class ProductOutput:
-    files: dict[str, bytes]  # relative path under json/ -> bytes
+    files: MutableMapping[str, bytes]  # relative path under json/ -> bytes
     archive: xr.Dataset  # dims (init_time, point, lead_time[, height])
     checks: dict = field(default_factory=dict)  # product-specific validation facts
 
@@ -36,7 +37,10 @@ class Product(Protocol):
 
     def expected_files(self, cfg: ProductConfig) -> list[str]: ...
 
-    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput: ...
+    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
+              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+        """The product's files go into ``files`` as they are rendered (the cycle passes the
+        run's staging tree, publish.StagedFiles), a new dict when None."""
 
 
 def iso(t) -> str:

@@ -7,6 +7,8 @@ entry's datetime, as rates (kg/m2/h), means (W/m2) or maxima; states are instant
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -146,8 +148,9 @@ class EuCommon:
     def heights(self, cfg: ProductConfig) -> list[float]:
         return list(HEIGHTS)
 
-    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput:
-        files: dict[str, bytes] = {}
+    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
+                  files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+        files = {} if files is None else files
         for freq, step, ds in freq_series(series, cfg, ctx):
             values = elements(ds, step)
             rows = Records({"datetime": strings([iso(t) for t in ds.time.values]),

@@ -10,6 +10,8 @@ windpack at 100 m equals `windspd_100m` of 4.2. The server answers any other hei
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+
 import numpy as np
 import xarray as xr
 
@@ -44,8 +46,9 @@ class EuWind:
         return [f"{self.id}/{freq}/{p.id}/{height_name(h)}.json"
                 for freq in cfg.freqs for p in cfg.points for h in point_heights(p)]
 
-    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput:
-        files: dict[str, bytes] = {}
+    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
+                  files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+        files = {} if files is None else files
         for freq, step, ds in freq_series(series[["wind_u", "wind_v"]], cfg, ctx):
             wind = _wind(ds)
             stamps = strings([iso(t) for t in ds.time.values])

@@ -18,6 +18,8 @@ midnight, plus an hour for a daylight-saving day of 25 hours).
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+
 import functools
 import json
 from collections import defaultdict
@@ -85,14 +87,15 @@ class GlobalWx(WxProduct):
     def expected_files(self, cfg: ProductConfig) -> list[str]:
         return [f"{self.id}/{d}{p.id}.json" for p in cfg.points for d in ("", "hourly/")]
 
-    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput:
+    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
+                  files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
         ds = aggregate(series, start, HOUR, cfg.horizon_hours)
         lats = np.array([p.lat for p in cfg.points])
         lons = np.array([p.lon for p in cfg.points])
         hourly = published(hourly_fields(ds, lats, lons))
         zones = [point_time_zone(p.lat, p.lon) for p in cfg.points]
-        files = {}
+        files = {} if files is None else files
         by_zone = defaultdict(list)
         for j, zone in enumerate(zones):
             by_zone[zone].append(j)

@@ -10,6 +10,8 @@ hourly precipitation probability of the day.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -46,7 +48,8 @@ class Japan(WxProduct):
     def expected_files(self, cfg: ProductConfig) -> list[str]:
         return [f"{self.id}/{p.id}.json" for p in cfg.points]
 
-    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext) -> ProductOutput:
+    def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
+                  files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
         ds = aggregate(series, start, HOUR, cfg.horizon_hours)
         lats = np.array([p.lat for p in cfg.points])
@@ -59,7 +62,9 @@ class Japan(WxProduct):
         srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
         elements = wx_elements([(p.lat, p.lon) for p in cfg.points], srf_dates, hourly, SRF_KEYS,
                                day_dates, daily, MRF_KEYS)
-        files = {f"{self.id}/{p.id}.json": element for p, element in zip(cfg.points, elements)}
+        files = {} if files is None else files
+        for p, element in zip(cfg.points, elements):
+            files[f"{self.id}/{p.id}.json"] = element
         files[f"{self.id}/index.json"] = render_index(self.id, self.path, cfg, ctx, time_zone="Asia/Tokyo")
         return ProductOutput(files=files, archive=self._archive(ds, hourly, cfg, ctx))
 
