@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from pointcast import physics
+from pointcast import interp, physics
 from pointcast.blend import SEAM, blend
 from pointcast.interp import BASE_STEP, aggregate, base_axis, resample
 
@@ -97,3 +97,19 @@ def test_blend_priority_seam_and_fallback():
     # Interval quantities switch without fading.
     assert (out.tp.values[:48, 0] == 10).all() and (out.tp.values[48:, 0] == 20).all()
     assert used["tp"][0] == "hi" and used["tp"][-1] == "lo"
+
+
+def test_temperature_aloft_without_a_level_above_ground_follows_the_standard_lapse_rate():
+    """High terrain where every published pressure level is below the surface: the 100 and
+    200 m temperatures come from the 2 m one less 0.0065 K/m, not NaN (which failed the run)."""
+    t2m = np.array([[280.0, 270.0]])  # (time, point)
+    z_pl = np.array([[[110.0, 2100.0], [760.0, 2900.0]]])  # (time, plev, point), metres amsl
+    t_pl = np.array([[[279.0, 275.0], [275.0, 271.0]]])
+    orog = np.array([0.0, 3000.0])  # point 1 stands above both levels
+    values = {"t2m": t2m, "u10": np.ones((1, 2)), "v10": np.ones((1, 2)), "z_pl": z_pl, "t_pl": t_pl}
+    out = xr.Dataset(coords={"time": [np.datetime64("2026-11-20T00:00", "ns")], "point": ["a", "b"]})
+    interp._profiles(out, values, xr.Dataset(), orog, np.array([10.0, 100.0, 200.0]))
+    t = out["air_temperature"].values[0]  # (point, height)
+    # Point a: between 2 m (280 K) and the 1000 hPa level 110 m above ground (279 K).
+    np.testing.assert_allclose(t[0, 1], 280.0 + (279.0 - 280.0) * 98.0 / 108.0, rtol=1e-6)
+    np.testing.assert_allclose(t[1, 1:], 270.0 - 0.0065 * np.array([98.0, 198.0]), rtol=1e-6)

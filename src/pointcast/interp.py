@@ -439,6 +439,11 @@ def _profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
     zt, tt = np.take_along_axis(zt, order, axis=-1), np.take_along_axis(tt, order, axis=-1)
     temps = [_single_level(zt, tt, h) if zt.shape[-1] == 1 else physics.interp_linear_height(tt, zt, h)
              for h in heights]
+    if zt.shape[-1] > 1:
+        # No upper level above the ground (high terrain where every pressure level published
+        # is below the surface): the standard atmosphere's lapse rate from the 2 m temperature.
+        t2m = values["t2m"].astype(np.float64)
+        temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t) for t, h in zip(temps, heights)]
     out["air_temperature"] = (("time", "point", "height"), np.stack(temps, axis=-1).astype(np.float32))
     out.coords["height"] = heights
     out["height"].attrs.update(units="m", long_name="height above ground")
