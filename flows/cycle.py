@@ -21,6 +21,7 @@ import dask
 import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote
 
 from pointcast import blend as blend_stage
 from pointcast import interp, publish
@@ -104,7 +105,8 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: dateti
 
 
 # The data-heavy tasks take no cache key: Prefect's default one hashes the inputs, which are
-# the run's fields and, for the last tasks, its whole JSON tree.
+# the run's fields and, for the last tasks, its whole JSON tree. Those inputs are passed
+# quote()d too, so that Prefect does not walk them looking for futures.
 @task(cache_policy=NO_CACHE)
 def build_product(cfg: Config, pid: str, series, seams: list[dict], ctx: RunContext,
                   files: publish.StagedFiles | None = None):
@@ -270,7 +272,8 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     with dask_scheduler(cfg):  # one scheduler (one cluster) for every extraction of the cycle
         for m in fetched:
             files = [f for f, pids in groups.items() if any(m in cfg.products[p].models for p in pids)]
-            out = decode_extract(cfg, fetched[m], interp.PointSet.concat([point_sets[f] for f in files]),
+            points = interp.PointSet.concat([point_sets[f] for f in files])
+            out = decode_extract(cfg, quote(fetched[m]), quote(points),
                                  sorted({h for f in files for h in heights[f]}))
             first = 0
             for f in files:
@@ -292,12 +295,12 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     with _cleaned_up(writer, cfg.output.root, run_id):
         for (points_file, models, _), pids in blends.items():
             basetime = runs[models[0]].init
-            series, seams = blend_models(cfg, pids, extracted[points_file], basetime)
+            series, seams = blend_models(cfg, pids, quote(extracted[points_file]), basetime)
             for pid in pids:
                 ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
                                  models={m: model_info[m] for m in models})
-                outputs[pid] = build_product(cfg, pid, series, seams, ctx, writer.files())
-        report = validate_run(cfg, outputs)
+                outputs[pid] = build_product(cfg, pid, quote(series), seams, ctx, quote(writer.files()))
+        report = validate_run(cfg, quote(outputs))
     synthetic = any(r.synthetic for r in runs.values())
     manifest = {
         "run_id": run_id, "created": iso(updated), "synthetic": synthetic,
@@ -311,7 +314,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     }
     manifest.update(dropped=dropped, source_notes={m: [*runs[m].notes, *fetched[m].notes]
                                                    for m in runs})
-    publish_run(cfg, run_id, outputs, report, manifest)
+    publish_run(cfg, run_id, quote(outputs), report, manifest)
     return run_id
 
 

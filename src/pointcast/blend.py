@@ -62,8 +62,9 @@ def _fade_weight(valid: np.ndarray, times: np.ndarray) -> np.ndarray:
     """1 inside a model's span, falling linearly to 0 over its last SEAM (per point)."""
     flat = valid.reshape(len(times), -1)
     last = np.where(flat.any(axis=0), len(times) - 1 - np.argmax(flat[::-1], axis=0), -1)
-    end = times[np.clip(last, 0, None)]
-    remaining = (end[None, :] - times[:, None]) / SEAM
+    ns = times.astype("datetime64[ns]").view(np.int64)  # integer arithmetic: datetime64's is slow
+    end = ns[np.clip(last, 0, None)]
+    remaining = (end[None, :] - ns[:, None]) / float(SEAM / np.timedelta64(1, "ns"))
     weight = np.clip(remaining, 0.0, 1.0)
     # A model whose span is the whole axis (it reaches the end) is not faded out.
     weight[:, last == len(times) - 1] = 1.0

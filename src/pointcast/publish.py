@@ -295,6 +295,7 @@ class TreeWriter:
         self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
         self._slots = threading.BoundedSemaphore(WRITE_QUEUE)
         self._errors: list[BaseException] = []
+        self._queued = False  # files queued since the last drain
 
     def path(self, rel: str) -> Path:
         return self.base.joinpath(*_safe_relpath(rel).parts)
@@ -318,6 +319,7 @@ class TreeWriter:
                 self._dirs.add(d)
                 d = d.parent
         self.names.add(rel)
+        self._queued = True
         self._slots.acquire()
         self._pool.submit(self._write, path, bytes(data)).add_done_callback(self._done)
 
@@ -339,10 +341,12 @@ class TreeWriter:
 
     def drain(self) -> None:
         """Wait until every queued file is on disk (not yet durable); raise a write's error."""
-        for _ in range(WRITE_QUEUE):
-            self._slots.acquire()
-        for _ in range(WRITE_QUEUE):
-            self._slots.release()
+        if self._queued:
+            for _ in range(WRITE_QUEUE):
+                self._slots.acquire()
+            for _ in range(WRITE_QUEUE):
+                self._slots.release()
+            self._queued = False
         self._raise()
 
     def finish(self) -> None:

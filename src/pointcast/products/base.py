@@ -78,11 +78,23 @@ class Texts:
     value: a product's JSON is tens of millions of numbers from a few thousand distinct ones."""
 
     table: np.ndarray  # object array of bytes
-    index: np.ndarray  # integer indices into table, shaped like the values
+    # Indices into table: of 1-D values (shared by every point) as they are; of 2-D values
+    # (time, point) transposed, so that a point's texts are contiguous (a strided gather over
+    # thousands of points cost more than the look-up itself).
+    index: np.ndarray
+
+    @classmethod
+    def of(cls, table: list[bytes], index: np.ndarray) -> Texts:
+        return cls(np.array(table, dtype=object),
+                   np.ascontiguousarray(index.astype(np.int32, copy=False).T))
+
+    @property
+    def rows(self) -> int:
+        return self.index.shape[-1]
 
     def at(self, j: int) -> np.ndarray:
         """The texts of column ``j`` (a point) of 2-D values, or of 1-D values (shared by every point)."""
-        return self.table[self.index if self.index.ndim == 1 else self.index[:, j]]
+        return self.table[self.index if self.index.ndim == 1 else self.index[j]]
 
 
 def numbers(values: np.ndarray, decimals: int | None) -> Texts:
@@ -122,14 +134,14 @@ def numbers(values: np.ndarray, decimals: int | None) -> Texts:
     else:
         scale = 10 ** decimals
         texts = [repr(int(k) / scale + 0.0).encode() for k in distinct]
-    return Texts(np.array(texts + [b"null"], dtype=object), index)
+    return Texts.of(texts + [b"null"], index)
 
 
 def strings(values) -> Texts:
     """JSON strings of an array of str (labels, time stamps); null for None (an undecidable label)."""
     codes, distinct = pd.factorize(np.asarray(values, dtype=object).ravel(), use_na_sentinel=False)
-    return Texts(np.array([json.dumps(s, ensure_ascii=False).encode() for s in distinct], dtype=object),
-                 codes.reshape(np.shape(values)))
+    return Texts.of([json.dumps(s, ensure_ascii=False).encode() for s in distinct],
+                    codes.reshape(np.shape(values)))
 
 
 class Records:
@@ -144,7 +156,7 @@ class Records:
             prefix = ("{" if i == 0 else ",").encode() + json.dumps(key).encode() + b":"
             self.columns.append(Texts(np.array([prefix + t for t in texts.table], dtype=object),
                                       texts.index))
-        self.rows = len(self.columns[0].index)
+        self.rows = self.columns[0].rows
         self.closers = np.array([b"},"] * (self.rows - 1) + [b"}"] * (self.rows > 0), dtype=object)
 
     def at(self, j: int) -> bytes:
