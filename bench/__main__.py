@@ -9,10 +9,12 @@ the sample runs are written once per scale and reused by later benchmarks.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,11 +44,21 @@ def cycle(config: Path, profile: Path | None = None) -> dict:
     if profile:
         args += ["--profile", str(profile)]
     root = Path(__file__).resolve().parent.parent
-    res = subprocess.run(args, cwd=root, capture_output=True, text=True)
-    if res.returncode:
-        sys.stderr.write(res.stdout[-4000:] + res.stderr[-8000:])
-        raise SystemExit(f"bench: the cycle on {config} failed (status {res.returncode})")
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    # Output to files and a session of its own: a process the cycle leaves behind (Prefect's
+    # temporary server after the cycle was killed) must neither hold a pipe open nor outlive it.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(args, cwd=root, stdout=out, stderr=err, text=True, start_new_session=True)
+        status = proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if status:
+        sys.stderr.write(stdout[-4000:] + stderr[-8000:])
+        why = " (SIGKILL: out of memory?)" if status == -signal.SIGKILL else ""
+        raise SystemExit(f"bench: the cycle on {config} failed (status {status}){why}")
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 def tree_bytes(path: Path, suffix: str | None = None) -> int:
