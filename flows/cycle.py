@@ -98,11 +98,12 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: dateti
     points = point_set(pc)
     start = np.datetime64(basetime.replace(tzinfo=None), "ns")
     hours = max(cfg.products[pid].horizon_hours for pid in pids)
-    heights = sorted({h for pid in pids for h in PRODUCTS[pid].heights(cfg.products[pid])})
+    heights = PRODUCTS[pids[0]].heights(pc)  # the same for every product of the blend
     axis = interp.base_axis(start, start + np.timedelta64(hours, "h") - interp.BASE_STEP)
-    members = [(m, interp.resample(ds.sel(height=heights) if "height" in ds.dims else ds,
-                                   axis, points.lats, points.lons))
-               for m, ds in ((m, extracted[m]) for m in pc.models if m in extracted)]
+    members = []
+    for m in (m for m in pc.models if m in extracted):
+        ds = extracted[m].sel(height=heights) if "height" in extracted[m].dims else extracted[m]
+        members.append((m, interp.resample(ds, axis, points.lats, points.lons)))
     until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
     series, used = blend_stage.blend(members, until)
     return series, _segments(used.get("t2m", []), axis)
@@ -138,7 +139,7 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
     """Make the JSON tree durable, archive a valid run, then make it visible (or keep it aside).
 
     The products' files are in a staging tree already when they were built into one
-    (``staged_files``); otherwise (the publish stage replayed on its own) they are staged here.
+    (``publish.StagedFiles``); otherwise (the publish stage replayed on its own) they are staged here.
     The archive is appended before `current` moves, so a served run is always archived: a
     crash in between leaves the run archived but not served, and the re-run publishes it
     (appends are idempotent). On any error the staging tree is removed (a full disk gets its

@@ -28,7 +28,7 @@ import shutil
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace as dc_replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -322,8 +322,7 @@ def _plane(shape: tuple[int, ...], terms: tuple[_Term, ...], reads: list[np.ndar
 def _row_terms(row: GribField, msgs: list[Message], levels: list[int] | None, where: str
                ) -> dict[tuple[int, int | None], tuple[_Term, list[Message]]]:
     """One table row's terms, keyed by (step in minutes or None for a constant field, level or
-    None), each with the messages
-    its ``now``/``before`` indices refer to.
+    None), each with the messages its ``now``/``before`` indices refer to.
 
     Accumulations or averages over each message's window (start, end] become the value of the
     interval (previous end, end]. One rule covers every upstream: a window that continues the
@@ -407,8 +406,7 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
     for c, chunk in enumerate(time_chunks):
         for l, key in enumerate(level_keys):
             index = (() if constant else (c,)) + (() if levels is None else (l,)) + zeros
-            reads: dict[str, _Read] = {}
-            slot: dict[str, int] = {}
+            reads: dict[str, tuple[int, _Read]] = {}  # read key -> (position among the inputs, read)
             planes = []
             for step in chunk:
                 plane_terms = []
@@ -418,10 +416,9 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
                         g = m.grid
                         rk = _read_key(m, r)
                         if rk not in reads:
-                            reads[rk] = _Read(m.path, m.offset, m.length, g.shape, g.north_first,
-                                              r.scale, r.offset)
-                            slot[rk] = len(slot)
-                        at.append(slot[rk])
+                            reads[rk] = (len(reads), _Read(m.path, m.offset, m.length, g.shape,
+                                                           g.north_first, r.scale, r.offset))
+                        at.append(reads[rk][0])
                     plane_terms.append(dc_replace(term, now=None if term.now is None else at[term.now],
                                                   before=None if term.before is None else at[term.before]))
                 planes.append(tuple(plane_terms) or (_Term(None),))
@@ -434,7 +431,7 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
     dsk: dict = {}
     for block_key, (shape, planes, reads) in blocks.items():
         inputs = []
-        for rk, read in reads.items():
+        for rk, (_, read) in reads.items():  # in position order
             if uses[rk] == 1:
                 inputs.append(read)
             else:

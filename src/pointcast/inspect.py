@@ -22,9 +22,9 @@ from typing import Any
 import eccodes
 
 from .catalogue import VARIABLES, variable
-from .ingest import STEP_TYPES, _matches
+from .ingest import _matches
 from .sources import MODELS
-from .sources.base import GribField, ModelSpec, Processing
+from .sources.base import GribField, ModelSpec
 
 UTC = timezone.utc
 CENTRE_MODELS = {"ecmf": ("ifs",), "kwbc": ("gfs",), "rjtd": ("msm",),

@@ -272,6 +272,18 @@ def _safe_relpath(rel: str) -> PurePosixPath:
     return PurePosixPath(rel)
 
 
+def _check_file(rel: str, data, names, gzip: bool) -> PurePosixPath:
+    """A file of a run tree: bytes, a plain relative path (``_safe_relpath``, returned) and,
+    with gzip, no collision with the ``.gz`` sibling of another of ``names``."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{rel}: expected bytes, got {type(data).__name__}")
+    relpath = _safe_relpath(rel)
+    gz = rel if rel.endswith(".gz") else rel + ".gz"
+    if gzip and (gz[:-3] if gz == rel else gz) in names:
+        raise ValueError(f"{gz!r} collides with the gzip sibling of {gz[:-3]!r}")
+    return relpath
+
+
 class TreeWriter:
     """Writes a run's JSON tree into its staging directory while the products render it.
 
@@ -304,12 +316,7 @@ class TreeWriter:
         """Queue ``data`` for ``<staging>/json/<rel>`` (checked: empty, absolute, ``.``/``..``
         parts, backslashes and, with gzip, a name that collides with a ``.gz`` sibling raise
         ``ValueError``)."""
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"{rel}: expected bytes, got {type(data).__name__}")
-        path = self.path(rel)
-        if self.gzip and (rel.endswith(".gz") and rel[:-3] in self.names or rel + ".gz" in self.names):
-            gz = rel if rel.endswith(".gz") else rel + ".gz"
-            raise ValueError(f"{gz!r} collides with the gzip sibling of {gz[:-3]!r}")
+        path = self.base.joinpath(*_check_file(rel, data, self.names, self.gzip).parts)
         self._raise()
         parent = path.parent
         if parent not in self._dirs:
@@ -405,13 +412,7 @@ def write_json_tree(staging: Path | str, files: Mapping[str, bytes], gzip: bool 
     """Write ``files`` (relative path -> bytes) under ``<staging>/json/``, durable on return
     (``TreeWriter``; every path is checked before anything is written)."""
     for rel, data in files.items():
-        _safe_relpath(rel)
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"{rel}: expected bytes, got {type(data).__name__}")
-    if gzip:
-        clash = sorted(rel for rel in files if rel.endswith(".gz") and rel[:-3] in files)
-        if clash:
-            raise ValueError(f"{clash[0]!r} collides with the gzip sibling of {clash[0][:-3]!r}")
+        _check_file(rel, data, files, gzip)
     writer = TreeWriter(staging, gzip)
     try:
         for rel, data in files.items():

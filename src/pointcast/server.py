@@ -407,7 +407,7 @@ class Piece(bytes):
         return piece
 
 
-GZIP_LEVEL = 6  # as publish.py writes the .json.gz siblings
+GZIP_LEVEL = 6  # a piece is deflated once per run: the usual best ratio for its time
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, mtime 0, OS unknown
 _CRC32_POLY = 0xEDB88320  # CRC-32 of gzip, reflected; polynomials below are zlib's bit order
 

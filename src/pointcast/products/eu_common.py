@@ -8,7 +8,6 @@ entry's datetime, as rates (kg/m2/h), means (W/m2) or maxima; states are instant
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-
 from dataclasses import dataclass
 from typing import Callable
 
@@ -149,7 +148,7 @@ class EuCommon:
         return list(HEIGHTS)
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
-                  files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         files = {} if files is None else files
         for freq, step, ds in freq_series(series, cfg, ctx):
             values = elements(ds, step)

@@ -47,7 +47,7 @@ class EuWind:
                 for freq in cfg.freqs for p in cfg.points for h in point_heights(p)]
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
-                  files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         files = {} if files is None else files
         for freq, step, ds in freq_series(series[["wind_u", "wind_v"]], cfg, ctx):
             wind = _wind(ds)

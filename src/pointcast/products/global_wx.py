@@ -18,11 +18,10 @@ midnight, plus an hour for a daylight-saving day of 25 hours).
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
-
 import functools
 import json
 from collections import defaultdict
+from collections.abc import MutableMapping
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -30,7 +29,7 @@ import xarray as xr
 
 from ..config import ProductConfig
 from ..interp import aggregate
-from .base import ProductOutput, RunContext, archive_frame, array, dumps, iso, numbers, render_index, with_arrays
+from .base import ProductOutput, RunContext, archive_frame, array, iso, numbers, render_index, with_arrays
 from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, hourly_fields,
                  local_days, local_times, wx_elements)
 
@@ -88,7 +87,7 @@ class GlobalWx(WxProduct):
         return [f"{self.id}/{d}{p.id}.json" for p in cfg.points for d in ("", "hourly/")]
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
-                  files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
         ds = aggregate(series, start, HOUR, cfg.horizon_hours)
         lats = np.array([p.lat for p in cfg.points])

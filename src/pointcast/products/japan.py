@@ -11,7 +11,6 @@ hourly precipitation probability of the day.
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -49,7 +48,7 @@ class Japan(WxProduct):
         return [f"{self.id}/{p.id}.json" for p in cfg.points]
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
-                  files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
         ds = aggregate(series, start, HOUR, cfg.horizon_hours)
         lats = np.array([p.lat for p in cfg.points])
