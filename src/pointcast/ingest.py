@@ -25,6 +25,7 @@ import hashlib
 import logging
 import os
 import shutil
+import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace as dc_replace
@@ -36,11 +37,14 @@ import dask
 import dask.array as da
 import eccodes
 import numpy as np
+from gribapi import bindings as _grib_bindings, gribapi as _gribapi
 import xarray as xr
 
 from .catalogue import variable
 from .sources.base import GribField, Processing
 from .sources.icon import CELL_CENTRES
+
+_grib_ffi, _grib_lib = _grib_bindings.ffi, _grib_bindings.lib
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,8 @@ INDEX_THREADS = min(8, 2 * (os.cpu_count() or 1))
 # A variable's dask blocks hold up to this many steps, and up to this many bytes.
 MAX_BLOCK_STEPS = 16
 BLOCK_BYTES = 32 << 20
+# What ecCodes writes at the points a message's bitmap leaves out, before they become NaN.
+MISSING = 1e30
 LEVEL_DIMS = {"heightAboveGround": "height", "isobaricInhPa": "plev",
               "generalVerticalLayer": "mlev", "generalVertical": "hlev"}
 
@@ -177,10 +183,58 @@ def _grid_key(h) -> GridKey | CellGridKey | None:
     )
 
 
+# shortName, typeOfLevel and stepType are ecCodes concepts: each is a search of definition
+# tables (together about 0.3 ms a message, half the header pass). In GRIB2 they follow from the
+# bytes up to the end of section 4 (discipline, centre and tables, local use, grid, product
+# definition) but not from the times in them, so they are kept per those bytes with the times
+# blanked (zero-based byte ranges of each section): the message length (section 0), the
+# reference time (section 1 octets 13-19), DWD's creation time in its local section 254
+# (octets 8-14), and in section 4 the forecast time (octets 19-22) and a statistical product's
+# end time (4.8 octets 35-41, 4.11 octets 38-44). Any other byte that differs only costs a miss.
+_TIMES = {0: ((8, 16),), 1: ((12, 19),)}
+_LOCAL_TIMES = {(78, 254): ((7, 14),)}  # (centre, local definition number): section 2
+_PRODUCT_TIMES = {0: ((18, 22),), 1: ((18, 22),), 8: ((18, 22), (34, 41)), 11: ((18, 22), (37, 44))}
+_DESCRIBED: dict[bytes, tuple] = {}
+
+
+def _timeless(head: bytearray) -> bytes:
+    """Sections 0-4 of a GRIB2 message with the times in them zeroed."""
+    starts, at = {0: 0}, 16
+    while at + 5 <= len(head):
+        starts[head[at + 4]] = at
+        at += int.from_bytes(head[at:at + 4], "big")
+    spans = dict(_TIMES)
+    if 1 in starts and 2 in starts:
+        centre = int.from_bytes(head[starts[1] + 5:starts[1] + 7], "big")
+        spans[2] = _LOCAL_TIMES.get((centre, head[starts[2] + 5]), ())
+    if 4 in starts:
+        spans[4] = _PRODUCT_TIMES.get(int.from_bytes(head[starts[4] + 7:starts[4] + 9], "big"), ())
+    for section, ranges in spans.items():
+        for a, b in ranges:
+            head[starts[section] + a:starts[section] + b] = bytes(b - a)
+    return bytes(head)
+
+
+def _described(h, fd: int, start: int) -> tuple:
+    """(shortName, typeOfLevel, stepType, grid) of the message ``h`` at byte ``start`` of ``fd``."""
+    get = eccodes.codes_get_long
+    key = None
+    if get(h, "edition") == 2:
+        key = _timeless(bytearray(os.pread(fd, get(h, "offsetSection4") + get(h, "section4Length"), start)))
+        if key in _DESCRIBED:
+            return _DESCRIBED[key]
+    text = eccodes.codes_get_string
+    described = (text(h, "shortName"), text(h, "typeOfLevel"), text(h, "stepType"), _grid_key(h))
+    if key is not None:
+        _DESCRIBED[key] = described
+    return described
+
+
 def index_file(path: Path) -> list[Message]:
     """Read the headers of every message in a GRIB file (no values are decoded)."""
     path = plain_grib(Path(path))
     out: list[Message] = []
+    get = eccodes.codes_get_long
     with open(path, "rb") as f:
         while True:
             try:
@@ -190,23 +244,20 @@ def index_file(path: Path) -> list[Message]:
             if h is None:
                 break
             try:
+                offset = get(h, "offset")
+                # Named before the steps are asked in minutes: setting stepUnits rewrites the
+                # period's unit and length in the handle, and IFS's 10fg3 (a 3-hour maximum)
+                # would then read as 10fg.
+                short_name, level_type, step_type, grid = _described(h, f.fileno(), offset)
                 eccodes.codes_set(h, "stepUnits", "m")
-                date, time_ = eccodes.codes_get(h, "dataDate"), eccodes.codes_get(h, "dataTime")
+                date, time_ = get(h, "dataDate"), get(h, "dataTime")
                 init = datetime(date // 10000, date // 100 % 100, date % 100, time_ // 100,
                                 time_ % 100, tzinfo=timezone.utc)
                 out.append(Message(
-                    path=path,
-                    offset=int(eccodes.codes_get(h, "offset")),
-                    length=int(eccodes.codes_get(h, "totalLength")),
-                    shortName=eccodes.codes_get(h, "shortName"),
-                    typeOfLevel=eccodes.codes_get(h, "typeOfLevel"),
-                    level=int(eccodes.codes_get(h, "level")),
-                    stepType=eccodes.codes_get(h, "stepType"),
-                    start_minutes=int(eccodes.codes_get(h, "startStep", ktype=int)),
-                    end_minutes=int(eccodes.codes_get(h, "endStep", ktype=int)),
-                    init=init,
-                    grid=_grid_key(h),
-                    edition=int(eccodes.codes_get(h, "edition")),
+                    path=path, offset=offset, length=get(h, "totalLength"),
+                    shortName=short_name, typeOfLevel=level_type, level=get(h, "level"),
+                    stepType=step_type, start_minutes=get(h, "startStep"),
+                    end_minutes=get(h, "endStep"), init=init, grid=grid, edition=get(h, "edition"),
                 ))
             finally:
                 eccodes.codes_release(h)
@@ -214,9 +265,16 @@ def index_file(path: Path) -> list[Message]:
 
 
 def read_values(path: Path, offset: int, length: int, shape: tuple[int, ...], north_first: bool,
-                scale: float = 1.0, add: float = 0.0, dtype=np.float32) -> np.ndarray:
-    """Decode one message's values into a float32 array of the grid's ``shape`` ((lat ascending,
-    lon), or (cell,)) in canonical units (``raw * scale + add``), NaN where missing."""
+                scale: float = 1.0, add: float = 0.0, dtype=np.float32,
+                into: np.ndarray | None = None) -> np.ndarray:
+    """Decode one message's values into an array of the grid's ``shape`` ((lat ascending, lon),
+    or (cell,)) in canonical units (``raw * scale + add``), NaN where missing.
+
+    ``into``: a float64 buffer of the message's size to decode into (``dtype`` is then
+    float64 and the result a view of it). A block task reuses its thread's buffers from
+    message to message: a fresh array costs its page faults on every message, a third of
+    ecCodes' own decoding time, and ecCodes decodes to float64 anyway (its float32 decoding
+    converts from it, more slowly)."""
     with open(path, "rb") as f:
         f.seek(offset)
         raw = f.read(length)
@@ -224,15 +282,46 @@ def read_values(path: Path, offset: int, length: int, shape: tuple[int, ...], no
         raise DecodeError(f"{path}: message at byte {offset} is truncated")
     h = eccodes.codes_new_from_message(raw)
     try:
-        values = eccodes.codes_get_values(h)
-        if eccodes.codes_get(h, "bitmapPresent"):
-            values[values == eccodes.codes_get(h, "missingValue")] = np.nan
+        masked = eccodes.codes_get(h, "bitmapPresent")
+        if masked:  # a sentinel no field reaches (the default 9999 is a valid visibility)
+            eccodes.codes_set(h, "missingValue", MISSING)
+        size = eccodes.codes_get_size(h, "values")
+        values = np.empty(size) if into is None else into
+        if values.size != size:
+            raise DecodeError(f"{path}: message at byte {offset} has {size} values, its grid "
+                              f"{values.size}")
+        _gribapi.GRIB_CHECK(_grib_lib.grib_get_double_array(
+            _gribapi.get_handle(h), b"values", _grib_ffi.cast("double *", values.ctypes.data),
+            _grib_ffi.new("size_t *", size)))
     finally:
         eccodes.codes_release(h)
+    if masked:
+        values[values == MISSING] = np.nan
     if scale != 1.0 or add != 0.0:
-        values = values * scale + add
+        values *= scale
+        values += add
     grid = values.astype(dtype, copy=False).reshape(shape)
     return grid[::-1] if north_first else grid
+
+
+class _Buffers(threading.local):
+    """A thread's float64 buffers for the messages its block tasks decode, reused from message
+    to message; only those of the grid decoded last are kept."""
+
+    def __init__(self):
+        self.size, self.free = 0, []
+
+    def take(self, size: int) -> np.ndarray:
+        if size != self.size:
+            self.size, self.free = size, []
+        return self.free.pop() if self.free else np.empty(size)
+
+    def give(self, buffer: np.ndarray) -> None:
+        if buffer.size == self.size:
+            self.free.append(buffer)
+
+
+_BUFFERS = _Buffers()
 
 
 # The statistical processing a message must carry for each kind of row: it tells apart fields
@@ -278,45 +367,91 @@ class _Read:
     scale: float
     add: float
 
-    def values(self) -> np.ndarray:
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    def values(self, into: np.ndarray | None = None) -> np.ndarray:
+        """float64: a block narrows the values as it copies them into place, in one pass."""
         return read_values(self.path, self.offset, self.length, self.shape, self.north_first,
-                           self.scale, self.add)
+                           self.scale, self.add, np.float64, into)
 
 
 def _block(shape: tuple[int, ...], planes: tuple[tuple[_Term, ...], ...], *inputs) -> np.ndarray:
     """A block of one variable, shaped ``shape``: its planes (steps) one after the other.
-    ``inputs`` are decoded messages, or the ``_Read`` of a message only this block uses."""
-    reads = [x.values() if isinstance(x, _Read) else x for x in inputs]
-    if len(planes) == 1:
-        return _plane(shape, planes[0], reads)
+    ``inputs`` are decoded messages (shared with other blocks), or the ``_Read`` of a message
+    only this block uses: that one is decoded here into one of the thread's buffers when a
+    plane first needs it, and the buffer is given back after the last plane that does."""
+    if all(_missing(terms) for terms in planes):  # in no memory (read-only)
+        return np.broadcast_to(np.float32(np.nan), shape)
+    last = {i: k for k, terms in enumerate(planes) for t in terms for i in (t.now, t.before)
+            if i is not None}
     out = np.empty(shape, np.float32)
+    stack = out.reshape(len(planes), *shape[1:]) if len(planes) > 1 else out[None]
+    held: dict[int, np.ndarray] = {}
+    buffers: dict[int, np.ndarray] = {}
     for k, terms in enumerate(planes):
-        out[k] = _plane(shape[1:], terms, reads)
+        for i in (i for t in terms for i in (t.now, t.before) if i is not None and i not in held):
+            x = inputs[i]
+            if isinstance(x, _Read):
+                buffers[i] = _BUFFERS.take(x.size)
+                x = x.values(buffers[i])
+            held[i] = x
+        _plane(terms, held, stack[k])
+        for i in [i for i in held if last[i] == k]:
+            del held[i]
+            if i in buffers:
+                _BUFFERS.give(buffers.pop(i))
     return out
 
 
-def _plane(shape: tuple[int, ...], terms: tuple[_Term, ...], reads: list[np.ndarray]) -> np.ndarray:
-    """A plane of one variable: the sum of its rows' terms (true components add up, ICON
-    SNOW_GSP + SNOW_CON; alternative encodings never coexist at a step), float32, shaped
-    ``shape``."""
-    if any(t.now is None for t in terms):  # a missing part: NaN, in no memory (read-only)
-        return np.broadcast_to(np.float32(np.nan), shape)
-    total = None
-    for t in terms:
-        value = reads[t.now]
-        if t.window:
-            start, prev_end, end = t.window
-            if t.before is not None:
-                before = reads[t.before]
-                if t.processing is Processing.ACCUM_SINCE_START:
-                    value = value - before
-                else:
-                    value = (value * (end - start) - before * (prev_end - start)) / (end - prev_end)
-            if t.per_second:
-                value = value / ((end - prev_end) * 60.0)
-            value = value.astype(np.float32, copy=False)
-        total = value if total is None else total + value
-    return total.reshape(shape)
+def _missing(terms: tuple[_Term, ...]) -> bool:
+    return any(t.now is None for t in terms)
+
+
+def _plane(terms: tuple[_Term, ...], reads: dict[int, np.ndarray], out: np.ndarray) -> None:
+    """Write a plane of one variable into ``out``: the sum of its rows' terms (true components
+    add up, ICON SNOW_GSP + SNOW_CON; alternative encodings never coexist at a step), computed
+    in float64 in the thread's buffers and narrowed (and flipped) in the copy; NaN where a
+    part is missing."""
+    if _missing(terms):
+        out[...] = np.nan
+        return
+    first = reads[terms[0].now]
+    if len(terms) == 1 and not terms[0].window:
+        out[...] = first
+        return
+    scratch = [_BUFFERS.take(first.size).reshape(first.shape) for _ in terms[:2]]
+    total = _term(terms[0], reads, scratch[0])
+    for t in terms[1:]:
+        if total is not scratch[0]:  # the first term was a message's values: add onto a copy
+            np.copyto(scratch[0], total)
+            total = scratch[0]
+        total += _term(t, reads, scratch[1])
+    out[...] = total
+    for buffer in scratch:
+        _BUFFERS.give(buffer.reshape(-1))
+
+
+def _term(t: _Term, reads: dict[int, np.ndarray], into: np.ndarray) -> np.ndarray:
+    """A term's value: its message's, or the interval's (previous step, step], computed in
+    ``into``. An average over the interval is ``now + (now - before) * b / w`` for windows
+    ``b`` and ``b + w`` long that share their start (the difference of the two integrals)."""
+    value = reads[t.now]
+    if not t.window:
+        return value
+    start, prev_end, end = t.window
+    width = end - prev_end
+    if t.before is None:
+        np.copyto(into, value)
+    else:
+        np.subtract(value, reads[t.before], out=into)
+        if t.processing is not Processing.ACCUM_SINCE_START:
+            into *= (prev_end - start) / width
+            into += value
+    if t.per_second:
+        into /= width * 60.0
+    return into
 
 
 def _row_terms(row: GribField, msgs: list[Message], levels: list[int] | None, where: str
@@ -376,12 +511,13 @@ def _read_key(msg: Message, row: GribField) -> str:
 
 
 def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int] | None,
-              times_min: np.ndarray | None, grid, where: str) -> da.Array:
-    """One variable as a dask array ``(time, [level,] *grid)``, or ``([level,] *grid)`` for a
-    constant field, in blocks of several steps of one level. The graph is written directly, one
-    task per block (it decodes the block's messages and takes the differences of windows), because
-    assembling it from per-message dask arrays (stack, subtract, sum) cost more than decoding the
-    messages at reduced scale."""
+              times_min: np.ndarray | None, grid, where: str, uses: dict[str, int]) -> tuple:
+    """The plan of one variable as a dask array ``(time, [level,] *grid)``, or ``([level,]
+    *grid)`` for a constant field, in blocks of several steps of one level: (name, chunks,
+    blocks), for ``_array``. The graph is written directly, one task per block (it decodes the
+    block's messages and takes the differences of windows), because assembling it from
+    per-message dask arrays (stack, subtract, sum) cost more than decoding the messages at
+    reduced scale. ``uses`` counts the blocks that read each message, over all variables."""
     used = sorted((str(m.path), m.offset) for r in rows for m in rows_msgs[r])
     name = f"{var}-" + hashlib.sha1(repr(used).encode()).hexdigest()[:16]
     terms: dict[tuple[int, int | None], list[tuple[_Term, list[Message], GribField]]] = defaultdict(list)
@@ -402,7 +538,6 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
               + (() if levels is None else ((1,) * len(levels),)) + tuple((n,) for n in grid.shape))
     zeros = (0,) * len(grid.shape)
     blocks = {}
-    uses: dict[str, int] = defaultdict(int)
     for c, chunk in enumerate(time_chunks):
         for l, key in enumerate(level_keys):
             index = (() if constant else (c,)) + (() if levels is None else (l,)) + zeros
@@ -426,8 +561,14 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
                 uses[rk] += 1
             shape = (() if constant else (len(chunk),)) + (() if levels is None else (1,)) + grid.shape
             blocks[(name,) + index] = (shape, tuple(planes), reads)
-    # A message read by one block only (most: all but the windows a difference needs in the
-    # next block too) is read inside that block's task; the others get a task of their own.
+    return name, chunks, blocks
+
+
+def _array(name: str, chunks: tuple, blocks: dict, uses: dict[str, int]) -> da.Array:
+    """A variable's dask array from its plan. A message read by one block only (most: all but
+    the windows a difference needs in the next block too, and the messages two variables share,
+    ICON's direct radiation in fdir and ssrd) is read inside that block's task; the others get
+    a task of their own, the same key in every variable's graph, so it is read once."""
     dsk: dict = {}
     for block_key, (shape, planes, reads) in blocks.items():
         inputs = []
@@ -483,7 +624,8 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     by_var: dict[str, list[GribField]] = defaultdict(list)
     for row in rows_msgs:
         by_var[row.var].append(row)
-    data_vars = {}
+    plans, layouts = {}, {}
+    uses: dict[str, int] = defaultdict(int)
     level_coords: dict[str, list[int]] = {}
     for var, rows in by_var.items():
         spec = variable(var)
@@ -492,14 +634,14 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
         axis = None if constant else times_min
         where = str(rows_msgs[first][0].path.parent)
         if first.levels is None:
-            arr = _variable(var, rows, rows_msgs, None, axis, grid, where)
+            plans[var] = _variable(var, rows, rows_msgs, None, axis, grid, where, uses)
             dims = grid.dims if constant else ("time",) + grid.dims
         else:
             level_sets = [tuple(sorted({m.level for m in rows_msgs[r]})) for r in rows]
             levels = sorted({lv for key in level_sets for lv in key})
             if sum(len(set(key)) for key in set(level_sets)) != len(levels):
                 raise DecodeError(f"{model}: {var} has overlapping level sets {sorted(set(level_sets))}")
-            arr = _variable(var, rows, rows_msgs, levels, axis, grid, where)
+            plans[var] = _variable(var, rows, rows_msgs, levels, axis, grid, where, uses)
             dim = LEVEL_DIMS[first.typeOfLevel]
             if level_coords.setdefault(dim, levels) != levels:
                 raise DecodeError(f"{model}: {var} levels {levels} differ from {level_coords[dim]}")
@@ -508,7 +650,9 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
         if first.processing is not Processing.CONSTANT:
             # The steps at which this variable exists: interval values span (previous, step].
             var_attrs["steps_minutes"] = sorted({m.end_minutes for r in rows for m in rows_msgs[r]})
-        data_vars[var] = xr.Variable(dims, arr, attrs=var_attrs)
+        layouts[var] = (dims, var_attrs)
+    data_vars = {var: xr.Variable(dims, _array(*plans[var], uses), attrs=var_attrs)
+                 for var, (dims, var_attrs) in layouts.items()}
 
     coords = {
         "time": np.array([np.datetime64(init.replace(tzinfo=None), "ns") + np.timedelta64(int(t), "m")

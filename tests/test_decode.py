@@ -1,0 +1,118 @@
+"""The header pass's kept concepts and the value decoding, on GRIB2 messages written with ecCodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import eccodes
+import numpy as np
+
+from pointcast import ingest
+
+
+def write(path: Path, messages: list[dict], values: np.ndarray | None = None) -> Path:
+    """GRIB2 messages on a 3 x 4 regular grid, each from ecCodes' GRIB2 sample with ``keys`` set."""
+    with open(path, "wb") as f:
+        for keys in messages:
+            h = eccodes.codes_grib_new_from_samples("GRIB2")
+            try:
+                eccodes.codes_set_key_vals(h, {"centre": "ecmf", "Ni": 4, "Nj": 3,
+                                               "iDirectionIncrementInDegrees": 1.0,
+                                               "jDirectionIncrementInDegrees": 1.0,
+                                               "latitudeOfFirstGridPointInDegrees": 50.0,
+                                               "longitudeOfFirstGridPointInDegrees": 0.0,
+                                               "latitudeOfLastGridPointInDegrees": 48.0,
+                                               "longitudeOfLastGridPointInDegrees": 3.0})
+                for key, value in keys.items():
+                    eccodes.codes_set(h, key, value)
+                data = values if values is not None else np.arange(12, dtype=float) + 280.0
+                if np.isnan(data).any():
+                    eccodes.codes_set(h, "bitmapPresent", 1)
+                    eccodes.codes_set(h, "missingValue", 1e20)
+                    data = np.where(np.isnan(data), 1e20, data)
+                eccodes.codes_set_values(h, data)
+                eccodes.codes_write(h, f)
+            finally:
+                eccodes.codes_release(h)
+    return path
+
+
+def fresh(path: Path) -> list[tuple]:
+    """What ecCodes itself says of each message, without the kept concepts."""
+    out = []
+    with open(path, "rb") as f:
+        while (h := eccodes.codes_grib_new_from_file(f, headers_only=True)) is not None:
+            out.append(tuple(eccodes.codes_get_string(h, k) for k in ("shortName", "typeOfLevel", "stepType")))
+            eccodes.codes_release(h)
+    return out
+
+
+def test_concepts_are_kept_across_forecast_times_but_not_across_period_lengths(tmp_path):
+    path = write(tmp_path / "run.grib2", [
+        {"shortName": "2t", "stepRange": "0"},
+        {"shortName": "2t", "stepRange": "6"},
+        {"shortName": "mx2t3", "stepRange": "3-6"},  # 3-hour maximum: lengthOfTimeRange 3
+        {"shortName": "mx2t6", "stepRange": "0-6"},  # 6-hour maximum: a different shortName
+        {"shortName": "tp", "stepRange": "0-6"},
+        {"shortName": "tp", "stepRange": "0-12"},
+    ])
+    truth = fresh(path)
+    assert [t[0] for t in truth] == ["2t", "2t", "mx2t3", "mx2t6", "tp", "tp"]
+    ingest._DESCRIBED.clear()
+    msgs = ingest.index_file(path)
+    assert [(m.shortName, m.typeOfLevel, m.stepType) for m in msgs] == truth
+    assert [(m.start_minutes, m.end_minutes) for m in msgs] == [
+        (0, 0), (360, 360), (180, 360), (0, 360), (0, 360), (0, 720)]
+    # The two 2t messages differ only in their forecast time: one kept description for both.
+    # The maxima and the accumulations differ in their period's length: one each.
+    assert len(ingest._DESCRIBED) == 5
+    again = ingest.index_file(path)  # from the kept descriptions
+    assert again == msgs
+
+
+def test_a_timeless_key_blanks_only_the_times():
+    head = bytearray(range(256)) * 2
+    head[16:20] = (21).to_bytes(4, "big")  # section 1: 21 bytes
+    head[20] = 1
+    head[37:41] = (58).to_bytes(4, "big")  # section 4: template 8
+    head[41] = 4
+    head[44:46] = (8).to_bytes(2, "big")
+    key = ingest._timeless(head[:95])
+    assert key[8:16] == bytes(8)  # message length
+    assert key[16 + 12:16 + 19] == bytes(7)  # reference time
+    assert key[37 + 18:37 + 22] == bytes(4)  # forecast time
+    assert key[37 + 34:37 + 41] == bytes(7)  # end of the overall time interval
+    kept = [i for i in range(95) if not (8 <= i < 16 or 28 <= i < 35 or 55 <= i < 59 or 71 <= i < 78)]
+    assert [key[i] for i in kept] == [head[i] for i in kept]
+
+
+def test_missing_points_become_nan_and_9999_stays_a_value(tmp_path):
+    vis = np.array([9999.0, 20000.0, np.nan, 150.0, 9999.0, np.nan, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    path = write(tmp_path / "vis.grib2", [{"discipline": 0, "parameterCategory": 19,
+                                           "parameterNumber": 0, "typeOfFirstFixedSurface": 1}],
+                 values=vis)
+    (m,) = ingest.index_file(path)
+    got = ingest.read_values(m.path, m.offset, m.length, m.grid.shape, m.grid.north_first)
+    expected = vis.reshape(3, 4)[::-1]  # north first in the file, ascending latitudes out
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+    assert np.allclose(got[~np.isnan(got)], expected[~np.isnan(expected)], atol=0.5)
+    assert got.dtype == np.float32
+
+
+def test_a_block_reuses_its_buffers_and_differences_windows(tmp_path):
+    """Three steps of an accumulation and an average in one block each: the values are the
+    intervals' (the differences of windows that share their start)."""
+    tp = [np.full(12, v) for v in (0.0, 2.0, 5.0)]
+    paths = [write(tmp_path / f"tp{k}.grib2", [{"shortName": "tp", "stepRange": f"0-{6 * k}"}],
+                   values=tp[k]) for k in range(1, 3)]
+    msgs = [m for p in paths for m in ingest.index_file(p)]
+    reads = [ingest._Read(m.path, m.offset, m.length, m.grid.shape, m.grid.north_first, 1.0, 0.0)
+             for m in msgs]
+    accum = ingest._Term(0, None, (0, 0, 360), ingest.Processing.ACCUM_SINCE_START)
+    diff = ingest._Term(1, 0, (0, 360, 720), ingest.Processing.ACCUM_SINCE_START)
+    avg = ingest._Term(1, 0, (0, 360, 720), ingest.Processing.AVG_SINCE_START)
+    block = ingest._block((3, 3, 4), ((accum,), (diff,), (ingest._Term(None),)), *reads)
+    assert np.allclose(block[0], 2.0) and np.allclose(block[1], 3.0) and np.isnan(block[2]).all()
+    # The mean over (6 h, 12 h] of means since the start of 2 and 5: (5 * 12 - 2 * 6) / 6 = 8.
+    mean = ingest._block((1, 3, 4), ((avg,),), *reads)
+    assert np.allclose(mean, 8.0)
