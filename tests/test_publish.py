@@ -351,8 +351,8 @@ def test_archive_append_and_idempotent_reappend(tmp_path):
 
 
 def test_archive_chunking_for_point_series(tmp_path):
-    path = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"))
-    pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T03"))
+    path = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"), point_chunk=1)
+    pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T03"), point_chunk=1)
     ds = xr.open_zarr(path)
     assert ds.air_temperature.encoding["chunks"] == (1, 1, 6)
     assert ds.air_temperature.encoding["shards"] == (1, 3, 6)
@@ -368,6 +368,10 @@ def test_archive_chunking_for_point_series(tmp_path):
     ds = xr.open_zarr(other)
     assert ds.wind_speed.encoding["chunks"] == (1, 2, 6, 2)
     assert ds.wind_speed.encoding["shards"] == (1, 4, 6, 2)
+
+    default = xr.open_zarr(pub.append_archive(tmp_path / "y", "eu-wind", cycle("2026-11-22T00")))
+    assert pub.POINT_CHUNK == 16  # the 3 points fit one chunk
+    assert default.wind_speed.encoding["chunks"] == (1, 3, 6, 2)
 
 
 def test_archive_dask_backed_input(tmp_path):
