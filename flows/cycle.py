@@ -110,7 +110,8 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: dateti
 
 
 # The data-heavy tasks take no cache key: Prefect's default one hashes the inputs, which are
-# the run's fields and, for the last tasks, its whole JSON tree. Those inputs are passed
+# the run's fields and, for the last tasks, its whole JSON tree. Those inputs, and the
+# configuration (its points lists: half a million objects for 5 x 1,000 points), are passed
 # quote()d too, so that Prefect does not walk them looking for futures.
 @task(cache_policy=NO_CACHE)
 def build_product(cfg: Config, pid: str, series, seams: list[dict], ctx: RunContext,
@@ -255,14 +256,14 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     # Sources are asked at once (one may wait for a run being published); a model whose
     # source gave up is dropped where the products can do without it (_without).
     dropped: dict[str, str] = {}
-    runs = _available({m: discover.submit(cfg, m, now, needed[m]) for m in models}, dropped)
+    runs = _available({m: discover.submit(quote(cfg), m, now, needed[m]) for m in models}, dropped)
     cfg = _without(cfg, dropped)
     run_id = _run_id(cfg, runs)
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return run_id
 
-    fetched = _available({m: fetch(cfg, runs[m], return_state=True) for m in runs}, dropped)
+    fetched = _available({m: fetch(quote(cfg), runs[m], return_state=True) for m in runs}, dropped)
     cfg = _without(cfg, dropped)
     runs = {m: runs[m] for m in fetched}
     # A model's messages are read once: one extraction at every points list that uses it
@@ -278,7 +279,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         for m in fetched:
             files = [f for f, pids in groups.items() if any(m in cfg.products[p].models for p in pids)]
             points = interp.PointSet.concat([point_sets[f] for f in files])
-            out = decode_extract(cfg, quote(fetched[m]), quote(points),
+            out = decode_extract(quote(cfg), quote(fetched[m]), quote(points),
                                  sorted({h for f in files for h in heights[f]}))
             first = 0
             for f in files:
@@ -301,12 +302,12 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     with _cleaned_up(writer, cfg.output.root, run_id):
         for (points_file, models, _, _), pids in blends.items():
             basetime = runs[models[0]].init
-            series, seams = blend_models(cfg, pids, quote(extracted[points_file]), basetime)
+            series, seams = blend_models(quote(cfg), pids, quote(extracted[points_file]), basetime)
             for pid in pids:
                 ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
                                  models={m: model_info[m] for m in models})
-                outputs[pid] = build_product(cfg, pid, quote(series), seams, ctx, quote(writer.files()))
-        report = validate_run(cfg, quote(outputs))
+                outputs[pid] = build_product(quote(cfg), pid, quote(series), seams, ctx, quote(writer.files()))
+        report = validate_run(quote(cfg), quote(outputs))
     synthetic = any(r.synthetic for r in runs.values())
     manifest = {
         "run_id": run_id, "created": iso(updated), "synthetic": synthetic,
@@ -320,7 +321,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     }
     manifest.update(dropped=dropped, source_notes={m: [*runs[m].notes, *fetched[m].notes]
                                                    for m in runs})
-    publish_run(cfg, run_id, quote(outputs), report, manifest)
+    publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
     return run_id
 
 
