@@ -147,25 +147,29 @@ def strings(values) -> Texts:
 class Records:
     """JSON arrays of objects that share their keys (a product's entries), one per point.
 
-    Every column's texts get their key in front once, in the table; a point's array is then one
-    ``join`` of table look-ups, which is what makes rendering cheap beside the decode."""
+    Every column's texts get their key in front once, in one table of every column's texts;
+    a point's array is then one gather from that table by the columns' indices (plain integer
+    copies) and one ``join``, which is what makes rendering cheap beside the decode."""
 
     def __init__(self, columns: dict[str, Texts]):
-        self.columns = []
-        for i, (key, texts) in enumerate(columns.items()):
+        texts, self.indexes, self.offsets = [], [], []
+        for i, (key, column) in enumerate(columns.items()):
             prefix = ("{" if i == 0 else ",").encode() + json.dumps(key).encode() + b":"
-            self.columns.append(Texts(np.array([prefix + t for t in texts.table], dtype=object),
-                                      texts.index))
-        self.rows = self.columns[0].rows
-        self.closers = np.array([b"},"] * (self.rows - 1) + [b"}"] * (self.rows > 0), dtype=object)
+            self.offsets.append(len(texts))
+            self.indexes.append(column.index)
+            texts += [prefix + t for t in column.table]
+        self.table = np.array(texts + [b"},", b"}"], dtype=object)
+        self.rows = next(iter(columns.values())).rows
+        self.closers = np.full(self.rows, len(texts), dtype=np.int32)
+        self.closers[-1:] = len(texts) + 1
 
     def at(self, j: int) -> bytes:
         """The array of point (column) ``j``."""
-        grid = np.empty((self.rows, len(self.columns) + 1), dtype=object)
-        for c, texts in enumerate(self.columns):
-            grid[:, c] = texts.at(j)
-        grid[:, -1] = self.closers
-        return b"[" + b"".join(grid.ravel().tolist()) + b"]"
+        picks = np.empty((self.rows, len(self.indexes) + 1), dtype=np.int32)
+        for c, (index, offset) in enumerate(zip(self.indexes, self.offsets)):
+            np.add(index if index.ndim == 1 else index[j], offset, out=picks[:, c])
+        picks[:, -1] = self.closers
+        return b"[" + b"".join(self.table[picks.ravel()].tolist()) + b"]"
 
 
 def array(texts: Texts, j: int) -> bytes:
