@@ -70,20 +70,30 @@ def test_concepts_are_kept_across_forecast_times_but_not_across_period_lengths(t
     assert again == msgs
 
 
-def test_a_timeless_key_blanks_only_the_times():
-    head = bytearray(range(256)) * 2
-    head[16:20] = (21).to_bytes(4, "big")  # section 1: 21 bytes
-    head[20] = 1
-    head[37:41] = (58).to_bytes(4, "big")  # section 4: template 8
-    head[41] = 4
-    head[44:46] = (8).to_bytes(2, "big")
-    key = ingest._timeless(head[:95])
-    assert key[8:16] == bytes(8)  # message length
-    assert key[16 + 12:16 + 19] == bytes(7)  # reference time
-    assert key[37 + 18:37 + 22] == bytes(4)  # forecast time
-    assert key[37 + 34:37 + 41] == bytes(7)  # end of the overall time interval
-    kept = [i for i in range(95) if not (8 <= i < 16 or 28 <= i < 35 or 55 <= i < 59 or 71 <= i < 78)]
-    assert [key[i] for i in kept] == [head[i] for i in kept]
+def test_headers_read_from_bytes_agree_with_ecCodes_past_junk_and_grib1(tmp_path):
+    """The header pass's own reading (after the first message of a kind) gives what ecCodes
+    gives for every message: steps in hours and in minutes (DWD), maxima, accumulations; and
+    ecCodes reads on from bytes that are not a GRIB2 message (junk, GRIB1)."""
+    grib2 = write(tmp_path / "a.grib2", [
+        {"shortName": "2t", "stepRange": "0"}, {"shortName": "2t", "stepRange": "6"},
+        {"shortName": "2t", "stepUnits": "m", "stepRange": "75"},  # forecast time in minutes
+        {"shortName": "2t", "stepUnits": "m", "stepRange": "90"},
+        {"shortName": "tp", "stepRange": "0-6"}, {"shortName": "tp", "stepRange": "0-12"},
+        {"shortName": "10fg3", "stepRange": "3-6"}, {"shortName": "10fg3", "stepRange": "6-9"},
+    ]).read_bytes()
+    h = eccodes.codes_grib_new_from_samples("GRIB1")
+    grib1 = eccodes.codes_get_message(h)
+    eccodes.codes_release(h)
+    path = tmp_path / "mixed.grib"
+    path.write_bytes(grib2 + b"\0" * 7 + grib1 + grib2)
+    truth = ingest._index_with_eccodes(path, 0, 0)
+    assert [m.edition for m in truth] == [2] * 8 + [1] + [2] * 8
+    ingest._DESCRIBED.clear()
+    assert ingest.index_file(path) == truth
+    assert all(known[-1] for known in ingest._DESCRIBED.values())  # times from the bytes
+    assert ingest.index_file(path) == truth  # every GRIB2 header now known
+    assert [(m.start_minutes, m.end_minutes) for m in truth[:8]] == [
+        (0, 0), (360, 360), (75, 75), (90, 90), (0, 360), (0, 720), (180, 360), (360, 540)]
 
 
 def test_missing_points_become_nan_and_9999_stays_a_value(tmp_path):

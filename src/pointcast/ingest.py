@@ -183,85 +183,172 @@ def _grid_key(h) -> GridKey | CellGridKey | None:
     )
 
 
-# shortName, typeOfLevel and stepType are ecCodes concepts: each is a search of definition
-# tables (together about 0.3 ms a message, half the header pass). In GRIB2 they follow from the
-# bytes up to the end of section 4 (discipline, centre and tables, local use, grid, product
-# definition) but not from the times in them, so they are kept per those bytes with the times
-# blanked (zero-based byte ranges of each section): the message length (section 0), the
-# reference time (section 1 octets 13-19), DWD's creation time in its local section 254
-# (octets 8-14), and in section 4 the forecast time (octets 19-22) and a statistical product's
-# end time (4.8 octets 35-41, 4.11 octets 38-44). Any other byte that differs only costs a miss.
+# What ecCodes says of a GRIB2 message (shortName, typeOfLevel and stepType are concept
+# searches of its definition tables; a handle alone costs ~0.3 ms) follows from the bytes up
+# to the end of section 4 (discipline, centre and tables, local use, grid, product definition)
+# except for the times in them. So the header pass reads those bytes itself and asks ecCodes
+# only for a header it has not seen with the times blanked (zero-based byte ranges of each
+# section): the message length (section 0), the reference time (section 1 octets 13-19),
+# DWD's creation time in its local section 254 (octets 8-14), and in section 4 the forecast
+# time (octets 19-22) and a statistical product's end time (4.8 octets 35-41, 4.11 octets
+# 38-44). Any other byte that differs only costs a miss: a 3-hour and a 6-hour maximum differ
+# in the period's length. The times themselves are then read from the bytes, for a kind of
+# header whose times ecCodes was seen to read the same way.
 _TIMES = {0: ((8, 16),), 1: ((12, 19),)}
 _LOCAL_TIMES = {(78, 254): ((7, 14),)}  # (centre, local definition number): section 2
 _PRODUCT_TIMES = {0: ((18, 22),), 1: ((18, 22),), 8: ((18, 22), (34, 41)), 11: ((18, 22), (37, 44))}
+# Code table 4.4 units in minutes, and where a statistical product's first time range is
+# (section 4: number of ranges, the range's unit and its length).
+_UNIT_MINUTES = {0: 1, 1: 60, 2: 1440, 10: 180, 11: 360, 12: 720}
+_RANGE_AT = {8: (41, 48, 49), 11: (44, 51, 52)}
+HEADER_BYTES = 4096  # read at once: sections 0-4 are a few hundred bytes
+# Timeless header -> (shortName, typeOfLevel, stepType, grid, level, times read from bytes).
 _DESCRIBED: dict[bytes, tuple] = {}
 
 
-def _timeless(head: bytearray) -> bytes:
-    """Sections 0-4 of a GRIB2 message with the times in them zeroed."""
-    starts, at = {0: 0}, 16
-    while at + 5 <= len(head):
-        starts[head[at + 4]] = at
-        at += int.from_bytes(head[at:at + 4], "big")
-    spans = dict(_TIMES)
-    if 1 in starts and 2 in starts:
-        centre = int.from_bytes(head[starts[1] + 5:starts[1] + 7], "big")
-        spans[2] = _LOCAL_TIMES.get((centre, head[starts[2] + 5]), ())
-    if 4 in starts:
-        spans[4] = _PRODUCT_TIMES.get(int.from_bytes(head[starts[4] + 7:starts[4] + 9], "big"), ())
-    for section, ranges in spans.items():
-        for a, b in ranges:
-            head[starts[section] + a:starts[section] + b] = bytes(b - a)
-    return bytes(head)
+@dataclass(frozen=True)
+class _Header:
+    """Sections 0-4 of a GRIB2 message as bytes, where each section starts, and its length."""
+
+    head: bytes
+    starts: dict[int, int]
+    length: int
+
+    def timeless(self) -> bytes:
+        head, starts = bytearray(self.head), self.starts
+        spans = dict(_TIMES)
+        if 2 in starts:
+            centre = int.from_bytes(head[starts[1] + 5:starts[1] + 7], "big")
+            spans[2] = _LOCAL_TIMES.get((centre, head[starts[2] + 5]), ())
+        spans[4] = _PRODUCT_TIMES.get(self.template, ())
+        for section, ranges in spans.items():
+            for a, b in ranges:
+                head[starts[section] + a:starts[section] + b] = bytes(b - a)
+        return bytes(head)
+
+    @property
+    def template(self) -> int:
+        return int.from_bytes(self.head[self.starts[4] + 7:self.starts[4] + 9], "big")
+
+    def times(self) -> tuple[datetime, int, int] | None:
+        """(reference time, start and end of the product in minutes), None where not read here."""
+        head, s1, s4 = self.head, self.starts[1], self.starts[4]
+        try:
+            init = datetime(int.from_bytes(head[s1 + 12:s1 + 14], "big"), *head[s1 + 14:s1 + 18],
+                            tzinfo=timezone.utc)
+        except ValueError:
+            return None
+        unit = _UNIT_MINUTES.get(head[s4 + 17])
+        if unit is None or self.template not in (0, 1, *_RANGE_AT):
+            return None
+        start = int.from_bytes(head[s4 + 18:s4 + 22], "big") * unit
+        if self.template in (0, 1):
+            return init, start, start
+        count, unit_at, length_at = _RANGE_AT[self.template]
+        unit = _UNIT_MINUTES.get(head[s4 + unit_at])
+        if head[s4 + count] != 1 or unit is None:
+            return None
+        return init, start, start + int.from_bytes(head[s4 + length_at:s4 + length_at + 4], "big") * unit
 
 
-def _described(h, fd: int, start: int) -> tuple:
-    """(shortName, typeOfLevel, stepType, grid) of the message ``h`` at byte ``start`` of ``fd``."""
-    get = eccodes.codes_get_long
-    key = None
-    if get(h, "edition") == 2:
-        key = _timeless(bytearray(os.pread(fd, get(h, "offsetSection4") + get(h, "section4Length"), start)))
-        if key in _DESCRIBED:
-            return _DESCRIBED[key]
-    text = eccodes.codes_get_string
-    described = (text(h, "shortName"), text(h, "typeOfLevel"), text(h, "stepType"), _grid_key(h))
-    if key is not None:
-        _DESCRIBED[key] = described
-    return described
+def _header(fd: int, at: int) -> _Header | None:
+    """The header of the GRIB2 message at byte ``at``; None for anything else (the end of the
+    file, GRIB1, bytes between messages, a malformed header: ecCodes reads those)."""
+    head = bytearray(os.pread(fd, HEADER_BYTES, at))
+    if len(head) < 16 or head[:4] != b"GRIB" or head[7] != 2:
+        return None
+    length = int.from_bytes(head[8:16], "big")
+    starts, pos = {0: 0}, 16
+    while 4 not in starts:
+        if pos + 5 > len(head):
+            if pos + 5 > length:
+                return None
+            head += os.pread(fd, HEADER_BYTES, at + len(head))
+            continue
+        size, number = int.from_bytes(head[pos:pos + 4], "big"), head[pos + 4]
+        if size < 5 or number in starts or not 1 <= number <= 4:
+            return None
+        starts[number] = pos
+        pos += size
+    if pos > len(head):
+        head += os.pread(fd, pos - len(head), at + len(head))
+    return _Header(bytes(head[:pos]), starts, length) if len(head) >= pos and 1 in starts else None
 
 
 def index_file(path: Path) -> list[Message]:
     """Read the headers of every message in a GRIB file (no values are decoded)."""
     path = plain_grib(Path(path))
     out: list[Message] = []
-    get = eccodes.codes_get_long
     with open(path, "rb") as f:
+        fd, at = f.fileno(), 0
+        while (header := _header(fd, at)) is not None:
+            out.append(_message(path, fd, at, header))
+            at += header.length
+        rest = os.fstat(fd).st_size > at
+    return out + (_index_with_eccodes(path, at, len(out)) if rest else [])
+
+
+def _message(path: Path, fd: int, at: int, header: _Header) -> Message:
+    key = header.timeless()
+    known = _DESCRIBED.get(key)
+    if known is None or not known[-1]:
+        raw = os.pread(fd, header.length, at)
+        if len(raw) != header.length:
+            raise DecodeError(f"{path}: message at byte {at} is truncated")
+        try:
+            h = eccodes.codes_new_from_message(raw)
+        except eccodes.CodesInternalError as exc:
+            raise DecodeError(f"{path}: unreadable GRIB message at byte {at}: {exc}") from exc
+        try:
+            msg = _eccodes_message(h, path, at)
+        finally:
+            eccodes.codes_release(h)
+        times = (msg.init, msg.start_minutes, msg.end_minutes)
+        _DESCRIBED[key] = (msg.shortName, msg.typeOfLevel, msg.stepType, msg.grid, msg.level,
+                           header.times() == times)
+        return msg
+    short_name, level_type, step_type, grid, level, _ = known
+    init, start, end = header.times()
+    return Message(path=path, offset=at, length=header.length, shortName=short_name,
+                   typeOfLevel=level_type, level=level, stepType=step_type, start_minutes=start,
+                   end_minutes=end, init=init, grid=grid, edition=2)
+
+
+def _eccodes_message(h, path: Path, offset: int) -> Message:
+    """What ecCodes says of the message ``h``, found at byte ``offset`` of ``path``."""
+    get, text = eccodes.codes_get_long, eccodes.codes_get_string
+    # Named before the steps are asked in minutes: setting stepUnits rewrites the period's
+    # unit and length in the handle, and IFS's 10fg3 (a 3-hour maximum) would read as 10fg.
+    names = text(h, "shortName"), text(h, "typeOfLevel"), text(h, "stepType")
+    grid = _grid_key(h)
+    eccodes.codes_set(h, "stepUnits", "m")
+    date, time_ = get(h, "dataDate"), get(h, "dataTime")
+    return Message(path=path, offset=offset, length=get(h, "totalLength"), shortName=names[0],
+                   typeOfLevel=names[1], level=get(h, "level"), stepType=names[2],
+                   start_minutes=get(h, "startStep"), end_minutes=get(h, "endStep"),
+                   init=datetime(date // 10000, date // 100 % 100, date % 100, time_ // 100,
+                                 time_ % 100, tzinfo=timezone.utc),
+                   grid=grid, edition=get(h, "edition"))
+
+
+def _index_with_eccodes(path: Path, start: int, before: int) -> list[Message]:
+    """ecCodes' headers of the messages from byte ``start`` on (GRIB1, or GRIB2 after bytes
+    that are not a message), ``before`` messages having been read."""
+    out: list[Message] = []
+    with open(path, "rb") as f:
+        f.seek(start)
         while True:
             try:
                 h = eccodes.codes_grib_new_from_file(f, headers_only=True)
             except eccodes.CodesInternalError as exc:
-                raise DecodeError(f"{path}: unreadable GRIB after {len(out)} messages: {exc}") from exc
+                raise DecodeError(f"{path}: unreadable GRIB after {before + len(out)} messages: "
+                                  f"{exc}") from exc
             if h is None:
-                break
+                return out
             try:
-                offset = get(h, "offset")
-                # Named before the steps are asked in minutes: setting stepUnits rewrites the
-                # period's unit and length in the handle, and IFS's 10fg3 (a 3-hour maximum)
-                # would then read as 10fg.
-                short_name, level_type, step_type, grid = _described(h, f.fileno(), offset)
-                eccodes.codes_set(h, "stepUnits", "m")
-                date, time_ = get(h, "dataDate"), get(h, "dataTime")
-                init = datetime(date // 10000, date // 100 % 100, date % 100, time_ // 100,
-                                time_ % 100, tzinfo=timezone.utc)
-                out.append(Message(
-                    path=path, offset=offset, length=get(h, "totalLength"),
-                    shortName=short_name, typeOfLevel=level_type, level=get(h, "level"),
-                    stepType=step_type, start_minutes=get(h, "startStep"),
-                    end_minutes=get(h, "endStep"), init=init, grid=grid, edition=get(h, "edition"),
-                ))
+                out.append(_eccodes_message(h, path, eccodes.codes_get_long(h, "offset")))
             finally:
                 eccodes.codes_release(h)
-    return out
 
 
 def read_values(path: Path, offset: int, length: int, shape: tuple[int, ...], north_first: bool,
