@@ -1,10 +1,10 @@
 """Decode: GRIB files -> a canonical, dask-backed dataset.
 
-One pass reads only the message headers (ecCodes ``headers_only``) to learn what each
-message is and where it lies; the values are then read lazily, one dask task per message,
-straight from its byte range. That avoids cfgrib's per-variable re-indexing of whole files,
-and lets the extract stage fuse decode and interpolation so a full grid is never held for
-longer than one message.
+One pass reads only the message headers (GRIB2 sections 0-4, ecCodes for a kind of header
+not seen yet) to learn what each message is and where it lies; the values are then read
+lazily, one dask task per block of steps, straight from their byte ranges. That avoids
+cfgrib's per-variable re-indexing of whole files, and lets the extract stage fuse decode and
+interpolation so a run's full fields are never all in memory.
 
 The model's encoding table (``sources/<model>.py``) maps messages onto catalogue names;
 here accumulations and since-start averages become interval values, units become SI.
