@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import eccodes
+import pytest
 import numpy as np
 
 from pointcast import ingest
@@ -126,3 +127,13 @@ def test_a_block_reuses_its_buffers_and_differences_windows(tmp_path):
     # The mean over (6 h, 12 h] of means since the start of 2 and 5: (5 * 12 - 2 * 6) / 6 = 8.
     mean = ingest._block((1, 3, 4), ((avg,),), *reads)
     assert np.allclose(mean, 8.0)
+
+
+def test_a_truncated_message_is_named_at_the_header_pass(tmp_path):
+    whole = write(tmp_path / "a.grib2", [{"shortName": "2t", "stepRange": "0"},
+                                         {"shortName": "2t", "stepRange": "6"}]).read_bytes()
+    cut = tmp_path / "cut.grib2"
+    cut.write_bytes(whole[:-40])
+    ingest._DESCRIBED.clear()
+    with pytest.raises(ingest.DecodeError, match="truncated"):
+        ingest.index_file(cut)

@@ -282,21 +282,22 @@ def index_file(path: Path) -> list[Message]:
     path = plain_grib(Path(path))
     out: list[Message] = []
     with open(path, "rb") as f:
-        fd, at = f.fileno(), 0
+        fd, at, size = f.fileno(), 0, os.fstat(f.fileno()).st_size
         while (header := _header(fd, at)) is not None:
+            if at + header.length > size:
+                raise DecodeError(f"{path}: message at byte {at} is truncated "
+                                  f"({header.length} bytes, {size - at} in the file)")
             out.append(_message(path, fd, at, header))
             at += header.length
-        rest = os.fstat(fd).st_size > at
-    return out + (_index_with_eccodes(path, at, len(out)) if rest else [])
+    return out + (_index_with_eccodes(path, at, len(out)) if size > at else [])
 
 
 def _message(path: Path, fd: int, at: int, header: _Header) -> Message:
     key = header.timeless()
     known = _DESCRIBED.get(key)
-    if known is None or not known[-1]:
+    times = header.times() if known is not None and known[-1] else None
+    if times is None:
         raw = os.pread(fd, header.length, at)
-        if len(raw) != header.length:
-            raise DecodeError(f"{path}: message at byte {at} is truncated")
         try:
             h = eccodes.codes_new_from_message(raw)
         except eccodes.CodesInternalError as exc:
@@ -310,7 +311,7 @@ def _message(path: Path, fd: int, at: int, header: _Header) -> Message:
                            header.times() == times)
         return msg
     short_name, level_type, step_type, grid, level, _ = known
-    init, start, end = header.times()
+    init, start, end = times
     return Message(path=path, offset=at, length=header.length, shortName=short_name,
                    typeOfLevel=level_type, level=level, stepType=step_type, start_minutes=start,
                    end_minutes=end, init=init, grid=grid, edition=2)
