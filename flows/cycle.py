@@ -29,7 +29,7 @@ from pointcast.config import Config, ProductConfig, load_config
 from pointcast.grids import grid_for
 from pointcast.ingest import decode
 from pointcast.products import PRODUCTS
-from pointcast.products.base import RunContext, dumps, iso
+from pointcast.products.base import RunContext, iso
 from pointcast.sources import MODELS, make_source, run_steps
 from pointcast.sources.base import FetchedRun, RunRef
 from pointcast.sources.remote import SourceUnavailable, candidate_runs

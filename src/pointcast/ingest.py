@@ -33,7 +33,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import dask
 import dask.array as da
 import eccodes
 import numpy as np
@@ -532,16 +531,15 @@ def _term(t: _Term, reads: dict[int, np.ndarray], into: np.ndarray) -> np.ndarra
         return value
     start, prev_end, end = t.window
     width = end - prev_end
-    if t.before is None:
-        np.copyto(into, value)
-    else:
+    if t.before is not None:
         np.subtract(value, reads[t.before], out=into)
         if t.processing is not Processing.ACCUM_SINCE_START:
             into *= (prev_end - start) / width
             into += value
+        value = into
     if t.per_second:
-        into /= width * 60.0
-    return into
+        return np.divide(value, width * 60.0, out=into)
+    return value
 
 
 def _row_terms(row: GribField, msgs: list[Message], levels: list[int] | None, where: str

@@ -92,9 +92,13 @@ class Texts:
     def rows(self) -> int:
         return self.index.shape[-1]
 
+    def indices(self, j: int) -> np.ndarray:
+        """Table indices of column ``j`` (a point) of 2-D values, or of 1-D values (shared by every point)."""
+        return self.index if self.index.ndim == 1 else self.index[j]
+
     def at(self, j: int) -> np.ndarray:
-        """The texts of column ``j`` (a point) of 2-D values, or of 1-D values (shared by every point)."""
-        return self.table[self.index if self.index.ndim == 1 else self.index[j]]
+        """The texts of column ``j``, as ``indices``."""
+        return self.table[self.indices(j)]
 
 
 def numbers(values: np.ndarray, decimals: int | None) -> Texts:
@@ -152,22 +156,21 @@ class Records:
     copies) and one ``join``, which is what makes rendering cheap beside the decode."""
 
     def __init__(self, columns: dict[str, Texts]):
-        texts, self.indexes, self.offsets = [], [], []
+        texts, self.columns, self.offsets = [], list(columns.values()), []
         for i, (key, column) in enumerate(columns.items()):
             prefix = ("{" if i == 0 else ",").encode() + json.dumps(key).encode() + b":"
             self.offsets.append(len(texts))
-            self.indexes.append(column.index)
             texts += [prefix + t for t in column.table]
         self.table = np.array(texts + [b"},", b"}"], dtype=object)
-        self.rows = next(iter(columns.values())).rows
+        self.rows = self.columns[0].rows
         self.closers = np.full(self.rows, len(texts), dtype=np.int32)
         self.closers[-1:] = len(texts) + 1
 
     def at(self, j: int) -> bytes:
         """The array of point (column) ``j``."""
-        picks = np.empty((self.rows, len(self.indexes) + 1), dtype=np.int32)
-        for c, (index, offset) in enumerate(zip(self.indexes, self.offsets)):
-            np.add(index if index.ndim == 1 else index[j], offset, out=picks[:, c])
+        picks = np.empty((self.rows, len(self.columns) + 1), dtype=np.int32)
+        for c, (column, offset) in enumerate(zip(self.columns, self.offsets)):
+            np.add(column.indices(j), offset, out=picks[:, c])
         picks[:, -1] = self.closers
         return b"[" + b"".join(self.table[picks.ravel()].tolist()) + b"]"
 
