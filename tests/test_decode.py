@@ -137,3 +137,11 @@ def test_a_truncated_message_is_named_at_the_header_pass(tmp_path):
     ingest._DESCRIBED.clear()
     with pytest.raises(ingest.DecodeError, match="truncated"):
         ingest.index_file(cut)
+
+
+def test_a_file_cut_inside_its_headers_is_an_error_not_a_hang(tmp_path):
+    whole = write(tmp_path / "a.grib2", [{"shortName": "2t", "stepRange": "0"}]).read_bytes()
+    cut = tmp_path / "cut.grib2"
+    cut.write_bytes(whole[:30])  # inside section 1
+    with pytest.raises(ingest.DecodeError):
+        ingest.index_file(cut)

@@ -262,9 +262,10 @@ def _header(fd: int, at: int) -> _Header | None:
     starts, pos = {0: 0}, 16
     while 4 not in starts:
         if pos + 5 > len(head):
-            if pos + 5 > length:
+            more = os.pread(fd, HEADER_BYTES, at + len(head)) if pos + 5 <= length else b""
+            if not more:  # past the message or the file: ecCodes names what is wrong
                 return None
-            head += os.pread(fd, HEADER_BYTES, at + len(head))
+            head += more
             continue
         size, number = int.from_bytes(head[pos:pos + 4], "big"), head[pos + 4]
         if size < 5 or number in starts or not 1 <= number <= 4:
