@@ -29,7 +29,7 @@ from pointcast.config import Config, ProductConfig, load_config
 from pointcast.grids import grid_for
 from pointcast.ingest import decode
 from pointcast.products import PRODUCTS
-from pointcast.products.base import RunContext, iso
+from pointcast.products.base import RunContext, iso, merge
 from pointcast.sources import MODELS, make_source, run_steps
 from pointcast.sources.base import FetchedRun, RunRef
 from pointcast.sources.remote import SourceUnavailable, candidate_runs
@@ -89,21 +89,22 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
 
 
 @task(cache_policy=NO_CACHE)
-def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: datetime):
+def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: datetime, points: slice):
     """Resample and blend once for products sharing points, models and heights, over the
-    longest of their horizons; each product then takes its own horizon from the start of the
-    series. Only their heights are resampled: the windpack's thirty-odd heights over the
-    medium range's 14 days were most of a 10,000-point cycle's memory."""
+    longest of their horizons, for one slice of their points; each product then takes its own
+    horizon from the start of the series. Only their heights are resampled: the windpack's
+    thirty-odd heights over the medium range's 14 days were most of a 10,000-point cycle's memory."""
     pc = cfg.products[pids[0]]
-    points = point_set(pc)
+    where = point_set(replace(pc, points=pc.points[points]))
     start = np.datetime64(basetime.replace(tzinfo=None), "ns")
     hours = max(cfg.products[pid].horizon_hours for pid in pids)
     heights = PRODUCTS[pids[0]].heights(pc)  # the same for every product of the blend
     axis = interp.base_axis(start, start + np.timedelta64(hours, "h") - interp.BASE_STEP)
     members = []
     for m in (m for m in pc.models if m in extracted):
-        ds = extracted[m].sel(height=heights) if "height" in extracted[m].dims else extracted[m]
-        members.append((m, interp.resample(ds, axis, points.lats, points.lons)))
+        ds = extracted[m].isel(point=points)
+        ds = ds.sel(height=heights) if "height" in ds.dims else ds
+        members.append((m, interp.resample(ds, axis, where.lats, where.lons)))
     until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
     series, used = blend_stage.blend(members, until)
     return series, _segments(used.get("t2m", []), axis)
@@ -114,12 +115,23 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: dateti
 # configuration (its points lists: half a million objects for 5 x 1,000 points), are passed
 # quote()d too, so that Prefect does not walk them looking for futures.
 @task(cache_policy=NO_CACHE)
-def build_product(cfg: Config, pid: str, series, seams: list[dict], ctx: RunContext,
-                  files: publish.StagedFiles | None = None):
-    """The product's files go into the run's staging tree as they are rendered (``files``)."""
+def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish.StagedFiles, points: slice):
+    """One slice of the product's points; its files go into the run's staging tree as they
+    are rendered (``files``)."""
     pc = cfg.products[pid]
     end = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns") + np.timedelta64(pc.horizon_hours, "h")
-    out = PRODUCTS[pid].build(series.sel(time=series.time < end), pc, ctx, files)
+    return PRODUCTS[pid].build(series.sel(time=series.time < end), replace(pc, points=pc.points[points]),
+                               ctx, files)
+
+
+def finish_product(cfg: Config, pid: str, parts: list, seams: list[dict], ctx: RunContext,
+                   files: publish.StagedFiles):
+    """The product's slices as one output, with its index over all points and the seams of
+    its horizon."""
+    pc = cfg.products[pid]
+    out = merge(parts)
+    files[f"{pid}/index.json"] = PRODUCTS[pid].index(pc, ctx)
+    end = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns") + np.timedelta64(pc.horizon_hours, "h")
     last = iso(end - interp.BASE_STEP)
     out.checks["seams"] = [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last]
     return out
@@ -302,11 +314,23 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     with _cleaned_up(writer, cfg.output.root, run_id):
         for (points_file, models, _, _), pids in blends.items():
             basetime = runs[models[0]].init
-            series, seams = blend_models(quote(cfg), pids, quote(extracted[points_file]), basetime)
+            ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
+                             models={m: model_info[m] for m in models})
+            files = {pid: writer.files() for pid in pids}
+            parts: dict[str, list] = {pid: [] for pid in pids}
+            # One slice of the points at a time (`[dask] points_per_slice`): the memory is that
+            # of a slice's resampled members, blend and elements, whatever the number of points.
+            step = cfg.dask.points_per_slice
+            for first in range(0, len(cfg.products[pids[0]].points), step):
+                points = slice(first, first + step)
+                series, used = blend_models(quote(cfg), pids, quote(extracted[points_file]), basetime, points)
+                if first == 0:
+                    seams = used  # the manifest's account of the seams is at the first point
+                for pid in pids:
+                    parts[pid].append(build_product(quote(cfg), pid, quote(series), ctx, quote(files[pid]), points))
+                del series  # before the next slice is blended
             for pid in pids:
-                ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
-                                 models={m: model_info[m] for m in models})
-                outputs[pid] = build_product(quote(cfg), pid, quote(series), seams, ctx, quote(writer.files()))
+                outputs[pid] = finish_product(cfg, pid, parts[pid], seams, ctx, files[pid])
         report = validate_run(quote(cfg), quote(outputs))
     synthetic = any(r.synthetic for r in runs.values())
     manifest = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 import threading
 import time
@@ -19,6 +20,8 @@ import xarray as xr
 
 from pointcast import codes
 from pointcast.products.eu_common import ORDER, UNITS
+
+from conftest import write_config
 
 
 
@@ -155,6 +158,31 @@ def test_rerun_of_the_same_model_runs_changes_nothing(published):
     assert {p: p.stat().st_mtime_ns for p in files[:50]} == before
     assert xr.open_zarr(root / "zarr" / "eu-short.zarr").sizes["init_time"] == 1
     assert len([d for d in (root / "runs").iterdir() if not d.name.startswith((".", "failed"))]) == 1
+
+
+def test_points_built_in_slices_publish_the_same_run(published, tmp_path):
+    """[dask] points_per_slice bounds the memory; the published files and archives do not
+    depend on it (16: the 42 European points in slices of 16, 16 and 10)."""
+    from flows.cycle import cycle
+
+    _, root, _ = published
+    cfg = write_config(tmp_path)
+    text = cfg.read_text()
+    cfg.write_text(text.replace("workers = 2\n", "workers = 2\npoints_per_slice = 16\n", 1)
+                   .replace('root = "output"', f'root = "output"\ncache = "{root / "cache"}"', 1))
+    assert "points_per_slice = 16" in cfg.read_text()
+    sliced = tmp_path / "output"
+    cycle(str(cfg))
+    stamp = re.compile(rb'"(updated_time|next_update)":"[^"]*"')
+    ours = sorted(p.relative_to(run_dir(sliced)) for p in (run_dir(sliced) / "json").rglob("*.json"))
+    theirs = sorted(p.relative_to(run_dir(root)) for p in (run_dir(root) / "json").rglob("*.json"))
+    assert ours == theirs and len(ours) > 1000
+    for rel in ours:
+        a, b = ((run_dir(r) / rel).read_bytes() for r in (sliced, root))
+        assert stamp.sub(b"", a) == stamp.sub(b"", b), rel
+    for product in ("eu-medium", "eu-wind", "global", "japan"):
+        a, b = (xr.open_zarr(r / "zarr" / f"{product}.zarr").load() for r in (sliced, root))
+        xr.testing.assert_identical(a, b)
 
 
 def _variant(cfg: Path, name: str, old: str, new: str) -> Path:

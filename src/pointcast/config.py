@@ -116,6 +116,9 @@ class ScheduleConfig:
 class DaskConfig:
     scheduler: str = _DEFAULT_SCHEDULER  # "threads" | "synchronous" | "local-cluster" | "tcp://host:port"
     workers: int = _DEFAULT_WORKERS
+    # Points resampled, blended and built at a time: bounds the cycle's memory for any
+    # number of points (about 3 GB for 1,000 European points over 14 days).
+    points_per_slice: int = 1000
 
 
 @dataclass(frozen=True)
@@ -414,7 +417,7 @@ _TCP_RE = re.compile(r"tcp://[^\s:/]+:\d{1,5}")
 def _dask(ctx: _Ctx, doc: dict) -> DaskConfig:
     path = ("dask",)
     tbl = _table(ctx, doc, "dask", path, required=False) or {}
-    _check_keys(ctx, tbl, path, ("scheduler", "workers"))
+    _check_keys(ctx, tbl, path, ("scheduler", "workers", "points_per_slice"))
     sched = _str(ctx, tbl, "scheduler", path, _DEFAULT_SCHEDULER)
     if sched not in DASK_SCHEDULERS and not _TCP_RE.fullmatch(sched):
         raise ctx.error(
@@ -422,7 +425,8 @@ def _dask(ctx: _Ctx, doc: dict) -> DaskConfig:
             f"expected one of {', '.join(map(repr, DASK_SCHEDULERS))} or 'tcp://host:port', got {sched!r}",
         )
     workers = _int(ctx, tbl, "workers", path, _DEFAULT_WORKERS, lo=1, hi=1024)
-    return DaskConfig(scheduler=sched, workers=workers)
+    per_slice = _int(ctx, tbl, "points_per_slice", path, DaskConfig.points_per_slice, lo=1)
+    return DaskConfig(scheduler=sched, workers=workers, points_per_slice=per_slice)
 
 
 _KEY_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

@@ -39,8 +39,23 @@ class Product(Protocol):
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
-        """The product's files go into ``files`` as they are rendered (the cycle passes the
-        run's staging tree, publish.StagedFiles), a new dict when None."""
+        """The files and archive of the points of ``cfg`` (the cycle builds a product one
+        slice of its points at a time: `merge`). The files go into ``files`` as they are
+        rendered (the cycle passes the run's staging tree, publish.StagedFiles), a new dict
+        when None."""
+
+    def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
+        """`index.json` of the product, over all its points."""
+
+
+def merge(parts: list[ProductOutput]) -> ProductOutput:
+    """The outputs of consecutive slices of a product's points as one (their files went into
+    one mapping already)."""
+    if len(parts) == 1:
+        return parts[0]
+    archive = xr.concat([p.archive for p in parts], dim="point", data_vars="minimal",
+                        coords="minimal", compat="override", join="override")
+    return ProductOutput(files=parts[0].files, archive=archive, checks=parts[0].checks)
 
 
 def iso(t) -> str:

@@ -161,14 +161,13 @@ class EuCommon:
                     {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
                      "updated_time": iso(ctx.updated), "freq": freq,
                      "unit": {k: UNITS[k] for k in ORDER}}, data=rows.at(j))
-        files[f"{self.id}/index.json"] = self._index(cfg, ctx)
         # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, values, cfg, ctx, step))
 
     def expected_files(self, cfg: ProductConfig) -> list[str]:
         return [f"{self.id}/{freq}/{p.id}.json" for freq in cfg.freqs for p in cfg.points]
 
-    def _index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
+    def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
         return render_index(self.id, self.path, cfg, ctx)
 
     def _archive(self, ds, values, cfg, ctx: RunContext, step) -> xr.Dataset:

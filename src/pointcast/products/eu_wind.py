@@ -61,11 +61,10 @@ class EuWind:
                             {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
                              "updated_time": iso(ctx.updated), "freq": freq,
                              "hub_height": height_name(h), "unit": UNITS}, data=rows.at(j))
-        files[f"{self.id}/index.json"] = self._index(cfg, ctx)
         # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, wind, cfg, ctx, step))
 
-    def _index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
+    def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
         return render_index(self.id, self.path, cfg, ctx, lambda p: {"heights": point_heights(p)},
                             height_range_m=[10, 300], ladder=list(LADDER))
 

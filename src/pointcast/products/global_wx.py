@@ -46,6 +46,7 @@ def _finder():
     return TimezoneFinder()
 
 
+@functools.cache  # the build and the index ask for every point
 def point_time_zone(lat: float, lon: float) -> str:
     """The IANA zone of a point (the ocean's nautical zone Etc/GMT+-N where no land zone is)."""
     name = _finder().timezone_at(lat=lat, lng=lon)
@@ -108,10 +109,11 @@ class GlobalWx(WxProduct):
             files[f"{self.id}/hourly/{p.id}.json"] = with_arrays(
                 {"lat": p.lat, "lon": p.lon, "time_zone": zones[j], "start": iso(start), "step_seconds": 3600},
                 **{k: array(t, j) for k, t in texts.items()})
-        by_id = dict(zip((p.id for p in cfg.points), zones))
-        files[f"{self.id}/index.json"] = render_index(self.id, self.path, cfg, ctx,
-                                                      point_extra=lambda p: {"time_zone": by_id[p.id]})
         return ProductOutput(files=files, archive=self._archive(ds, hourly, zones, cfg, ctx))
+
+    def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
+        return render_index(self.id, self.path, cfg, ctx,
+                            point_extra=lambda p: {"time_zone": point_time_zone(p.lat, p.lon)})
 
     def _archive(self, ds, hourly, zones, cfg, ctx: RunContext) -> xr.Dataset:
         out = archive_frame(self.id, cfg, ctx, ds.time.values, HOUR, time_zone=("point", np.array(zones, dtype=object)))

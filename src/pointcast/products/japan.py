@@ -64,8 +64,10 @@ class Japan(WxProduct):
         files = {} if files is None else files
         for p, element in zip(cfg.points, elements):
             files[f"{self.id}/{p.id}.json"] = element
-        files[f"{self.id}/index.json"] = render_index(self.id, self.path, cfg, ctx, time_zone="Asia/Tokyo")
         return ProductOutput(files=files, archive=self._archive(ds, hourly, cfg, ctx))
+
+    def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
+        return render_index(self.id, self.path, cfg, ctx, time_zone="Asia/Tokyo")
 
     def _archive(self, ds, hourly, cfg, ctx: RunContext) -> xr.Dataset:
         out = archive_frame(self.id, cfg, ctx, ds.time.values, HOUR)
