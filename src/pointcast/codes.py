@@ -90,6 +90,10 @@ DRIZZLE_BELOW_MM_H = 0.5
 HEAVY_RAIN_MM_H = 4.0
 
 
+_LABELS = np.array([None, *WEATHER_TYPES], dtype=object)
+_LABEL_CODES = {label: code for code, label in enumerate(_LABELS)}
+
+
 def weather_type(total_cloud_cover_pct, precip_rate_mm_h, snow_rate_mm_h, t2m_c, visibility_m, cape_j_kg):
     """Weather-type label per element (object array of str, None where undecidable).
 
@@ -137,11 +141,10 @@ def weather_type(total_cloud_cover_pct, precip_rate_mm_h, snow_rate_mm_h, t2m_c,
         (precip >= HEAVY_RAIN_MM_H, "Heavy rain"),
         (wet & liquid, "Rain"),
     )
-    return np.select(
-        [condition for condition, _ in rules],
-        [np.full(precip.shape, label, dtype=object) for _, label in rules],
-        default=None,
-    )
+    # Selected as codes into the label table (object arrays per rule cost more than the rules).
+    chosen = np.select([condition for condition, _ in rules],
+                       [_LABEL_CODES[label] for _, label in rules], default=0)
+    return _LABELS[chosen.ravel()].reshape(chosen.shape)
 
 
 def compass16(speed, direction_deg):

@@ -261,11 +261,15 @@ def cos_solar_zenith(lat_deg, lon_deg, times):
     times = np.asarray(times, dtype="datetime64[ns]")
     declination, eot_min = _solar_declination_and_equation_of_time(times)
     minutes_of_day = (times - times.astype("datetime64[D]")) / np.timedelta64(1, "m")
-    expand = (...,) + (np.newaxis,) * lat.ndim
-    true_solar_min = minutes_of_day[expand] + eot_min[expand] + 4.0 * lon
-    hour_angle = np.radians(true_solar_min / 4.0 - 180.0)
-    declination = declination[expand]
-    return np.sin(lat) * np.sin(declination) + np.cos(lat) * np.cos(declination) * np.cos(hour_angle)
+    # hour angle = time part + longitude part, so cos(zenith) = sin(lat) sin(dec)
+    # + cos(lat) cos(dec) (cos t cos l - sin t sin l): one product of a (time, 3) by a
+    # (3, point) matrix instead of a cosine per time and point.
+    time_angle = np.radians((minutes_of_day + eot_min) / 4.0 - 180.0).ravel()
+    dec = declination.ravel()
+    by_time = np.stack([np.sin(dec), np.cos(dec) * np.cos(time_angle), -np.cos(dec) * np.sin(time_angle)], axis=-1)
+    shape, lat, lon_angle = lat.shape, lat.ravel(), np.radians(lon).ravel()
+    by_point = np.stack([np.sin(lat), np.cos(lat) * np.cos(lon_angle), np.cos(lat) * np.sin(lon_angle)])
+    return (by_time @ by_point).reshape(times.shape + shape)
 
 
 def clear_sky_ghi(cos_zenith):
