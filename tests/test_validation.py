@@ -102,6 +102,22 @@ def test_each_corruption_is_refused_with_its_reason(real, name):
     assert validate(outputs, cfg)["ok"] is True  # the original outputs were not touched
 
 
+def test_a_null_is_found_in_any_staged_file(tmp_path):
+    """Files are parsed in a spread of PARSED_FILES, but a null anywhere is refused."""
+    from pointcast.publish import TreeWriter
+    from pointcast.validate import PARSED_FILES, _files
+
+    (tmp_path / "staging").mkdir()
+    writer = TreeWriter(tmp_path / "staging")
+    files = writer.files()
+    for i in range(3 * PARSED_FILES):
+        values = [1.5, None] if i == 302 else [1.5, 2.5]
+        files[f"japan/p{i:04d}.json"] = json.dumps({"srf": [{"date": "d", "temp": v} for v in values]}).encode()
+    assert files.with_null() == ["japan/p0302.json"]
+    assert _files("japan", files, 72) == ["japan: japan/p0302.json: 1 null value(s) in srf (first: temp at d)"]
+    writer.finish()
+
+
 def test_failed_run_is_kept_aside_with_its_reasons_and_not_served(real, tmp_path, caplog):
     """A real cycle whose eu-short output is corrupted just before the validation stage."""
     import flows.cycle as flow

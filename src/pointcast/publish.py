@@ -379,11 +379,16 @@ class StagedFiles(MutableMapping):
 
     def __init__(self, writer: TreeWriter):
         self.writer = writer
-        self._rels: dict[str, None] = {}
+        self._rels: dict[str, bool] = {}  # path -> whether its bytes hold a JSON null
 
     def __setitem__(self, rel: str, data: bytes) -> None:
         self.writer.put(rel, data)
-        self._rels[rel] = None
+        self._rels[rel] = b"null" in data
+
+    def with_null(self) -> list[str]:
+        """The files whose bytes hold ``null`` (noted as they passed: the validation gate
+        need not read every file back to find them)."""
+        return [rel for rel, null in self._rels.items() if null]
 
     def __getitem__(self, rel: str) -> bytes:
         if rel not in self._rels:
