@@ -144,10 +144,11 @@ def _fsync_dir(path: Path) -> None:
 def _write_bytes(path: Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` to a new file and fsync it unless ``sync`` is False (the caller then syncs
     the file system, ``_sync_file_system``; the directory is fsync'd by the caller)."""
+    half = memoryview(data)[:len(data) // 2]  # views: a slice of bytes would copy it
     with open(path, "wb") as f:
-        f.write(data[:len(data) // 2])
+        f.write(half)
         faults.point("write")  # a crash or full disk in the middle of a file
-        f.write(data[len(data) // 2:])
+        f.write(memoryview(data)[len(half):])
         if sync:
             f.flush()
             os.fsync(f.fileno())

@@ -171,23 +171,24 @@ class Records:
     copies) and one ``join``, which is what makes rendering cheap beside the decode."""
 
     def __init__(self, columns: dict[str, Texts]):
-        texts, self.columns, self.offsets = [], list(columns.values()), []
+        texts, offsets = [], []
         for i, (key, column) in enumerate(columns.items()):
             prefix = ("{" if i == 0 else ",").encode() + json.dumps(key).encode() + b":"
-            self.offsets.append(len(texts))
+            offsets.append(len(texts))
             texts += [prefix + t for t in column.table]
         self.table = np.array(texts + [b"},", b"}"], dtype=object)
-        self.rows = self.columns[0].rows
-        self.closers = np.full(self.rows, len(texts), dtype=np.int32)
-        self.closers[-1:] = len(texts) + 1
+        # Every point's picks at once (point, row, column + closer): a point is then one gather.
+        points = max((c.index.shape[0] for c in columns.values() if c.index.ndim == 2), default=1)
+        rows = next(iter(columns.values())).rows
+        self.picks = np.empty((points, rows, len(columns) + 1), dtype=np.int32)
+        for c, (column, offset) in enumerate(zip(columns.values(), offsets)):
+            np.add(column.index, offset, out=self.picks[:, :, c])
+        self.picks[:, :, -1] = len(texts)
+        self.picks[:, -1:, -1] = len(texts) + 1
 
     def at(self, j: int) -> bytes:
         """The array of point (column) ``j``."""
-        picks = np.empty((self.rows, len(self.columns) + 1), dtype=np.int32)
-        for c, (column, offset) in enumerate(zip(self.columns, self.offsets)):
-            np.add(column.indices(j), offset, out=picks[:, c])
-        picks[:, -1] = self.closers
-        return b"[" + b"".join(self.table[picks.ravel()].tolist()) + b"]"
+        return b"[" + b"".join(self.table[self.picks[j].ravel()].tolist()) + b"]"
 
 
 def array(texts: Texts, j: int) -> bytes:
