@@ -286,52 +286,62 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     point_sets = {f: point_set(cfg.products[pids[0]]) for f, pids in groups.items()}
     heights = {f: sorted({h for pid in pids for h in PRODUCTS[pid].heights(cfg.products[pid])})
                for f, pids in groups.items()}
+    users = {m: [f for f, pids in groups.items() if any(m in cfg.products[p].models for p in pids)]
+             for m in fetched}
     extracted: dict[Path, dict] = {f: {} for f in groups}
-    with dask_scheduler(cfg):  # one scheduler (one cluster) for every extraction of the cycle
-        for m in fetched:
-            files = [f for f, pids in groups.items() if any(m in cfg.products[p].models for p in pids)]
-            points = interp.PointSet.concat([point_sets[f] for f in files])
-            out = decode_extract(quote(cfg), quote(fetched[m]), quote(points),
-                                 sorted({h for f in files for h in heights[f]}))
-            first = 0
-            for f in files:
-                part = out.isel(point=slice(first, first + len(point_sets[f])))
-                extracted[f][m] = part.sel(height=heights[f]) if "height" in part.dims else part
-                first += len(point_sets[f])
-
-    updated = datetime.now(timezone.utc).replace(microsecond=0)
     model_info = {m: {"init": iso(r.init), "source": r.source, "synthetic": r.synthetic,
                       "steps": len(r.steps), "horizon_hours": max(r.steps) / timedelta(hours=1)}
                   for m, r in runs.items()}
     blends: dict[tuple, list[str]] = {}
     for pid, pc in cfg.products.items():
-        heights = tuple(PRODUCTS[pid].heights(pc))
-        blends.setdefault((pc.points_file, pc.models, pc.max_lead_hours, heights), []).append(pid)
+        blend_heights = tuple(PRODUCTS[pid].heights(pc))
+        blends.setdefault((pc.points_file, pc.models, pc.max_lead_hours, blend_heights), []).append(pid)
     outputs = {}
-    # The products write their files into the run's staging tree as they render them: a run
-    # of many points never holds its JSON in memory (publish.TreeWriter).
-    writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id))
-    with _cleaned_up(writer, cfg.output.root, run_id):
-        for (points_file, models, _, _), pids in blends.items():
-            basetime = runs[models[0]].init
-            ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
-                             models={m: model_info[m] for m in models})
-            files = {pid: writer.files() for pid in pids}
-            parts: dict[str, list] = {pid: [] for pid in pids}
-            # One slice of the points at a time (`[dask] points_per_slice`): the memory is that
-            # of a slice's resampled members, blend and elements, whatever the number of points.
-            step = cfg.dask.points_per_slice
-            for first in range(0, len(cfg.products[pids[0]].points), step):
-                points = slice(first, first + step)
-                series, used = blend_models(quote(cfg), pids, quote(extracted[points_file]), basetime, points)
-                if first == 0:
-                    seams = used  # the manifest's account of the seams is at the first point
+    with dask_scheduler(cfg):  # one scheduler (one cluster) for every extraction of the cycle
+        # The models are decoded one after the other in the background, in the order the
+        # blends first need them, and a blend is built as soon as its models are in: the last
+        # models' decoding (dask's threads, mostly outside the GIL) overlaps the building of
+        # the first products (one thread rendering, the others writing files).
+        decoding, previous = {}, []
+        for m in fetched:
+            points = interp.PointSet.concat([point_sets[f] for f in users[m]])
+            decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points),
+                                                sorted({h for f in users[m] for h in heights[f]}),
+                                                wait_for=previous)
+            previous = [decoding[m]]
+        updated = datetime.now(timezone.utc).replace(microsecond=0)
+        # The products write their files into the run's staging tree as they render them: a
+        # run of many points never holds its JSON in memory (publish.TreeWriter).
+        writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id))
+        with _cleaned_up(writer, cfg.output.root, run_id):
+            for (points_file, models, _, _), pids in blends.items():
+                for m in (m for m in models if m not in extracted[points_file]):
+                    out, first = decoding[m].result(), 0
+                    for f in users[m]:
+                        part = out.isel(point=slice(first, first + len(point_sets[f])))
+                        extracted[f][m] = part.sel(height=heights[f]) if "height" in part.dims else part
+                        first += len(point_sets[f])
+                basetime = runs[models[0]].init
+                ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
+                                 models={m: model_info[m] for m in models})
+                files = {pid: writer.files() for pid in pids}
+                parts: dict[str, list] = {pid: [] for pid in pids}
+                # One slice of the points at a time (`[dask] points_per_slice`): the memory is
+                # that of a slice's resampled members, blend and elements, whatever the number
+                # of points.
+                step = cfg.dask.points_per_slice
+                for first in range(0, len(cfg.products[pids[0]].points), step):
+                    points = slice(first, first + step)
+                    series, used = blend_models(quote(cfg), pids, quote(extracted[points_file]), basetime, points)
+                    if first == 0:
+                        seams = used  # the manifest's account of the seams is at the first point
+                    for pid in pids:
+                        parts[pid].append(build_product(quote(cfg), pid, quote(series), ctx, quote(files[pid]),
+                                                        points))
+                    del series  # before the next slice is blended
                 for pid in pids:
-                    parts[pid].append(build_product(quote(cfg), pid, quote(series), ctx, quote(files[pid]), points))
-                del series  # before the next slice is blended
-            for pid in pids:
-                outputs[pid] = finish_product(cfg, pid, parts[pid], seams, ctx, files[pid])
-        report = validate_run(quote(cfg), quote(outputs))
+                    outputs[pid] = finish_product(cfg, pid, parts[pid], seams, ctx, files[pid])
+            report = validate_run(quote(cfg), quote(outputs))
     synthetic = any(r.synthetic for r in runs.values())
     manifest = {
         "run_id": run_id, "created": iso(updated), "synthetic": synthetic,

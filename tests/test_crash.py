@@ -61,9 +61,11 @@ def test_killed_cycles_leave_the_previous_run_served_and_the_next_one_completes(
                           env={**prefect_env(), "POINTCAST_FAULT": "kill@zarr:50"}, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-4000:]
     _a_served_b_nowhere_partial(world, root)
-    # never served, removed after 1 h; two when the kill on "validation passed" landed after
-    # the publish task had made its staging directory (the signal races the next task)
-    assert len(list((root / "runs").glob(".staging-*"))) in (1, 2)
+    # never served, removed after 1 h: one per cycle killed after its staging directory was
+    # made (as the models start decoding, so that products build while later models decode):
+    # killed on the first model decoded, on "validation passed" and in the Zarr append (one
+    # fewer allowed: each kill races the process it stops)
+    assert len(list((root / "runs").glob(".staging-*"))) in (2, 3)
     assert cycle(str(cfg)) == world.run_b
     b_published(world, root)
 
