@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+import functools
 import hashlib
 from typing import ClassVar, Sequence
 
@@ -502,8 +503,6 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
     cover are NaN, so blending can fall through to the next model.
     """
     init = init_time(ds)
-    step_s = BASE_STEP / np.timedelta64(1, "s")
-    clear_fine = None
     out = xr.Dataset(coords={"time": times, **{c: ds[c] for c in ds.coords if c not in ("time",)}})
     for name, arr in ds.data_vars.items():
         kind = VARIABLES[name].temporal
@@ -519,14 +518,25 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
             elif kind is Temporal.INTERVAL_MAX:
                 res = _hold(starts, ends, vals, times)
             else:  # RADIATION
-                if clear_fine is None:
-                    clear_fine = physics.clear_sky_ghi_mean(lats, lons, times, step_s)
+                clear_fine = _clear_sky_steps(*(np.asarray(a, dtype).tobytes() for a, dtype in
+                                                ((times, "datetime64[ns]"), (lats, float), (lons, float))))
                 res = _clearsky(starts, ends, vals, times, clear_fine, lats, lons)
         if VARIABLES[name].nonnegative:
             res = np.where(res < 0, 0, res)
         out[name] = (arr.transpose("time", ...).dims, res.astype(np.float32), arr.attrs)
         out[name].attrs.pop("steps_minutes", None)
     out.attrs.update(ds.attrs)
+    return out
+
+
+@functools.lru_cache(maxsize=2)
+def _clear_sky_steps(times: bytes, lats: bytes, lons: bytes) -> np.ndarray:
+    """Clear-sky mean (time, point) of the 15-minute steps starting at ``times`` (the arrays'
+    bytes: a cache key): the same for every member of a blend, so computed once for them
+    (read-only)."""
+    out = physics.clear_sky_ghi_mean(np.frombuffer(lats), np.frombuffer(lons),
+                                     np.frombuffer(times, "datetime64[ns]"), BASE_STEP / np.timedelta64(1, "s"))
+    out.setflags(write=False)
     return out
 
 
