@@ -119,9 +119,8 @@ def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish
     """One slice of the product's points; its files go into the run's staging tree as they
     are rendered (``files``)."""
     pc = cfg.products[pid]
-    end = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns") + np.timedelta64(pc.horizon_hours, "h")
-    return PRODUCTS[pid].build(series.sel(time=series.time < end), replace(pc, points=pc.points[points]),
-                               ctx, files)
+    return PRODUCTS[pid].build(series.sel(time=series.time < _horizon_end(pc, ctx)),
+                               replace(pc, points=pc.points[points]), ctx, files)
 
 
 def finish_product(cfg: Config, pid: str, parts: list, seams: list[dict], ctx: RunContext,
@@ -131,10 +130,14 @@ def finish_product(cfg: Config, pid: str, parts: list, seams: list[dict], ctx: R
     pc = cfg.products[pid]
     out = merge(parts)
     files[f"{pid}/index.json"] = PRODUCTS[pid].index(pc, ctx)
-    end = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns") + np.timedelta64(pc.horizon_hours, "h")
-    last = iso(end - interp.BASE_STEP)
+    last = iso(_horizon_end(pc, ctx) - interp.BASE_STEP)
     out.checks["seams"] = [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last]
     return out
+
+
+def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:
+    """The end of the product's horizon (exclusive)."""
+    return np.datetime64(ctx.basetime.replace(tzinfo=None), "ns") + np.timedelta64(pc.horizon_hours, "h")
 
 
 @task(cache_policy=NO_CACHE)

@@ -518,8 +518,8 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
             elif kind is Temporal.INTERVAL_MAX:
                 res = _hold(starts, ends, vals, times)
             else:  # RADIATION
-                clear_fine = _clear_sky_steps(*(np.asarray(a, dtype).tobytes() for a, dtype in
-                                                ((times, "datetime64[ns]"), (lats, float), (lons, float))))
+                clear_fine = _clear_sky_steps(np.asarray(times, "datetime64[ns]").tobytes(),
+                                              np.asarray(lats, float).tobytes(), np.asarray(lons, float).tobytes())
                 res = _clearsky(starts, ends, vals, times, clear_fine, lats, lons)
         if VARIABLES[name].nonnegative:
             res = np.where(res < 0, 0, res)

@@ -78,10 +78,10 @@ def _files(pid: str, files: Mapping[str, bytes], horizon_hours: int) -> list[str
     time: a product's files may be read back from the staging tree (publish.StagedFiles)."""
     errors: list[str] = []
     rels = sorted(rel for rel in files if not rel.endswith("/index.json"))
-    with_null = (files.with_null() if isinstance(files, StagedFiles)
-                 else [rel for rel in rels if b"null" in files[rel]])
+    with_null = (set(files.with_null()).intersection(rels) if isinstance(files, StagedFiles)
+                 else {rel for rel in rels if b"null" in files[rel]})
     spread = np.unique(np.linspace(0, len(rels) - 1, min(len(rels), PARSED_FILES)).round().astype(int))
-    for rel in sorted({rels[i] for i in spread} | set(with_null)):
+    for rel in sorted({rels[i] for i in spread} | with_null):
         data = files[rel]
         try:
             obj = orjson.loads(data)

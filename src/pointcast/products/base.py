@@ -107,13 +107,9 @@ class Texts:
     def rows(self) -> int:
         return self.index.shape[-1]
 
-    def indices(self, j: int) -> np.ndarray:
-        """Table indices of column ``j`` (a point) of 2-D values, or of 1-D values (shared by every point)."""
-        return self.index if self.index.ndim == 1 else self.index[j]
-
     def at(self, j: int) -> np.ndarray:
-        """The texts of column ``j``, as ``indices``."""
-        return self.table[self.indices(j)]
+        """The texts of column ``j`` (a point) of 2-D values, or of 1-D values (shared by every point)."""
+        return self.table[self.index if self.index.ndim == 1 else self.index[j]]
 
 
 def numbers(values: np.ndarray, decimals: int | None) -> Texts:
