@@ -26,7 +26,7 @@ import pointcast  # noqa: F401  (PROJ before ecCodes)
 from pointcast.config import load_config
 
 from . import decode, http
-from .workload import write_config
+from .workload import clear_outputs, settle, write_config
 
 QUICK_SCALE, QUICK_POINTS = 16, 100
 GROUPS = ("decode", "cycle", "http", "points", "dask")
@@ -92,12 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     n = args.points or (QUICK_POINTS if quick else 1000)
     seconds = args.wrk_seconds or (5 if quick else 10)
     work = args.work / f"scale-{scale}"
-    output = work / "output"  # shared by every variant, so the sample runs are written once
 
     keep = set(args.products.split(",")) if args.products else None
     tag = "" if keep is None else "-" + "-".join(sorted(keep))
-    config = functools.partial(write_config, scale=scale, output=output, products=keep)
+    # Every variant has an output root of its own (so no timed cycle follows the removal of
+    # another's output) and one sample cache, written once.
+    config = functools.partial(write_config, scale=scale, cache=work / "cache", products=keep)
     base = config(work / f"p{n}{tag}", points=n)
+    variants = {"cycle": base} if "cycle" in only else {}
+    if "dask" in only:
+        variants |= {f"cluster{k}": config(work / f"p{n}{tag}-cluster{k}", points=n,
+                                           scheduler="local-cluster", workers=k) for k in (1, 2)}
+    if "points" in only:
+        variants["points"] = config(work / f"p{10 * n}{tag}", points=10 * n)
     cfg = load_config(base)
     models = list(dict.fromkeys(m for pc in cfg.products.values() for m in pc.models))
     print(f"# pointcast bench: scale {scale}, {n} points per list, products "
@@ -107,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
           f"{platform.python_implementation()} {platform.python_version()}; work dir {work}",
           flush=True)
+    # Removed before the decode figures, which create no files: they count towards the wait.
+    removed_at = clear_outputs([load_config(c).output.root for c in variants.values()])
     t0 = time.perf_counter()
     for m in models:  # written once per scale (slow at scale 1), then read from the cache
         decode.fetched_files(cfg, m)
@@ -120,27 +129,29 @@ def main(argv: list[str] | None = None) -> int:
                                        f"pointcast {d['pointcast_s']:.1f} s" for m, d in dec.items()),
               flush=True)
         line("decode_vs_eccodes", ecc / pc_s, ">= 0.8")
-    if "cycle" in only:
-        cycle_figures(args, cfg, base, config(work / f"p{10 * n}{tag}", points=10 * n)
-                      if "points" in only else None, work, output, n, ecc, seconds, only)
+    settle(removed_at)
+    one = cycle_figures(args, cfg, base, n, ecc, seconds, work, only) if "cycle" in only else None
     if "dask" in only:
-        walls = {}
-        for workers in (1, 2):
-            cfg_k = config(work / f"p{n}{tag}-cluster{workers}", points=n,
-                           scheduler="local-cluster", workers=workers)
-            walls[workers] = cycle(cfg_k)["wall_s"]
+        walls = {k: cycle(variants[f"cluster{k}"])["wall_s"] for k in (1, 2)}
         line("dask_2_workers_speedup", walls[1] / walls[2], "", f"LocalCluster 1 worker "
              f"{walls[1]:.1f} s / 2 workers {walls[2]:.1f} s")
+    if "points" in only:  # last: its output is the largest, the others' are removed first
+        settle(clear_outputs([load_config(c).output.root for k, c in variants.items() if k != "points"]))
+        ten = cycle(variants["points"])
+        line("points_10x_cost", ten["wall_s"] / one["wall_s"], "<= 3",
+             f"{10 * n} points {ten['wall_s']:.1f} s / {n} points {one['wall_s']:.1f} s")
     return 0
 
 
-def cycle_figures(args, cfg, base: Path, tenfold: Path | None, work: Path, output: Path, n: int,
-                  ecc: float, seconds: int, only: set[str]) -> None:
+def cycle_figures(args, cfg, base: Path, n: int, ecc: float, seconds: int, work: Path,
+                  only: set[str]) -> dict:
+    """The cycle of ``base``, its output sizes and (``http``) the server against nginx."""
     one = cycle(base, args.profile)
     print(f"# cycle ({n} points, threads): {one['wall_s']:.1f} s, run {one['run_id']}", flush=True)
     line("cycle_vs_decode_floor", one["wall_s"] / ecc, "<= 3",
          f"cycle {one['wall_s']:.1f} s / ecCodes decode {ecc:.1f} s")
     line("peak_rss_gb", one["rss_gb"], "<= 6")
+    output = cfg.output.root
     run = output / "runs" / one["run_id"]
     for pid, pc in cfg.products.items():
         tree = run / "json" / pid
@@ -169,11 +180,7 @@ def cycle_figures(args, cfg, base: Path, tenfold: Path | None, work: Path, outpu
              f"nginx={'yes' if h['nginx_gzip'] else 'no'}", "",
              "precompressed .json.gz served with Content-Encoding: gzip")
 
-    if "points" in only:
-        ten = cycle(tenfold)
-        line("points_10x_cost", ten["wall_s"] / one["wall_s"], "<= 3",
-             f"{10 * n} points {ten['wall_s']:.1f} s / {n} points {one['wall_s']:.1f} s")
-
+    return one
 
 
 if __name__ == "__main__":

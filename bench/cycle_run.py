@@ -4,7 +4,7 @@ Prints one JSON line: wall seconds of the flow (Prefect's temporary server is st
 warm-up flow first, so its start-up is not counted), the process's peak RSS, the largest
 peak RSS among its children (dask workers of a LocalCluster), and the run id. The previous
 run tree, pointer and archive under the output root are removed first (the sample cache is
-kept), so every measured cycle does the whole work.
+kept; ``workload.clear_outputs``), so every measured cycle does the whole work.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -26,16 +25,12 @@ from prefect import flow  # noqa: E402
 
 from pointcast.config import load_config  # noqa: E402
 
+from .workload import clear_outputs, settle  # noqa: E402
+
 
 @flow
 def _warm_up() -> int:
     return 1
-
-
-def clear_output(root: Path) -> None:
-    for name in ("runs", "zarr"):
-        shutil.rmtree(root / name, ignore_errors=True)
-    (root / "current").unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = load_config(Path(args.config))
     if "://" not in str(cfg.output.root):
-        clear_output(Path(cfg.output.root))
+        settle(clear_outputs([Path(cfg.output.root)]))
     _warm_up()
     profiler = None
     if args.profile:

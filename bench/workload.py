@@ -9,7 +9,10 @@ of every product that uses it. Products are those of the shipped configuration, 
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +25,13 @@ INIT = "2026-11-20T00:00Z"  # a 00 UTC run: IFS reaches 15 days, MSM 78 h
 WORLD = [-180.0, -90.0, 180.0, 90.0]
 # Hub heights of today's turbines, 5 m apart: three per European point.
 HUB_HEIGHTS = np.arange(60, 171, 5)
+# ext4 without a journal (this machine's disk) does not reuse an inode freed in the last 60 s,
+# or 360 s while its inode-table block is dirty, and walks past every such inode for each file
+# it creates (fs/ext4/ialloc.c, recently_deleted): creating a run's 100,000 files right after
+# deleting as many took ten times the kernel time (0.3-0.6 ms a file instead of 0.03-0.05).
+# A cycle in service never pays it (retention deletes the oldest run after publishing, hours
+# before the next cycle), so a timed cycle never follows a removal by less than this.
+SETTLE_SECONDS = 365
 
 
 def draw_points(pids: list[str], n: int, seed: int, hub_heights: bool) -> str:
@@ -52,18 +62,46 @@ def draw_points(pids: list[str], n: int, seed: int, hub_heights: bool) -> str:
     return "id,name,lat,lon,elevation,hub_heights\n" + "\n".join(rows) + "\n"
 
 
+def clear_outputs(roots: list[Path]) -> float | None:
+    """Remove the runs, pointer and archives under ``roots`` (never the sample cache) and sync;
+    the ``time.monotonic()`` when done, None when there was nothing to remove (`settle`)."""
+    removed = False
+    for root in roots:
+        for name in ("runs", "zarr"):
+            removed |= (root / name).exists()
+            shutil.rmtree(root / name, ignore_errors=True)
+        (root / "current").unlink(missing_ok=True)
+    if not removed:
+        return None
+    os.sync()
+    return time.monotonic()
+
+
+def settle(removed_at: float | None) -> None:
+    """Wait until ``SETTLE_SECONDS`` have passed since a removal, so that the next timed cycle
+    creates its files as a cycle in service does."""
+    wait = 0.0 if removed_at is None else removed_at + SETTLE_SECONDS - time.monotonic()
+    if wait > 0:
+        print(f"# earlier output removed: waiting {wait:.0f} s before the timed cycle "
+              "(freed inodes, bench/workload.py)", flush=True)
+        time.sleep(wait)
+
+
 def write_config(dest: Path, *, scale: int, points: int, scheduler: str = "threads",
-                 workers: int = 2, output: Path | None = None,
+                 workers: int = 2, cache: Path | None = None,
                  products: set[str] | None = None) -> Path:
-    """Write ``dest/pointcast.toml`` and its points lists; the output root (with the sample
-    cache) defaults to ``dest/output``; ``products`` keeps only those. Returns the path."""
+    """Write ``dest/pointcast.toml`` and its points lists; the output root is ``dest/output``,
+    the sample cache ``cache`` (default ``dest/output/cache``); ``products`` keeps only those.
+    Returns the path."""
     dest.mkdir(parents=True, exist_ok=True)
     text = SHIPPED.read_text()
     if products is not None:
         blocks = re.split(r"(?m)^(?=\[)", text)
         text = "".join(b for b in blocks if not (m := re.match(r"\[products\.([\w-]+)\]", b))
                        or m.group(1) in products)
-    text = _set(text, "output", "root", f'"{output or dest / "output"}"')
+    text = _set(text, "output", "root", f'"{dest / "output"}"')
+    if cache is not None:
+        text = _set(text, "output", "cache", f'"{cache}"')
     text = _set(text, "dask", "scheduler", f'"{scheduler}"')
     text = _set(text, "dask", "workers", str(workers))
     text = _set(text, "sources.sample", "scale", str(scale))
