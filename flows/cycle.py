@@ -92,17 +92,22 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
 def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: datetime, points: slice):
     """Resample and blend once for products sharing points, models and heights, over the
     longest of their horizons, for one slice of their points; each product then takes its own
-    horizon from the start of the series. Only their heights are resampled: the windpack's
-    thirty-odd heights over the medium range's 14 days were most of a 10,000-point cycle's memory."""
+    horizon from the start of the series. Only their heights and variables are resampled: the
+    windpack's thirty-odd heights over the medium range's 14 days were most of a 10,000-point
+    cycle's memory, and it reads two of the two dozen variables."""
     pc = cfg.products[pids[0]]
     where = point_set(replace(pc, points=pc.points[points]))
     start = np.datetime64(basetime.replace(tzinfo=None), "ns")
     hours = max(cfg.products[pid].horizon_hours for pid in pids)
     heights = PRODUCTS[pids[0]].heights(pc)  # the same for every product of the blend
     axis = interp.base_axis(start, start + np.timedelta64(hours, "h") - interp.BASE_STEP)
+    wanted = [PRODUCTS[pid].variables for pid in pids]
+    # Only the variables the products read, and t2m: the manifest's account of the seams.
+    keep = None if None in wanted else {"t2m", *(v for w in wanted for v in w)}
     members = []
     for m in (m for m in pc.models if m in extracted):
         ds = extracted[m].isel(point=points)
+        ds = ds if keep is None else ds[[v for v in ds.data_vars if v in keep]]
         ds = ds.sel(height=heights) if "height" in ds.dims else ds
         members.append((m, interp.resample(ds, axis, where.lats, where.lons)))
     until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}

@@ -37,35 +37,40 @@ def blend(members: Sequence[tuple[str, xr.Dataset]],
     times = members[0][1].time.values
     out = xr.Dataset(coords=members[0][1].coords)
     used: dict[str, list[str]] = {}
+    weights: dict[bytes, np.ndarray] = {}  # _fade_weight's, shared by the variables
     for name in names:
         have = [(m, ds[name]) for m, ds in members if name in ds]
         template = have[0][1]
         result = np.full(template.shape, np.nan, dtype=np.float64)
-        source = np.full(template.shape, -1, dtype=np.int16)
+        first = np.full(len(times), -1, dtype=np.int16)  # the model of each step at the first point
         for rank, (model, arr) in reversed(list(enumerate(have))):
             values = arr.transpose(*template.dims).values.astype(np.float64)
             valid = ~np.isnan(values)
             if VARIABLES[name].temporal is Temporal.STATE:
-                weight = _fade_weight(valid, times)
+                weight = _fade_weight(valid, times, weights)
                 mixed = np.where(np.isnan(result), values, weight * values + (1 - weight) * result)
-                result = np.where(valid, mixed, result)
+                np.copyto(result, mixed, where=valid)
             else:
-                result = np.where(valid, values, result)
-            source = np.where(valid, rank, source)
+                np.copyto(result, values, where=valid)
+            first[valid.reshape(len(times), -1)[:, 0]] = rank
         out[name] = (template.dims, result.astype(np.float32), template.attrs)
-        first = source.reshape(len(times), -1)[:, 0]
         used[name] = [have[i][0] if i >= 0 else "" for i in first]
     return out, used
 
 
-def _fade_weight(valid: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """1 inside a model's span, falling linearly to 0 over its last SEAM (per point)."""
+def _fade_weight(valid: np.ndarray, times: np.ndarray, known: dict[bytes, np.ndarray]) -> np.ndarray:
+    """1 inside a model's span, falling linearly to 0 over its last SEAM (per series). A
+    series' weights depend only on where its span ends: ``known`` keeps them by those ends,
+    for the other variables (most end where the others of their model do)."""
     flat = valid.reshape(len(times), -1)
     last = np.where(flat.any(axis=0), len(times) - 1 - np.argmax(flat[::-1], axis=0), -1)
-    ns = times.astype("datetime64[ns]").view(np.int64)  # integer arithmetic: datetime64's is slow
-    end = ns[np.clip(last, 0, None)]
-    remaining = (end[None, :] - ns[:, None]) / float(SEAM / np.timedelta64(1, "ns"))
-    weight = np.clip(remaining, 0.0, 1.0)
-    # A model whose span is the whole axis (it reaches the end) is not faded out.
-    weight[:, last == len(times) - 1] = 1.0
-    return weight.reshape(valid.shape)
+    key = last.tobytes()
+    if key not in known:
+        ns = times.astype("datetime64[ns]").view(np.int64)  # integer arithmetic: datetime64's is slow
+        end = ns[np.clip(last, 0, None)]
+        remaining = (end[None, :] - ns[:, None]) / float(SEAM / np.timedelta64(1, "ns"))
+        weight = np.clip(remaining, 0.0, 1.0)
+        # A model whose span is the whole axis (it reaches the end) is not faded out.
+        weight[:, last == len(times) - 1] = 1.0
+        known[key] = weight
+    return known[key].reshape(valid.shape)

@@ -32,6 +32,9 @@ class RunContext:
 
 class Product(Protocol):
     id: str
+    # The canonical variables its build reads, None for every one its models have: the
+    # cycle resamples and blends only those.
+    variables: tuple[str, ...] | None
 
     def heights(self, cfg: ProductConfig) -> list[float]: ...
 

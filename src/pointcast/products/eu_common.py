@@ -140,6 +140,8 @@ def elements(ds: xr.Dataset, step: np.timedelta64) -> dict[str, np.ndarray]:
 class EuCommon:
     """4.1 and 4.2: the same elements over the product's horizon at 1H, 30min and 15min."""
 
+    variables = None
+
     def __init__(self, product_id: str, path: str):
         self.id = product_id
         self.path = path

@@ -35,6 +35,8 @@ def height_name(h: float) -> str:
 
 
 class EuWind:
+    variables = ("wind_u", "wind_v")
+
     def __init__(self, product_id: str, path: str):
         self.id = product_id
         self.path = path
@@ -49,7 +51,7 @@ class EuWind:
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         files = {} if files is None else files
-        for freq, step, ds in freq_series(series[["wind_u", "wind_v"]], cfg, ctx):
+        for freq, step, ds in freq_series(series[list(self.variables)], cfg, ctx):
             wind = _wind(ds)
             stamps = strings([iso(t) for t in ds.time.values])
             for k, h in enumerate(ds.height.values):

@@ -45,6 +45,8 @@ HOURLY_META = {
 class WxProduct:
     """A product of wxdata elements (srf and mrf entries), from the 10 m wind only."""
 
+    variables = ("t2m", "d2m", "wind_u", "wind_v", "tp", "tcc", "msl", "ssrd", "pop")
+
     def __init__(self, product_id: str, path: str):
         self.id = product_id
         self.path = path
