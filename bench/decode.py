@@ -60,7 +60,7 @@ def time_pointcast(files: list[Path], model_id: str, threads: int) -> float:
     model = MODELS[model_id]
     # The header pass starts cold, as a process's first cycle does, though
     # needed_messages and the previous repetition filled the descriptions it keeps.
-    ingest._DESCRIBED.clear()
+    ingest.forget_descriptions()
     t0 = time.perf_counter()
     ds = ingest.decode(files, model.fields, model=model_id)
     # Each block is decoded into memory and dropped, as the plain side's arrays are: a sum

@@ -56,17 +56,22 @@ def test_concepts_are_kept_across_forecast_times_but_not_across_period_lengths(t
         {"shortName": "mx2t6", "stepRange": "0-6"},  # 6-hour maximum: a different shortName
         {"shortName": "tp", "stepRange": "0-6"},
         {"shortName": "tp", "stepRange": "0-12"},
+        {"shortName": "tp", "stepRange": "0-18"},
+        {"shortName": "mx2t3", "stepRange": "0-3"},
     ])
     truth = fresh(path)
-    assert [t[0] for t in truth] == ["2t", "2t", "mx2t3", "mx2t6", "tp", "tp"]
-    ingest._DESCRIBED.clear()
+    assert [t[0] for t in truth] == ["2t", "2t", "mx2t3", "mx2t6", "tp", "tp", "tp", "mx2t3"]
+    ingest.forget_descriptions()
     msgs = ingest.index_file(path)
     assert [(m.shortName, m.typeOfLevel, m.stepType) for m in msgs] == truth
     assert [(m.start_minutes, m.end_minutes) for m in msgs] == [
-        (0, 0), (360, 360), (180, 360), (0, 360), (0, 360), (0, 720)]
-    # The two 2t messages differ only in their forecast time: one kept description for both.
-    # The maxima and the accumulations differ in their period's length: one each.
+        (0, 0), (360, 360), (180, 360), (0, 360), (0, 360), (0, 720), (0, 1080), (0, 180)]
+    # The two 2t messages, and the two 3-hour maxima, differ only in their forecast time: one
+    # kept description for each pair. The maxima differ in their period's length: one each,
+    # never a length-blind one. The accumulation since the start was described by ecCodes for
+    # two lengths alike: its third length is read from that description, not asked.
     assert len(ingest._DESCRIBED) == 5
+    assert list(ingest._WINDOWS.values()) == [("tp", "surface", "accum", msgs[4].grid, 0, True)]
     again = ingest.index_file(path)  # from the kept descriptions
     assert again == msgs
 
@@ -89,7 +94,7 @@ def test_headers_read_from_bytes_agree_with_ecCodes_past_junk_and_grib1(tmp_path
     path.write_bytes(grib2 + b"\0" * 7 + grib1 + grib2)
     truth = ingest._index_with_eccodes(path, 0, 0)
     assert [m.edition for m in truth] == [2] * 8 + [1] + [2] * 8
-    ingest._DESCRIBED.clear()
+    ingest.forget_descriptions()
     assert ingest.index_file(path) == truth
     assert all(known[-1] for known in ingest._DESCRIBED.values())  # times from the bytes
     assert ingest.index_file(path) == truth  # every GRIB2 header now known
@@ -134,7 +139,7 @@ def test_a_truncated_message_is_named_at_the_header_pass(tmp_path):
                                          {"shortName": "2t", "stepRange": "6"}]).read_bytes()
     cut = tmp_path / "cut.grib2"
     cut.write_bytes(whole[:-40])
-    ingest._DESCRIBED.clear()
+    ingest.forget_descriptions()
     with pytest.raises(ingest.DecodeError, match="truncated"):
         ingest.index_file(cut)
 
