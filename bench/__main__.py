@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         ten = cycle(variants["points"])
         line("points_10x_cost", ten["wall_s"] / one["wall_s"], "<= 3",
              f"{10 * n} points {ten['wall_s']:.1f} s / {n} points {one['wall_s']:.1f} s")
+        print(f"# peak RSS of the {10 * n}-point cycle: {ten['rss_gb']:.2f} GB", flush=True)
     return 0
 
 
