@@ -114,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
           f"{platform.python_implementation()} {platform.python_version()}; work dir {work}",
           flush=True)
+    roots = {k: load_config(c).output.root for k, c in variants.items()}
     # Removed before the decode figures, which create no files: they count towards the wait.
-    removed_at = clear_outputs([load_config(c).output.root for c in variants.values()])
+    removed_at = clear_outputs(list(roots.values()))
     t0 = time.perf_counter()
     for m in models:  # written once per scale (slow at scale 1), then read from the cache
         decode.fetched_files(cfg, m)
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         line("dask_2_workers_speedup", walls[1] / walls[2], "", f"LocalCluster 1 worker "
              f"{walls[1]:.1f} s / 2 workers {walls[2]:.1f} s")
     if "points" in only:  # last: its output is the largest, the others' are removed first
-        settle(clear_outputs([load_config(c).output.root for k, c in variants.items() if k != "points"]))
+        settle(clear_outputs([root for k, root in roots.items() if k != "points"]))
         ten = cycle(variants["points"])
         line("points_10x_cost", ten["wall_s"] / one["wall_s"], "<= 3",
              f"{10 * n} points {ten['wall_s']:.1f} s / {n} points {one['wall_s']:.1f} s")

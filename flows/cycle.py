@@ -89,14 +89,15 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
 
 
 @task(cache_policy=NO_CACHE)
-def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: datetime, points: slice):
+def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
+                 basetime: datetime, points: slice):
     """Resample and blend once for products sharing points, models and heights, over the
     longest of their horizons, for one slice of their points; each product then takes its own
     horizon from the start of the series. Only their heights and variables are resampled: the
     windpack's thirty-odd heights over the medium range's 14 days were most of a 10,000-point
-    cycle's memory, and it reads two of the two dozen variables."""
+    cycle's memory, and it reads two of the two dozen variables. ``where``: the points list's
+    sampled points (`point_set`), of which ``points`` is the slice."""
     pc = cfg.products[pids[0]]
-    where = point_set(replace(pc, points=pc.points[points]))
     start = np.datetime64(basetime.replace(tzinfo=None), "ns")
     hours = max(cfg.products[pid].horizon_hours for pid in pids)
     heights = PRODUCTS[pids[0]].heights(pc)  # the same for every product of the blend
@@ -109,7 +110,7 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, basetime: dateti
         ds = extracted[m].isel(point=points)
         ds = ds if keep is None else ds[[v for v in ds.data_vars if v in keep]]
         ds = ds.sel(height=heights) if "height" in ds.dims else ds
-        members.append((m, interp.resample(ds, axis, where.lats, where.lons)))
+        members.append((m, interp.resample(ds, axis, where.lats[points], where.lons[points])))
     until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
     series, used = blend_stage.blend(members, until)
     return series, _segments(used.get("t2m", []), axis)
@@ -340,7 +341,8 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                 step = cfg.dask.points_per_slice
                 for first in range(0, len(cfg.products[pids[0]].points), step):
                     points = slice(first, first + step)
-                    series, used = blend_models(quote(cfg), pids, quote(extracted[points_file]), basetime, points)
+                    series, used = blend_models(quote(cfg), pids, quote(extracted[points_file]),
+                                                quote(point_sets[points_file]), basetime, points)
                     if first == 0:
                         seams = used  # the manifest's account of the seams is at the first point
                     for pid in pids:
