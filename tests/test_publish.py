@@ -261,6 +261,30 @@ def test_gzip_siblings_decompress_to_same_bytes(tmp_path):
         pub.write_json_tree(no_gz, {"a.json": b"1", "a.json.gz": b"2"})
 
 
+def test_writer_batches_lose_no_file(tmp_path):
+    """Files cross the write batches by count and by size, and a read between them (the
+    validation gate's) sees every file put before it."""
+    staging = pub.new_run_dir(tmp_path, "r1")
+    writer = pub.TreeWriter(staging)
+    files = writer.files()
+    count, size = pub.WRITE_BATCH
+    big = b"[" + b"1," * (size // 3) + b"1]"  # three make more than a batch's bytes
+    expected = {}
+    for i in range(2 * count + 5):
+        rel = f"p/{i % 7}/{i}.json"
+        expected[rel] = big if i % 50 == 3 else json.dumps({"i": i}).encode()
+        files[rel] = expected[rel]
+        if i == count + 1:
+            assert files["p/1/1.json"] == expected["p/1/1.json"]
+            assert (writer.base / rel).read_bytes() == expected[rel]  # drained, not batched
+    writer.finish()
+    on_disk = {str(p.relative_to(writer.base)): p for p in writer.base.rglob("*.json")}
+    assert on_disk.keys() == expected.keys() == set(files)
+    for rel, data in expected.items():
+        assert on_disk[rel].read_bytes() == data
+        assert gzip.decompress(Path(f"{on_disk[rel]}.gz").read_bytes()) == data
+
+
 def test_current_that_is_a_directory_is_not_replaced(tmp_path):
     (tmp_path / "current").mkdir()
     with pytest.raises(pub.PublishError):

@@ -30,6 +30,12 @@ _seen: dict[str, int] = {}
 _lock = threading.Lock()  # Zarr objects are written from worker threads
 
 
+def armed(name: str) -> bool:
+    """Whether a fault is set at the named point (a file write then stops halfway there)."""
+    spec = os.environ.get(ENV)
+    return bool(spec) and spec.partition("@")[2].partition(":")[0] == name
+
+
 def point(name: str) -> None:
     """Reached the named point: do the configured fault if it is due here."""
     spec = os.environ.get(ENV)
