@@ -338,3 +338,20 @@ def test_precipitation_neighbourhood_wraps_across_the_antimeridian():
     idx, mask = neighbourhood(fine_lats, fine_lons, np.array([51.5]), np.array([-0.1]), radius_km=60)
     cols = set((idx[mask] % len(fine_lons)).tolist())
     assert 0 in cols and 1439 in cols  # across GFS's 0/360 seam at Greenwich
+
+
+def test_a_points_days_do_not_depend_on_the_points_rendered_with_it():
+    """The build renders the points of a time zone together, the server one at a time: a
+    point's daily totals and means must not change with the number of its neighbours (numpy
+    sums one column pairwise and several row by row, which differ in the last bit)."""
+    from pointcast.products.wx import daily_fields
+
+    rng = np.random.default_rng(7)
+    hourly = {k: np.round(rng.uniform(0, 900, (24 * 3, 5)), 1) for k in HOURLY_DECIMALS}
+    hourly["wx"] = np.full((24 * 3, 5), 100)
+    days = [np.arange(24 * d, 24 * (d + 1)) for d in range(3)]
+    together = daily_fields(hourly, days)
+    for j in range(5):
+        alone = daily_fields({k: v[:, j:j + 1] for k, v in hourly.items()}, days)
+        for k in ("prec", "rhum", "solrad"):
+            assert alone[k][:, 0].tobytes() == together[k][:, j].tobytes(), (k, j)

@@ -109,11 +109,18 @@ def daily_fields(hourly: dict[str, np.ndarray], days: list[np.ndarray]) -> dict[
         "wx": np.stack([codes.wx_daily(hourly["wx"][idx].T) for idx in days]),
         "maxtemp": each("temp", lambda a: a.max(axis=0)),
         "mintemp": each("temp", lambda a: a.min(axis=0)),
-        "prec": each("prec", lambda a: a.sum(axis=0)),
+        "prec": each("prec", _hours_total),
         "pop": each("pop", lambda a: a.max(axis=0)),
-        "rhum": each("rhum", lambda a: np.round(a.mean(axis=0))),
-        "solrad": each("solrad", lambda a: a.mean(axis=0)),
+        "rhum": each("rhum", lambda a: np.round(_hours_total(a) / len(a))),
+        "solrad": each("solrad", lambda a: _hours_total(a) / len(a)),
     }
+
+
+def _hours_total(hours: np.ndarray) -> np.ndarray:
+    """The sum over the hours (axis 0), added in order. numpy sums one column pairwise but
+    several row by row, so a point's daily value would depend on how many points share its
+    time zone (the build renders them together, the server one at a time)."""
+    return hours.cumsum(axis=0)[-1]
 
 
 def wx_elements(coords: list[tuple[float, float]], srf_dates: list[str], hourly: dict[str, np.ndarray],
