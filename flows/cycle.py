@@ -15,6 +15,7 @@ import json
 import logging
 import shutil
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
 
 import dask
@@ -26,6 +27,7 @@ from prefect.utilities.annotations import quote
 from pointcast import blend as blend_stage
 from pointcast import interp, publish
 from pointcast.config import Config, ProductConfig, load_config
+from pointcast.forked import fork_map
 from pointcast.grids import grid_for
 from pointcast.ingest import decode
 from pointcast.products import PRODUCTS
@@ -78,17 +80,19 @@ def fetch(cfg: Config, run: RunRef) -> FetchedRun:
 
 
 @task(cache_policy=NO_CACHE)
-def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, heights: list[float]):
+def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, heights: list[float],
+                   groups: list[tuple[int, list[float]]]):
+    """The model's run at ``points``: the points of every list using it, one after the other,
+    each list (``groups``: its number of points and heights) profiled at its own heights."""
     model = MODELS[fetched.run.model]
     ds = decode(fetched.files, model.fields, model=model.id,
                 attrs={"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)})
-    out = interp.extract(ds, points, heights)  # on the flow's dask scheduler (dask_scheduler)
+    out = interp.extract(ds, points, heights, groups)  # on the flow's dask scheduler (dask_scheduler)
     _logger().info("%s: decoded %d variables on %d times, extracted %d points", model.id,
                    len(ds.data_vars), ds.sizes["time"], len(points))
     return out
 
 
-@task(cache_policy=NO_CACHE)
 def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
                  basetime: datetime, points: slice):
     """Resample and blend once for products sharing points, models and heights, over the
@@ -116,17 +120,61 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
     return series, _segments(used.get("t2m", []), axis)
 
 
-# The data-heavy tasks take no cache key: Prefect's default one hashes the inputs, which are
-# the run's fields and, for the last tasks, its whole JSON tree. Those inputs, and the
-# configuration (its points lists: half a million objects for 5 x 1,000 points), are passed
-# quote()d too, so that Prefect does not walk them looking for futures.
-@task(cache_policy=NO_CACHE)
-def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish.StagedFiles, points: slice):
+def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish.StagedFiles,
+                  points: slice):
     """One slice of the product's points; its files go into the run's staging tree as they
     are rendered (``files``)."""
     pc = cfg.products[pid]
     return PRODUCTS[pid].build(series.sel(time=series.time < _horizon_end(pc, ctx)),
                                replace(pc, points=pc.points[points]), ctx, files)
+
+
+def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
+                ctx: RunContext, staging: Path, points: slice):
+    """Blend and build one slice of the points for the blend's products, their files written
+    into the run's staging tree by a writer of the slice's own. It may run in a forked process
+    (`build_blend`), so it returns what the cycle keeps, not the files: each product's output
+    without its files, the names of its files (and whether they hold a null), the seams, the
+    directories made."""
+    series, seams = blend_models(cfg, pids, extracted, where, ctx.basetime, points)
+    writer = publish.TreeWriter(staging)
+    outputs, written = {}, {}
+    try:
+        for pid in pids:
+            files = writer.files()
+            outputs[pid] = replace(build_product(cfg, pid, series, ctx, files, points), files={})
+            written[pid] = files.written()
+    finally:
+        dirs = writer.close()
+    return outputs, written, seams, dirs
+
+
+# The data-heavy tasks take no cache key: Prefect's default one hashes the inputs, which are
+# the run's fields and, for the last tasks, its whole JSON tree. Those inputs, and the
+# configuration (its points lists: half a million objects for 5 x 1,000 points), are passed
+# quote()d too, so that Prefect does not walk them looking for futures.
+@task(cache_policy=NO_CACHE)
+def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
+                ctx: RunContext, writer: publish.TreeWriter) -> dict:
+    """The products of one blend, over their points in slices of at most `[dask]
+    points_per_slice`, at least one a build process, built `build_processes` at a time in
+    forked processes (rendering is Python: one core a process). The memory is a slice's
+    resampled members, blend and elements a process, whatever the number of points."""
+    n = len(cfg.products[pids[0]].points)
+    processes = cfg.dask.build_processes
+    step = min(cfg.dask.points_per_slice, -(-n // processes))
+    slices = [slice(first, first + step) for first in range(0, n, step)]
+    build = partial(build_slice, cfg, pids, extracted, where, ctx, writer.staging)
+    built = (fork_map(build, slices, processes) if processes > 1 and len(slices) > 1
+             else [build(s) for s in slices])
+    files = {pid: writer.files() for pid in pids}
+    for _, written, _, dirs in built:
+        for pid in pids:
+            files[pid].adopt(written[pid], dirs)
+    seams = built[0][2]  # the manifest's account of the seams is at the first point
+    return {pid: finish_product(cfg, pid, [replace(outputs[pid], files=files[pid])
+                                           for outputs, *_ in built], seams, ctx, files[pid])
+            for pid in pids}
 
 
 def finish_product(cfg: Config, pid: str, parts: list, seams: list[dict], ctx: RunContext,
@@ -316,6 +364,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             points = interp.PointSet.concat([point_sets[f] for f in users[m]])
             decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points),
                                                 sorted({h for f in users[m] for h in heights[f]}),
+                                                [(len(point_sets[f]), heights[f]) for f in users[m]],
                                                 wait_for=previous)
             previous = [decoding[m]]
         updated = datetime.now(timezone.utc).replace(microsecond=0)
@@ -333,24 +382,8 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                 basetime = runs[models[0]].init
                 ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
                                  models={m: model_info[m] for m in models})
-                files = {pid: writer.files() for pid in pids}
-                parts: dict[str, list] = {pid: [] for pid in pids}
-                # One slice of the points at a time (`[dask] points_per_slice`): the memory is
-                # that of a slice's resampled members, blend and elements, whatever the number
-                # of points.
-                step = cfg.dask.points_per_slice
-                for first in range(0, len(cfg.products[pids[0]].points), step):
-                    points = slice(first, first + step)
-                    series, used = blend_models(quote(cfg), pids, quote(extracted[points_file]),
-                                                quote(point_sets[points_file]), basetime, points)
-                    if first == 0:
-                        seams = used  # the manifest's account of the seams is at the first point
-                    for pid in pids:
-                        parts[pid].append(build_product(quote(cfg), pid, quote(series), ctx, quote(files[pid]),
-                                                        points))
-                    del series  # before the next slice is blended
-                for pid in pids:
-                    outputs[pid] = finish_product(cfg, pid, parts[pid], seams, ctx, files[pid])
+                outputs.update(build_blend(quote(cfg), pids, quote(extracted[points_file]),
+                                           quote(point_sets[points_file]), ctx, quote(writer)))
             report = validate_run(quote(cfg), quote(outputs))
     synthetic = any(r.synthetic for r in runs.values())
     manifest = {

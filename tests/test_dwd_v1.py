@@ -16,6 +16,7 @@ import pointcast  # noqa: F401  (PROJ before ecCodes)
 import eccodes
 import numpy as np
 import pytest
+import xarray as xr
 from scipy.spatial import cKDTree
 
 from pointcast import blend, interp
@@ -373,3 +374,20 @@ def test_upstream_tables_name_dwds_v1_files_first_then_the_legacy_tree():
     old = [f.path for f in run_files(legacy, ICON_EU, init, (timedelta(hours=1),))]
     assert ("icon-eu/grib/06/vis/icon-eu_europe_regular-lat-lon_single-level_2026112006_001_"
             "VIS.grib2.bz2") in old
+
+
+def test_each_points_list_is_profiled_at_its_own_heights(decoded):
+    """Lists sharing a model's extraction (`extract`'s groups): each list's points get the
+    values of an extraction at its heights alone, and NaN at the other lists' heights."""
+    ds = decoded["icon-d2"]
+    pts = points()  # four points: a list of three at the windpack's heights, one at 10 m
+    heights = [10.0, 60.0, 100.0, 140.0]
+    grouped = interp.extract(ds, pts, heights, [(3, heights), (1, [10.0])])
+    whole = interp.extract(ds, pts, heights)
+    assert list(grouped.height.values) == heights
+    for name in ("wind_u", "wind_v", "air_temperature"):
+        xr.testing.assert_identical(grouped[name].isel(point=slice(0, 3)), whole[name].isel(point=slice(0, 3)))
+        xr.testing.assert_identical(grouped[name].isel(point=[3]).sel(height=[10.0]),
+                                    whole[name].isel(point=[3]).sel(height=[10.0]))
+        assert np.isnan(grouped[name].isel(point=3).sel(height=[60.0, 100.0, 140.0]).values).all()
+    assert np.isfinite(whole.wind_u.isel(point=0).values).sum() >= 8  # the comparison compared values

@@ -108,7 +108,8 @@ def test_temperature_aloft_without_a_level_above_ground_follows_the_standard_lap
     orog = np.array([0.0, 3000.0])  # point 1 stands above both levels
     values = {"t2m": t2m, "u10": np.ones((1, 2)), "v10": np.ones((1, 2)), "z_pl": z_pl, "t_pl": t_pl}
     out = xr.Dataset(coords={"time": [np.datetime64("2026-11-20T00:00", "ns")], "point": ["a", "b"]})
-    interp._profiles(out, values, xr.Dataset(), orog, np.array([10.0, 100.0, 200.0]))
+    heights = np.array([10.0, 100.0, 200.0])
+    interp._profiles(out, values, xr.Dataset(), orog, heights, [(2, heights)])
     t = out["air_temperature"].values[0]  # (point, height)
     # Point a: between 2 m (280 K) and the 1000 hPa level 110 m above ground (279 K).
     np.testing.assert_allclose(t[0, 1], 280.0 + (279.0 - 280.0) * 98.0 / 108.0, rtol=1e-6)
