@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -251,6 +252,7 @@ horizon_hours = 72
     assert cfg.output.keep_runs == 8
     assert (cfg.schedule.every_hours, cfg.schedule.offset_minutes) == (3, 0)
     assert (cfg.dask.scheduler, cfg.dask.workers) == ("threads", 2)
+    assert (cfg.dask.points_per_slice, cfg.dask.build_processes) == (1000, os.cpu_count())
     assert cfg.products["eu-short"].freqs == ("1H", "30min", "15min")
     assert cfg.sources["s"].options == {"scale": 1, "area": None, "init": "latest", "icon_layout": "v1"}
     assert cfg.products["eu-short"].points == (
@@ -390,6 +392,8 @@ def test_duplicate_toml_key(tmp_path):
          "must be <= 179"),
         ('scheduler = "threads"', 'scheduler = "mpi"', "scheduler", "dask.scheduler", "expected one of"),
         ("workers = 2", "workers = 0", "workers", "dask.workers", "must be >= 1"),
+        ("workers = 2", "workers = 2\nbuild_processes = 0", "build_processes", "dask.build_processes",
+         "must be >= 1"),
         ('freqs = ["1H", "30min", "15min"]', 'freqs = ["1H", "5min"]', "freqs", "products.eu-medium.freqs",
          "unknown freq '5min'"),
         ('freqs = ["1H", "30min", "15min"]', "freqs = []", "freqs", "products.eu-medium.freqs", "must not be empty"),

@@ -19,6 +19,7 @@ import uvicorn
 import xarray as xr
 
 from pointcast import codes
+from pointcast.config import load_config
 from pointcast.products.eu_common import ORDER, UNITS
 
 from conftest import write_config
@@ -160,17 +161,22 @@ def test_rerun_of_the_same_model_runs_changes_nothing(published):
     assert len([d for d in (root / "runs").iterdir() if not d.name.startswith((".", "failed"))]) == 1
 
 
-def test_points_built_in_slices_publish_the_same_run(published, tmp_path):
-    """[dask] points_per_slice bounds the memory; the published files and archives do not
-    depend on it (16: the 42 European points in slices of 16, 16 and 10)."""
+@pytest.mark.parametrize("processes", [1, 2])
+def test_points_built_in_slices_publish_the_same_run(published, tmp_path, processes):
+    """[dask] points_per_slice bounds the memory and build_processes spreads the slices over
+    forked processes; the published files and archives depend on neither (16: the 42
+    European points in slices of 16, 16 and 10, built one after the other in the cycle's
+    process or two at a time in forked ones, against the shipped default: a slice and a
+    forked process a core)."""
     from flows.cycle import cycle
 
     _, root, _ = published
     cfg = write_config(tmp_path)
     text = cfg.read_text()
-    cfg.write_text(text.replace("workers = 2\n", "workers = 2\npoints_per_slice = 16\n", 1)
+    cfg.write_text(text.replace("workers = 2\n", f"workers = 2\npoints_per_slice = 16\n"
+                                f"build_processes = {processes}\n", 1)
                    .replace('root = "output"', f'root = "output"\ncache = "{root / "cache"}"', 1))
-    assert "points_per_slice = 16" in cfg.read_text()
+    assert load_config(cfg).dask.points_per_slice == 16
     sliced = tmp_path / "output"
     cycle(str(cfg))
     stamp = re.compile(rb'"(updated_time|next_update)":"[^"]*"')
@@ -183,6 +189,9 @@ def test_points_built_in_slices_publish_the_same_run(published, tmp_path):
     for product in ("eu-medium", "eu-wind", "global", "japan"):
         a, b = (xr.open_zarr(r / "zarr" / f"{product}.zarr").load() for r in (sliced, root))
         xr.testing.assert_identical(a, b)
+    manifest = json.loads((run_dir(sliced) / "manifest.json").read_text())
+    theirs = json.loads((run_dir(root) / "manifest.json").read_text())
+    assert manifest["products"] == theirs["products"]  # the seams among them
 
 
 def _variant(cfg: Path, name: str, old: str, new: str) -> Path:

@@ -119,6 +119,8 @@ class DaskConfig:
     # Points resampled, blended and built at a time: bounds the cycle's memory for any
     # number of points (about 3 GB for 1,000 European points over 14 days).
     points_per_slice: int = 1000
+    # Processes building the slices (forked: rendering JSON is Python, one core a process).
+    build_processes: int = field(default_factory=lambda: os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -417,7 +419,7 @@ _TCP_RE = re.compile(r"tcp://[^\s:/]+:\d{1,5}")
 def _dask(ctx: _Ctx, doc: dict) -> DaskConfig:
     path = ("dask",)
     tbl = _table(ctx, doc, "dask", path, required=False) or {}
-    _check_keys(ctx, tbl, path, ("scheduler", "workers", "points_per_slice"))
+    _check_keys(ctx, tbl, path, ("scheduler", "workers", "points_per_slice", "build_processes"))
     sched = _str(ctx, tbl, "scheduler", path, _DEFAULT_SCHEDULER)
     if sched not in DASK_SCHEDULERS and not _TCP_RE.fullmatch(sched):
         raise ctx.error(
@@ -426,7 +428,9 @@ def _dask(ctx: _Ctx, doc: dict) -> DaskConfig:
         )
     workers = _int(ctx, tbl, "workers", path, _DEFAULT_WORKERS, lo=1, hi=1024)
     per_slice = _int(ctx, tbl, "points_per_slice", path, DaskConfig.points_per_slice, lo=1)
-    return DaskConfig(scheduler=sched, workers=workers, points_per_slice=per_slice)
+    processes = _int(ctx, tbl, "build_processes", path, DaskConfig().build_processes, lo=1, hi=1024)
+    return DaskConfig(scheduler=sched, workers=workers, points_per_slice=per_slice,
+                      build_processes=processes)
 
 
 _KEY_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

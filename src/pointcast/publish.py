@@ -394,6 +394,22 @@ class TreeWriter:
         for d in sorted(self._dirs, key=lambda p: p.count("/"), reverse=True):
             _fsync_dir(d)
 
+    def close(self) -> set[str]:
+        """Wait until every queued file is on disk and stop writing: for a writer of one part
+        of the run's tree (a slice of points, maybe in a forked process). Returns the
+        directories it made, for the run's writer to make durable (``StagedFiles.adopt``)."""
+        self.drain()
+        self._pool.shutdown(wait=True)
+        return set(self._dirs)
+
+    def adopt(self, names, dirs: set[str]) -> None:
+        """Count the files (relative paths) and directories another writer made in this
+        staging tree as this writer's: ``finish`` makes them durable with its own."""
+        if clash := self.names & set(names):
+            raise ValueError(f"{sorted(clash)[0]!r} was written twice")
+        self.names.update(names)
+        self._dirs.update(dirs)
+
     def abort(self) -> None:
         """Stop writing (the caller removes the staging tree)."""
         self._batch = []
@@ -420,6 +436,16 @@ class StagedFiles(MutableMapping):
         """The files whose bytes hold ``null`` (noted as they passed: the validation gate
         need not read every file back to find them)."""
         return [rel for rel, null in self._rels.items() if null]
+
+    def written(self) -> dict[str, bool]:
+        """Path -> whether its bytes hold ``null``, of every file set here."""
+        return dict(self._rels)
+
+    def adopt(self, written: dict[str, bool], dirs: set[str]) -> None:
+        """Take the files another writer put into the same staging tree (``written`` of its
+        StagedFiles, the directories its ``close`` returned) as this mapping's own."""
+        self.writer.adopt(written.keys(), dirs)
+        self._rels.update(written)
 
     def __getitem__(self, rel: str) -> bytes:
         if rel not in self._rels:
