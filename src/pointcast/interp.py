@@ -462,12 +462,12 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
     if zs.shape[-1] == 1:  # only the 10 m wind (JMA MSM surface fields): no profile to follow
         cols_u, cols_v = ([_single_level(zs, a, h) for h in heights] for a in (us, vs))
     else:
-        cols_u, cols_v = zip(*(physics.wind_at_height(us, vs, zs, h) for h in heights))
+        cols_u, cols_v = zip(*physics.wind_at_heights(us, vs, zs, heights))
     zt, tt = np.stack(temp_h, axis=-1), np.stack(temp_v, axis=-1)
     order = np.argsort(np.where(np.isnan(zt), np.inf, zt), axis=-1)
     zt, tt = np.take_along_axis(zt, order, axis=-1), np.take_along_axis(tt, order, axis=-1)
-    temps = [_single_level(zt, tt, h) if zt.shape[-1] == 1 else physics.interp_linear_height(tt, zt, h)
-             for h in heights]
+    temps = ([_single_level(zt, tt, h) for h in heights] if zt.shape[-1] == 1
+             else physics.interp_linear_heights(tt, zt, heights))
     if zt.shape[-1] > 1:
         # No upper level above the ground (high terrain where every pressure level published
         # is below the surface): the standard atmosphere's lapse rate from the 2 m temperature.

@@ -302,27 +302,35 @@ def clear_sky_ghi_mean(lat, lon, starts, seconds, substeps=12):
 # --- vertical interpolation ---------------------------------------------------------
 
 
-def _bracket(heights, valid, target, coordinate):
-    """Locate target between the two nearest valid levels along the last axis.
-
-    Returns the original level indices (lower, upper) of the bracketing pair and the
-    fractional position w of the target in `coordinate` (log or identity) of height:
-    0 <= w <= 1 inside, w > 1 above the top valid level, w < 0 below the lowest.
-    The pair is the top (bottom) two valid levels when the target is above (below)
-    the profile. w is NaN where fewer than two levels are valid.
-    """
+def _levels(heights, valid, coordinate):
+    """The profiles' levels in `coordinate` (log or identity) of height, ascending along the
+    last axis with the invalid ones last (+inf), each one's original index, and how many are
+    valid: sorted once for every target height (`_bracket`)."""
     if heights.shape[-1] < 2:
         raise ValueError(f"a profile needs at least two levels, got shape {heights.shape}")
     x = np.where(valid, coordinate(np.where(valid, heights, 1.0)), np.inf)
     order = np.argsort(x, axis=-1, kind="stable")  # valid levels first, ascending
     x = np.take_along_axis(x, order, axis=-1)
+    return x, order, np.isfinite(x).sum(axis=-1)
+
+
+def _bracket(levels, target, coordinate):
+    """Locate target between the two nearest valid levels along the last axis (`_levels`).
+
+    Returns the original level indices (lower, upper) of the bracketing pair and the
+    fractional position w of the target in `coordinate` of height:
+    0 <= w <= 1 inside, w > 1 above the top valid level, w < 0 below the lowest.
+    The pair is the top (bottom) two valid levels when the target is above (below)
+    the profile. w is NaN where fewer than two levels are valid.
+    """
+    x, order, n_valid = levels
     xt = coordinate(np.asarray(target, dtype=float))
     shape = np.broadcast_shapes(x.shape[:-1], xt.shape)
     x = np.broadcast_to(x, shape + x.shape[-1:])
     order = np.broadcast_to(order, x.shape)
+    n_valid = np.broadcast_to(n_valid, shape)
     xt = np.broadcast_to(xt, shape)
 
-    n_valid = np.isfinite(x).sum(axis=-1)
     n_at_or_below = (x <= xt[..., np.newaxis]).sum(axis=-1)
     upper = np.clip(n_at_or_below, 1, np.maximum(n_valid - 1, 1))[..., np.newaxis]
     lower = upper - 1
@@ -375,7 +383,7 @@ def interp_log_height(values, heights, target):
     heights = np.asarray(heights, dtype=float)
     target = np.asarray(target, dtype=float)
     valid = np.isfinite(heights) & (heights > 0.0) & np.isfinite(values)
-    lower, upper, w = _bracket(heights, valid, target, np.log)
+    lower, upper, w = _bracket(_levels(heights, valid, np.log), target, np.log)
     v_lo, v_hi = _gather(values, lower), _gather(values, upper)
     z_lo, z_hi = _gather(heights, lower), _gather(heights, upper)
     inside = v_lo + np.clip(w, 0.0, 1.0) * (v_hi - v_lo)
@@ -391,19 +399,28 @@ def wind_at_height(u, v, heights, target):
     alpha from the wind speeds of the two nearest valid levels clipped to [0, 0.6]:
     the power law applies to the speed and keeps the direction.
     """
+    return wind_at_heights(u, v, heights, [target])[0]
+
+
+def wind_at_heights(u, v, heights, targets):
+    """`wind_at_height` at each of `targets`, the profiles sorted once for all of them."""
     u = np.asarray(u, dtype=float)
     v = np.asarray(v, dtype=float)
     heights = np.asarray(heights, dtype=float)
-    target = np.asarray(target, dtype=float)
     valid = np.isfinite(heights) & (heights > 0.0) & np.isfinite(u) & np.isfinite(v)
-    lower, upper, w = _bracket(heights, valid, target, np.log)
-    u_lo, u_hi = _gather(u, lower), _gather(u, upper)
-    v_lo, v_hi = _gather(v, lower), _gather(v, upper)
-    z_lo, z_hi = _gather(heights, lower), _gather(heights, upper)
-    alpha = _shear_exponent(wind_speed(u_lo, v_lo), wind_speed(u_hi, v_hi), z_lo, z_hi)
-    factor = _power_law_factor(w, target, z_lo, z_hi, alpha)
-    wc = np.clip(w, 0.0, 1.0)
-    return (u_lo + wc * (u_hi - u_lo)) * factor, (v_lo + wc * (v_hi - v_lo)) * factor
+    levels = _levels(heights, valid, np.log)
+    out = []
+    for target in targets:
+        target = np.asarray(target, dtype=float)
+        lower, upper, w = _bracket(levels, target, np.log)
+        u_lo, u_hi = _gather(u, lower), _gather(u, upper)
+        v_lo, v_hi = _gather(v, lower), _gather(v, upper)
+        z_lo, z_hi = _gather(heights, lower), _gather(heights, upper)
+        alpha = _shear_exponent(wind_speed(u_lo, v_lo), wind_speed(u_hi, v_hi), z_lo, z_hi)
+        factor = _power_law_factor(w, target, z_lo, z_hi, alpha)
+        wc = np.clip(w, 0.0, 1.0)
+        out.append(((u_lo + wc * (u_hi - u_lo)) * factor, (v_lo + wc * (v_hi - v_lo)) * factor))
+    return out
 
 
 def interp_linear_height(values, heights, target):
@@ -414,9 +431,18 @@ def interp_linear_height(values, heights, target):
     lapse rate. NaN levels are skipped, levels may come in any order; `target`
     broadcasts against values.shape[:-1].
     """
+    return interp_linear_heights(values, heights, [target])[0]
+
+
+def interp_linear_heights(values, heights, targets):
+    """`interp_linear_height` at each of `targets`, the profiles sorted once for all of them."""
     values = np.asarray(values, dtype=float)
     heights = np.asarray(heights, dtype=float)
     valid = np.isfinite(heights) & np.isfinite(values)
-    lower, upper, w = _bracket(heights, valid, target, np.asarray)
-    v_lo, v_hi = _gather(values, lower), _gather(values, upper)
-    return v_lo + w * (v_hi - v_lo)
+    levels = _levels(heights, valid, np.asarray)
+    out = []
+    for target in targets:
+        lower, upper, w = _bracket(levels, target, np.asarray)
+        v_lo, v_hi = _gather(values, lower), _gather(values, upper)
+        out.append(v_lo + w * (v_hi - v_lo))
+    return out
