@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         ten = cycle(variants["points"])
         line("points_10x_cost", ten["wall_s"] / one["wall_s"], "<= 3",
              f"{10 * n} points {ten['wall_s']:.1f} s / {n} points {one['wall_s']:.1f} s")
-        print(f"# peak RSS of the {10 * n}-point cycle: {ten['rss_gb']:.2f} GB", flush=True)
+        print(f"# peak memory of the {10 * n}-point cycle: {ten['rss_gb']:.2f} GB RSS; with its "
+              f"build processes' own pages {ten['tree_gb']:.2f} GB", flush=True)
     return 0
 
 
@@ -152,7 +153,9 @@ def cycle_figures(args, cfg, base: Path, n: int, ecc: float, seconds: int, work:
     print(f"# cycle ({n} points, threads): {one['wall_s']:.1f} s, run {one['run_id']}", flush=True)
     line("cycle_vs_decode_floor", one["wall_s"] / ecc, "<= 3",
          f"cycle {one['wall_s']:.1f} s / ecCodes decode {ecc:.1f} s")
-    line("peak_rss_gb", one["rss_gb"], "<= 6")
+    line("peak_rss_gb", max(one["rss_gb"], one["tree_gb"]), "<= 6",
+         f"the cycle's process {one['rss_gb']:.2f} GB; with its build processes' own pages "
+         f"{one['tree_gb']:.2f} GB")
     output = cfg.output.root
     run = output / "runs" / one["run_id"]
     for pid, pc in cfg.products.items():

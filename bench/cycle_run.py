@@ -2,7 +2,8 @@
 
 Prints one JSON line: wall seconds of the flow (Prefect's temporary server is started by a
 warm-up flow first, so its start-up is not counted), the process's peak RSS, the largest
-peak RSS among its children (dask workers of a LocalCluster), and the run id. The previous
+peak RSS among its children (dask workers of a LocalCluster, forked build processes), the
+peak memory of the process and its children together (`TreeMemory`), and the run id. The previous
 run tree, pointer and archive under the output root are removed first (the sample cache is
 kept; ``workload.clear_outputs``), so every measured cycle does the whole work.
 """
@@ -14,6 +15,7 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +35,54 @@ def _warm_up() -> int:
     return 1
 
 
+class TreeMemory(threading.Thread):
+    """The peak memory of this process and its descendants, sampled every ``every`` seconds
+    until ``stop``: this process's RSS and each descendant's private pages (a forked child's
+    RSS counts again the pages it shares with the cycle). A descendant's pages are counted by
+    walking its page tables (``smaps_rollup``, tens of ms for a child of a 10 GB process),
+    hence the slow sampling."""
+
+    def __init__(self, every: float = 2.0):
+        super().__init__(daemon=True)
+        self.every, self.peak, self._done = every, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self.every):
+            own = os.getpid()
+            self.peak = max(self.peak, _status_kib(own, "VmRSS") * 1024
+                            + sum(_private(pid) for pid in _tree(own)[1:]))
+
+    def stop(self) -> float:
+        self._done.set()
+        self.join()
+        return self.peak / 1e9
+
+
+def _tree(pid: int) -> list[int]:
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += map(int, (task / "children").read_text().split())
+        except OSError:  # the thread ended
+            pass
+    return [pid, *(p for child in children for p in _tree(child))]
+
+
+def _status_kib(pid: int, key: str) -> int:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return next(int(line.split()[1]) for line in text.splitlines() if line.startswith(key + ":"))
+
+
+def _private(pid: int) -> int:
+    """Bytes only this process maps (0 when it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    return sum(int(line.split()[1]) * 1024 for line in text.splitlines()
+               if line.startswith(("Private_Clean:", "Private_Dirty:")))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("config")
@@ -50,9 +100,12 @@ def main(argv: list[str] | None = None) -> int:
 
         profiler = cProfile.Profile()
         profiler.enable()
+    memory = TreeMemory()
+    memory.start()
     t0 = time.perf_counter()
     run_id = cycle(args.config)
     wall = time.perf_counter() - t0
+    tree_gb = memory.stop()
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
@@ -61,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": wall, "run_id": run_id,
         "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * kib / 1e9,
         "children_rss_gb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * kib / 1e9,
+        "tree_gb": tree_gb,
     }), flush=True)
     return 0
 
