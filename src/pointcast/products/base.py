@@ -147,12 +147,45 @@ def numbers(values: np.ndarray, decimals: int | None) -> Texts:
         distinct, inverse = np.unique(codes[ok], return_inverse=True)
         index = np.full(v.shape, len(distinct))
         index[ok] = inverse
+    table = np.empty(len(distinct) + 1, dtype=object)
+    table[:-1] = _number_texts(distinct, decimals)
+    table[-1] = b"null"
+    return Texts(table, np.ascontiguousarray(index.astype(np.int32, copy=False).T))
+
+
+# decimals -> (the first code, the texts of the codes from it on): a run formats the same few
+# thousand numbers millions of times, in every slice and build process.
+_TEXTS: dict[int | None, tuple[int, np.ndarray]] = {}
+_TEXTS_SPAN = 1 << 20  # codes kept a precision, at most (a few tens of MB)
+
+
+def _number_texts(codes: np.ndarray, decimals: int | None) -> np.ndarray:
+    """The texts of ascending integer codes (value x 10**decimals), from the precision's table."""
+    if not len(codes):
+        return np.empty(0, dtype=object)
+    lo, hi = int(codes[0]), int(codes[-1]) + 1
+    first, table = _TEXTS.get(decimals, (lo, np.empty(0, dtype=object)))
+    start, end = min(first, lo), max(first + len(table), hi)
+    if end - start > _TEXTS_SPAN:
+        return _format_codes(codes, decimals)
+    if (start, end) != (first, first + len(table)):
+        grown = np.empty(end - start, dtype=object)
+        grown[:first - start] = _format_codes(np.arange(start, first), decimals)
+        grown[first - start:first - start + len(table)] = table
+        grown[first - start + len(table):] = _format_codes(np.arange(first + len(table), end), decimals)
+        table = grown
+        _TEXTS[decimals] = (start, table)
+    return table[codes - start]
+
+
+def _format_codes(codes: np.ndarray, decimals: int | None) -> np.ndarray:
+    out = np.empty(len(codes), dtype=object)
     if decimals is None:
-        texts = [str(int(k)).encode() for k in distinct]
+        out[:] = [str(k).encode() for k in codes.tolist()]
     else:
         scale = 10 ** decimals
-        texts = [repr(int(k) / scale + 0.0).encode() for k in distinct]
-    return Texts.of(texts + [b"null"], index)
+        out[:] = [repr(k / scale + 0.0).encode() for k in codes.tolist()]
+    return out
 
 
 def strings(values) -> Texts:
