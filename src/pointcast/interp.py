@@ -410,8 +410,9 @@ def _profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
         profiled = _profile(group, ds, orog[points], np.asarray(wanted, dtype=float), len(out.time), count)
         if profiled is None:  # no wind at any level
             return
-        for name, arr in profiled.items():
-            fields[name][:, points, cols] = arr
+        for name, (rows, columns) in profiled.items():
+            for col, arr in zip(cols, columns):
+                fields[name][rows, points, col] = arr
     for name, arr in fields.items():
         out[name] = (("time", "point", "height"), arr)
     out.coords["height"] = heights
@@ -420,7 +421,8 @@ def _profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
 
 def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray, t_len: int,
              p_len: int) -> dict | None:
-    """Wind and temperature (time, point, height) at `heights` for the points of ``values``."""
+    """Wind and temperature at `heights` for the points of ``values``: by name, the times
+    (rows) computed and a (row, point) array a height (NaN at the other times)."""
     wind_h, wind_u, wind_v = [], [], []
     if "u10" in values:
         wind_h.append(np.full((t_len, p_len), 10.0))
@@ -456,25 +458,48 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
             wind_v.append(values["v_ml"][:, k])
     if not wind_h:
         return None
-    zs, us, vs = (np.stack(a, axis=-1) for a in (wind_h, wind_u, wind_v))
-    order = np.argsort(np.where(np.isnan(zs), np.inf, zs), axis=-1)
-    zs, us, vs = (np.take_along_axis(a, order, axis=-1) for a in (zs, us, vs))
-    if zs.shape[-1] == 1:  # only the 10 m wind (JMA MSM surface fields): no profile to follow
+    if len(wind_h) == 1:  # only the 10 m wind (JMA MSM surface fields): no profile to follow
+        rows = slice(None)
+        zs, us, vs = (a[0][..., np.newaxis] for a in (wind_h, wind_u, wind_v))
         cols_u, cols_v = ([_single_level(zs, a, h) for h in heights] for a in (us, vs))
     else:
+        rows = _rows_with_levels(wind_u)
+        zs, us, vs = _sorted_profiles(rows, wind_h, wind_u, wind_v)
         cols_u, cols_v = zip(*physics.wind_at_heights(us, vs, zs, heights))
-    zt, tt = np.stack(temp_h, axis=-1), np.stack(temp_v, axis=-1)
-    order = np.argsort(np.where(np.isnan(zt), np.inf, zt), axis=-1)
-    zt, tt = np.take_along_axis(zt, order, axis=-1), np.take_along_axis(tt, order, axis=-1)
-    temps = ([_single_level(zt, tt, h) for h in heights] if zt.shape[-1] == 1
-             else physics.interp_linear_heights(tt, zt, heights))
-    if zt.shape[-1] > 1:
+    if len(temp_h) == 1:
+        temps = [_single_level(temp_h[0][..., np.newaxis], temp_v[0][..., np.newaxis], h) for h in heights]
+    else:
+        rows = _rows_with_levels(temp_v)
+        zt, tt = _sorted_profiles(rows, temp_h, temp_v)
+        temps = [_on_rows(t, rows, t_len) for t in physics.interp_linear_heights(tt, zt, heights)]
         # No upper level above the ground (high terrain where every pressure level published
         # is below the surface): the standard atmosphere's lapse rate from the 2 m temperature.
         t2m = values["t2m"].astype(np.float64)
         temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t) for t, h in zip(temps, heights)]
-    return {"wind_u": np.stack(cols_u, axis=-1), "wind_v": np.stack(cols_v, axis=-1),
-            "air_temperature": np.stack(temps, axis=-1)}
+    return {"wind_u": (rows, cols_u), "wind_v": (rows, cols_v), "air_temperature": (slice(None), temps)}
+
+
+def _rows_with_levels(levels: list[np.ndarray]) -> np.ndarray:
+    """The times (rows of the (time, point) levels) at which two levels or more have a value
+    somewhere. At the others no point has a profile and every height is NaN: ICON-D2's model
+    levels are hourly on its 15-minute axis, three times in four."""
+    return np.flatnonzero(sum(np.isfinite(a).any(axis=-1) for a in levels) >= 2)
+
+
+def _sorted_profiles(rows: np.ndarray, heights: list[np.ndarray], *values: list[np.ndarray]):
+    """The levels' (time, point) heights and values at ``rows`` as (row, point, level)
+    profiles, the levels sorted by height (absent heights last)."""
+    z = np.stack([a[rows] for a in heights], axis=-1)
+    order = np.argsort(np.where(np.isnan(z), np.inf, z), axis=-1)
+    return [np.take_along_axis(z, order, axis=-1),
+            *(np.take_along_axis(np.stack([a[rows] for a in v], axis=-1), order, axis=-1) for v in values)]
+
+
+def _on_rows(values: np.ndarray, rows: np.ndarray, t_len: int) -> np.ndarray:
+    """(row, point) values back on the time axis, NaN at the other times."""
+    out = np.full((t_len,) + values.shape[1:], np.nan)
+    out[rows] = values
+    return out
 
 
 def _single_level(heights: np.ndarray, values: np.ndarray, target: float) -> np.ndarray:
