@@ -119,8 +119,9 @@ class DaskConfig:
     # Points resampled, blended and built at a time: bounds the cycle's memory for any
     # number of points (about 3 GB for 1,000 European points over 14 days).
     points_per_slice: int = 1000
-    # Processes building the slices (forked: rendering JSON is Python, one core a process).
-    build_processes: int = field(default_factory=lambda: os.cpu_count() or 1)
+    # Processes building the slices (forked: rendering JSON is Python, one core a process);
+    # by default the CPUs this process may run on (a cpuset or taskset narrows them).
+    build_processes: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
 
 
 @dataclass(frozen=True)
