@@ -30,21 +30,29 @@ _seen: dict[str, int] = {}
 _lock = threading.Lock()  # Zarr objects are written from worker threads
 
 
+def _fault() -> tuple[str, str, str] | None:
+    """(action, point, count) of ``POINTCAST_FAULT``, None when unset."""
+    spec = os.environ.get(ENV)
+    if not spec:
+        return None
+    action, _, where = spec.partition("@")
+    target, _, count = where.partition(":")
+    return action, target, count
+
+
 def armed(name: str) -> bool:
     """Whether a fault is set at the named point (a file write then stops halfway there)."""
-    spec = os.environ.get(ENV)
-    return bool(spec) and spec.partition("@")[2].partition(":")[0] == name
+    fault = _fault()
+    return fault is not None and fault[1] == name
 
 
 def point(name: str) -> None:
     """Reached the named point: do the configured fault if it is due here."""
-    spec = os.environ.get(ENV)
-    if not spec:
+    fault = _fault()
+    if fault is None or fault[1] != name:
         return
-    action, _, where = spec.partition("@")
-    target, _, count = where.partition(":")
-    if target != name:
-        return
+    action, _, count = fault
+    spec = os.environ[ENV]
     with _lock:
         _seen[name] = _seen.get(name, 0) + 1
         due = _seen[name] == int(count or 1)

@@ -459,24 +459,25 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
     if not wind_h:
         return None
     if len(wind_h) == 1:  # only the 10 m wind (JMA MSM surface fields): no profile to follow
-        rows = slice(None)
+        wind_rows = slice(None)
         zs, us, vs = (a[0][..., np.newaxis] for a in (wind_h, wind_u, wind_v))
         cols_u, cols_v = ([_single_level(zs, a, h) for h in heights] for a in (us, vs))
     else:
-        rows = _rows_with_levels(wind_u)
-        zs, us, vs = _sorted_profiles(rows, wind_h, wind_u, wind_v)
+        wind_rows = _rows_with_levels(wind_u)
+        zs, us, vs = _sorted_profiles(wind_rows, wind_h, wind_u, wind_v)
         cols_u, cols_v = zip(*physics.wind_at_heights(us, vs, zs, heights))
     if len(temp_h) == 1:
         temps = [_single_level(temp_h[0][..., np.newaxis], temp_v[0][..., np.newaxis], h) for h in heights]
     else:
-        rows = _rows_with_levels(temp_v)
-        zt, tt = _sorted_profiles(rows, temp_h, temp_v)
-        temps = [_on_rows(t, rows, t_len) for t in physics.interp_linear_heights(tt, zt, heights)]
+        temp_rows = _rows_with_levels(temp_v)
+        zt, tt = _sorted_profiles(temp_rows, temp_h, temp_v)
+        temps = [_on_rows(t, temp_rows, t_len) for t in physics.interp_linear_heights(tt, zt, heights)]
         # No upper level above the ground (high terrain where every pressure level published
         # is below the surface): the standard atmosphere's lapse rate from the 2 m temperature.
         t2m = values["t2m"].astype(np.float64)
         temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t) for t, h in zip(temps, heights)]
-    return {"wind_u": (rows, cols_u), "wind_v": (rows, cols_v), "air_temperature": (slice(None), temps)}
+    return {"wind_u": (wind_rows, cols_u), "wind_v": (wind_rows, cols_v),
+            "air_temperature": (slice(None), temps)}
 
 
 def _rows_with_levels(levels: list[np.ndarray]) -> np.ndarray:

@@ -306,8 +306,8 @@ class TreeWriter:
     written on a thread pool, compression and writes releasing the GIL, in batches of
     ``WRITE_BATCH`` (a task per file cost more in thread hand-overs than the writes), with at
     most ``WRITE_QUEUE`` batches waiting: memory holds a few batches, not the run (a run of
-    10,000 points a list is tens of GB of JSON). Nothing is fsync'd per file; ``finish`` flushes the
-    file system once and fsyncs the tree's directories. ``files()`` gives a product its
+    10,000 points a list is tens of GB of JSON). Nothing is fsync'd per file; ``finish``
+    flushes the file system once and fsyncs the tree's directories. ``files()`` gives a product its
     mapping of relative path -> bytes backed by this tree.
     """
 
@@ -386,10 +386,7 @@ class TreeWriter:
 
     def finish(self) -> None:
         """Make the tree durable: every file written, the file system flushed, directories fsync'd."""
-        if self._batch:
-            self._submit()
-        self._pool.shutdown(wait=True)
-        self._raise()
+        self.close()
         _sync_file_system(self.staging)
         for d in sorted(self._dirs, key=lambda p: p.count("/"), reverse=True):
             _fsync_dir(d)

@@ -102,8 +102,8 @@ class Texts:
     index: np.ndarray
 
     @classmethod
-    def of(cls, table: list[bytes], index: np.ndarray) -> Texts:
-        return cls(np.array(table, dtype=object),
+    def of(cls, table, index: np.ndarray) -> Texts:
+        return cls(np.asarray(table, dtype=object),
                    np.ascontiguousarray(index.astype(np.int32, copy=False).T))
 
     @property
@@ -147,10 +147,7 @@ def numbers(values: np.ndarray, decimals: int | None) -> Texts:
         distinct, inverse = np.unique(codes[ok], return_inverse=True)
         index = np.full(v.shape, len(distinct))
         index[ok] = inverse
-    table = np.empty(len(distinct) + 1, dtype=object)
-    table[:-1] = _number_texts(distinct, decimals)
-    table[-1] = b"null"
-    return Texts(table, np.ascontiguousarray(index.astype(np.int32, copy=False).T))
+    return Texts.of(np.append(_number_texts(distinct, decimals), b"null"), index)
 
 
 # decimals -> (the first code, the texts of the codes from it on): a run formats the same few
