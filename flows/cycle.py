@@ -130,14 +130,15 @@ def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish
 
 
 def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                ctx: RunContext, staging: Path, points: slice):
+                ctx: RunContext, staging: Path, write_threads: int, points: slice):
     """Blend and build one slice of the points for the blend's products, their files written
-    into the run's staging tree by a writer of the slice's own. It may run in a forked process
-    (`build_blend`), so it returns what the cycle keeps, not the files: each product's output
-    without its files, the names of its files (and whether they hold a null), the seams, the
-    directories made."""
+    into the run's staging tree by a writer of the slice's own (``write_threads``: its pool,
+    0 in a forked process, which has a core of its own to write on). It may run in a forked
+    process (`build_blend`), so it returns what the cycle keeps, not the files: each
+    product's output without its files, the names of its files (and whether they hold a
+    null), the seams, the directories made."""
     series, seams = blend_models(cfg, pids, extracted, where, ctx.basetime, points)
-    writer = publish.TreeWriter(staging)
+    writer = publish.TreeWriter(staging, threads=write_threads)
     outputs, written = {}, {}
     try:
         for pid in pids:
@@ -164,9 +165,10 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     processes = cfg.dask.build_processes
     step = min(cfg.dask.points_per_slice, -(-n // processes))
     slices = [slice(first, first + step) for first in range(0, n, step)]
-    build = partial(build_slice, cfg, pids, extracted, where, ctx, writer.staging)
-    built = (fork_map(build, slices, processes) if processes > 1 and len(slices) > 1
-             else [build(s) for s in slices])
+    forked = processes > 1 and len(slices) > 1
+    build = partial(build_slice, cfg, pids, extracted, where, ctx, writer.staging,
+                    0 if forked else publish.WRITE_THREADS)
+    built = fork_map(build, slices, processes) if forked else [build(s) for s in slices]
     files = {pid: writer.files() for pid in pids}
     for _, written, _, dirs in built:
         for pid in pids:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 
@@ -55,3 +56,19 @@ def _unpicklable(i: int):
 def test_a_result_that_cannot_come_back_is_named():
     with pytest.raises(ChildFailed, match="pickle"):
         fork_map(_unpicklable, [0], 1)
+
+
+def _frozen(i: int) -> int:
+    return gc.get_freeze_count()
+
+
+def test_children_do_not_collect_the_cycles_objects_and_the_cycle_does_again():
+    """The parent's objects are frozen while children run (a child's collections would copy
+    every page holding one) and thawed after, also when a child fails."""
+    kept = [[i] for i in range(1000)]  # objects the collector tracks
+    assert gc.get_freeze_count() == 0
+    assert all(n >= len(kept) for n in fork_map(_frozen, [0, 1], 2))
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(ValueError):
+        fork_map(_raises, [2], 2)
+    assert gc.get_freeze_count() == 0

@@ -261,11 +261,13 @@ def test_gzip_siblings_decompress_to_same_bytes(tmp_path):
         pub.write_json_tree(no_gz, {"a.json": b"1", "a.json.gz": b"2"})
 
 
-def test_writer_batches_lose_no_file(tmp_path):
+@pytest.mark.parametrize("threads", [pub.WRITE_THREADS, 0])
+def test_writer_batches_lose_no_file(tmp_path, threads):
     """Files cross the write batches by count and by size, and a read between them (the
-    validation gate's) sees every file put before it."""
+    validation gate's) sees every file put before it; with a pool of writers and with the
+    batches written in the caller's thread (a forked build process's writer)."""
     staging = pub.new_run_dir(tmp_path, "r1")
-    writer = pub.TreeWriter(staging)
+    writer = pub.TreeWriter(staging, threads=threads)
     files = writer.files()
     count, size = pub.WRITE_BATCH
     big = b"[" + b"1," * (size // 3) + b"1]"  # three make more than a batch's bytes

@@ -10,6 +10,7 @@ no child writing into its staging tree.
 from __future__ import annotations
 
 import ctypes
+import gc
 import multiprocessing
 import os
 import signal
@@ -36,6 +37,10 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], processes: int) -> list[R
     results: list[Any] = [None] * len(items)
     todo = list(enumerate(items))
     running: dict[Any, tuple[int, Any]] = {}  # pipe end -> (item index, process)
+    # The cycle's objects out of the collector's reach while children run: a child's
+    # collections would otherwise walk them all, writing their headers and so copying the pages
+    # it shares with the cycle (the gc.freeze recipe for fork).
+    gc.freeze()
     try:
         while todo or running:
             while todo and len(running) < processes:
@@ -59,6 +64,7 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], processes: int) -> list[R
                     raise value
                 results[i] = value
     finally:
+        gc.unfreeze()
         for conn, (_, child) in running.items():
             child.kill()
             child.join()

@@ -309,9 +309,14 @@ class TreeWriter:
     10,000 points a list is tens of GB of JSON). Nothing is fsync'd per file; ``finish``
     flushes the file system once and fsyncs the tree's directories. ``files()`` gives a product its
     mapping of relative path -> bytes backed by this tree.
+
+    ``threads=0`` writes each batch in the caller's thread: for a build process that is one of
+    as many as there are cores, where a pool only adds GIL and lock hand-overs, and its threads
+    freeing the rendered bytes made glibc give the memory back and the renderer fault it in again
+    (a 1,000-point build: 16.3 s -> 13.5 s, system time 12 s -> 7 s).
     """
 
-    def __init__(self, staging: Path | str, gzip: bool = True):
+    def __init__(self, staging: Path | str, gzip: bool = True, threads: int = WRITE_THREADS):
         self.staging = Path(staging)
         if not self.staging.is_dir():
             raise PublishError(f"staging directory {self.staging} does not exist")
@@ -322,7 +327,7 @@ class TreeWriter:
         # of each path cost more than the checks.
         self._root = str(self.base)
         self._dirs: set[str] = {str(self.staging)}
-        self._pool = ThreadPoolExecutor(max_workers=WRITE_THREADS)
+        self._pool = ThreadPoolExecutor(max_workers=threads) if threads else None
         self._slots = threading.BoundedSemaphore(WRITE_QUEUE)
         self._errors: list[BaseException] = []
         self._queued = False  # files queued since the last drain
@@ -352,6 +357,9 @@ class TreeWriter:
 
     def _submit(self) -> None:
         batch, self._batch, self._batch_bytes = self._batch, [], 0
+        if self._pool is None:
+            self._write(batch)
+            return
         self._queued = True
         self._slots.acquire()
         self._pool.submit(self._write, batch).add_done_callback(self._done)
@@ -396,7 +404,8 @@ class TreeWriter:
         of the run's tree (a slice of points, maybe in a forked process). Returns the
         directories it made, for the run's writer to make durable (``StagedFiles.adopt``)."""
         self.drain()
-        self._pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         return set(self._dirs)
 
     def adopt(self, names, dirs: set[str]) -> None:
@@ -410,7 +419,8 @@ class TreeWriter:
     def abort(self) -> None:
         """Stop writing (the caller removes the staging tree)."""
         self._batch = []
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def files(self) -> "StagedFiles":
         return StagedFiles(self)
