@@ -399,13 +399,14 @@ def _profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
     levels, for each group of points (`extract`) at its own heights."""
     fields = {name: np.full((len(out.time), len(out.point), len(heights)), np.nan, dtype=np.float32)
               for name in ("wind_u", "wind_v", "air_temperature")}
+    column = {h: i for i, h in enumerate(heights.tolist())}
     first = 0
     for count, wanted in groups:
         points = slice(first, first + count)
         first += count
         if not len(wanted):
             continue
-        cols = [heights.tolist().index(h) for h in wanted]
+        cols = [column[h] for h in wanted]
         group = {k: v[..., points] for k, v in values.items()}  # the points are the last axis
         profiled = _profile(group, ds, orog[points], np.asarray(wanted, dtype=float), len(out.time), count)
         if profiled is None:  # no wind at any level

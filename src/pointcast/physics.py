@@ -304,26 +304,26 @@ def clear_sky_ghi_mean(lat, lon, starts, seconds, substeps=12):
 
 def _levels(heights, valid, coordinate):
     """The profiles' levels in `coordinate` (log or identity) of height, ascending along the
-    last axis with the invalid ones last (+inf), each one's original index, and how many are
-    valid: sorted once for every target height (`_bracket`)."""
+    last axis with the invalid ones last (+inf), each one's original index, how many are
+    valid, and the coordinate: sorted once for every target height (`_bracket`)."""
     if heights.shape[-1] < 2:
         raise ValueError(f"a profile needs at least two levels, got shape {heights.shape}")
     x = np.where(valid, coordinate(np.where(valid, heights, 1.0)), np.inf)
     order = np.argsort(x, axis=-1, kind="stable")  # valid levels first, ascending
     x = np.take_along_axis(x, order, axis=-1)
-    return x, order, np.isfinite(x).sum(axis=-1)
+    return x, order, np.isfinite(x).sum(axis=-1), coordinate
 
 
-def _bracket(levels, target, coordinate):
+def _bracket(levels, target):
     """Locate target between the two nearest valid levels along the last axis (`_levels`).
 
     Returns the original level indices (lower, upper) of the bracketing pair and the
-    fractional position w of the target in `coordinate` of height:
+    fractional position w of the target in the levels' coordinate of height:
     0 <= w <= 1 inside, w > 1 above the top valid level, w < 0 below the lowest.
     The pair is the top (bottom) two valid levels when the target is above (below)
     the profile. w is NaN where fewer than two levels are valid.
     """
-    x, order, n_valid = levels
+    x, order, n_valid, coordinate = levels
     xt = coordinate(np.asarray(target, dtype=float))
     shape = np.broadcast_shapes(x.shape[:-1], xt.shape)
     x = np.broadcast_to(x, shape + x.shape[-1:])
@@ -383,7 +383,7 @@ def interp_log_height(values, heights, target):
     heights = np.asarray(heights, dtype=float)
     target = np.asarray(target, dtype=float)
     valid = np.isfinite(heights) & (heights > 0.0) & np.isfinite(values)
-    lower, upper, w = _bracket(_levels(heights, valid, np.log), target, np.log)
+    lower, upper, w = _bracket(_levels(heights, valid, np.log), target)
     v_lo, v_hi = _gather(values, lower), _gather(values, upper)
     z_lo, z_hi = _gather(heights, lower), _gather(heights, upper)
     inside = v_lo + np.clip(w, 0.0, 1.0) * (v_hi - v_lo)
@@ -412,7 +412,7 @@ def wind_at_heights(u, v, heights, targets):
     out = []
     for target in targets:
         target = np.asarray(target, dtype=float)
-        lower, upper, w = _bracket(levels, target, np.log)
+        lower, upper, w = _bracket(levels, target)
         u_lo, u_hi = _gather(u, lower), _gather(u, upper)
         v_lo, v_hi = _gather(v, lower), _gather(v, upper)
         z_lo, z_hi = _gather(heights, lower), _gather(heights, upper)
@@ -442,7 +442,7 @@ def interp_linear_heights(values, heights, targets):
     levels = _levels(heights, valid, np.asarray)
     out = []
     for target in targets:
-        lower, upper, w = _bracket(levels, target, np.asarray)
+        lower, upper, w = _bracket(levels, target)
         v_lo, v_hi = _gather(values, lower), _gather(values, upper)
         out.append(v_lo + w * (v_hi - v_lo))
     return out
