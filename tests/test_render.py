@@ -31,3 +31,11 @@ def test_numbers_are_python_rounded_whatever_the_tables_hold(monkeypatch):
             for j in range(values.shape[1]):
                 assert texts.at(j).tolist() == [_published(x, decimals) for x in values[:, j].tolist()]
     assert base._TEXTS and all(len(t) <= 5000 for _, t in base._TEXTS.values())
+
+
+def test_an_undecided_label_is_null():
+    """A label the rules could not decide (None) is a JSON null, which the validation gate
+    finds and refuses; pandas hands it back as NaN, and NaN is not JSON."""
+    labels = np.array([["Rain", None], ["Fog", "Rain"]], dtype=object)
+    texts = base.strings(labels)
+    assert [texts.at(j).tolist() for j in range(2)] == [[b'"Rain"', b'"Fog"'], [b"null", b'"Rain"']]

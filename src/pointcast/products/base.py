@@ -188,8 +188,9 @@ def _format_codes(codes: np.ndarray, decimals: int | None) -> np.ndarray:
 def strings(values) -> Texts:
     """JSON strings of an array of str (labels, time stamps); null for None (an undecidable label)."""
     codes, distinct = pd.factorize(np.asarray(values, dtype=object).ravel(), use_na_sentinel=False)
-    return Texts.of([json.dumps(s, ensure_ascii=False).encode() for s in distinct],
-                    codes.reshape(np.shape(values)))
+    # factorize gives None back as NaN, which json.dumps would write as the non-JSON NaN.
+    texts = [b"null" if pd.isna(s) else json.dumps(s, ensure_ascii=False).encode() for s in distinct]
+    return Texts.of(texts, codes.reshape(np.shape(values)))
 
 
 class Records:
