@@ -39,3 +39,32 @@ def test_an_undecided_label_is_null():
     labels = np.array([["Rain", None], ["Fog", "Rain"]], dtype=object)
     texts = base.strings(labels)
     assert [texts.at(j).tolist() for j in range(2)] == [[b'"Rain"', b'"Fog"'], [b"null", b'"Rain"']]
+
+
+def test_records_know_which_points_hold_a_null_and_render_whole_files(tmp_path):
+    """A point's `Records.null` is whether its array's bytes hold a null (a gap in a number
+    column, an undecided label); `put_with_records` puts the bytes `with_arrays` makes, and
+    the staging tree takes that flag instead of scanning them."""
+    from pointcast.publish import TreeWriter
+
+    rng = np.random.default_rng(5)
+    values = np.round(rng.normal(0, 10, (30, 8)), 2)
+    values[4, 2] = values[29, 5] = np.nan
+    labels = np.full((30, 8), "Rain", dtype=object)
+    labels[0, 6] = None
+    rows = base.Records({"datetime": base.strings([f"t{i}" for i in range(30)]),
+                         "temp": base.numbers(values, 2), "weather_type": base.strings(labels)})
+    assert rows.null.tolist() == [b"null" in rows.at(j) for j in range(8)]
+    assert rows.null.tolist() == [j in (2, 5, 6) for j in range(8)]
+    head = {"latitude": 50.1, "longitude": 8.6, "freq": "1H", "unit": {"temp": "°C"}}
+    writer = TreeWriter(tmp_path)
+    staged, memory = writer.files(), base.Files()
+    for j in range(8):
+        for files in (staged, memory):
+            base.put_with_records(files, f"p{j}.json", head, "data", rows, j)
+        assert memory[f"p{j}.json"] == base.with_arrays(head, data=rows.at(j))
+    writer.finish()
+    assert staged.with_null() == ["p2.json", "p5.json", "p6.json"]
+    assert [staged[f"p{j}.json"] for j in range(8)] == [memory[f"p{j}.json"] for j in range(8)]
+    base.put_with_records(memory, "none.json", {}, "data", base.Records({"datetime": base.strings([])}), 0)
+    assert memory["none.json"] == b'{"data":[]}'

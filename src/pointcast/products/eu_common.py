@@ -16,8 +16,8 @@ import xarray as xr
 
 from .. import codes, physics
 from ..config import ProductConfig
-from .base import (ProductOutput, Records, RunContext, archive_frame, freq_series, iso, numbers,
-                   published_direction, render_index, strings, with_arrays)
+from .base import (Files, ProductOutput, Records, RunContext, archive_frame, freq_series, iso,
+                   numbers, published_direction, put_with_records, render_index, strings)
 
 HEIGHTS = (10.0, 100.0, 200.0)
 KELVIN = 273.15
@@ -151,7 +151,7 @@ class EuCommon:
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
-        files = {} if files is None else files
+        files = Files() if files is None else files
         for freq, step, ds in freq_series(series, cfg, ctx):
             values = elements(ds, step)
             rows = Records({"datetime": strings([iso(t) for t in ds.time.values]),
@@ -159,10 +159,10 @@ class EuCommon:
                                else numbers(values[k], BY_KEY[k].decimals) for k in ORDER[1:]}})
             for j, p in enumerate(cfg.points):
                 # latitude/longitude first and basetime next: the server splices the request's coordinates.
-                files[f"{self.id}/{freq}/{p.id}.json"] = with_arrays(
-                    {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
-                     "updated_time": iso(ctx.updated), "freq": freq,
-                     "unit": {k: UNITS[k] for k in ORDER}}, data=rows.at(j))
+                put_with_records(files, f"{self.id}/{freq}/{p.id}.json",
+                                 {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
+                                  "updated_time": iso(ctx.updated), "freq": freq,
+                                  "unit": {k: UNITS[k] for k in ORDER}}, "data", rows, j)
         # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, values, cfg, ctx, step))
 

@@ -17,8 +17,8 @@ import xarray as xr
 
 from .. import physics
 from ..config import ProductConfig
-from .base import (ProductOutput, Records, RunContext, archive_frame, freq_series, iso, numbers,
-                   published_direction, render_index, strings, with_arrays)
+from .base import (Files, ProductOutput, Records, RunContext, archive_frame, freq_series, iso,
+                   numbers, published_direction, put_with_records, render_index, strings)
 
 LADDER = (10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 180.0, 200.0, 250.0, 300.0)
 UNITS = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
@@ -50,7 +50,7 @@ class EuWind:
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
-        files = {} if files is None else files
+        files = Files() if files is None else files
         for freq, step, ds in freq_series(series[list(self.variables)], cfg, ctx):
             wind = _wind(ds)
             stamps = strings([iso(t) for t in ds.time.values])
@@ -59,10 +59,11 @@ class EuWind:
                                                        for name, arr in wind.items()}})
                 for j, p in enumerate(cfg.points):
                     if h in point_heights(p):
-                        files[f"{self.id}/{freq}/{p.id}/{height_name(h)}.json"] = with_arrays(
+                        put_with_records(
+                            files, f"{self.id}/{freq}/{p.id}/{height_name(h)}.json",
                             {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
                              "updated_time": iso(ctx.updated), "freq": freq,
-                             "hub_height": height_name(h), "unit": UNITS}, data=rows.at(j))
+                             "hub_height": height_name(h), "unit": UNITS}, "data", rows, j)
         # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, wind, cfg, ctx, step))
 

@@ -29,7 +29,8 @@ import xarray as xr
 
 from ..config import ProductConfig
 from ..interp import aggregate
-from .base import ProductOutput, RunContext, archive_frame, array, iso, numbers, render_index, with_arrays
+from .base import (Files, ProductOutput, RunContext, archive_frame, array, iso, numbers, render_index,
+                   with_arrays)
 from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, hourly_fields,
                  local_days, local_times, wx_elements)
 
@@ -95,7 +96,7 @@ class GlobalWx(WxProduct):
         lons = np.array([p.lon for p in cfg.points])
         hourly = published(hourly_fields(ds, lats, lons))
         zones = [point_time_zone(p.lat, p.lon) for p in cfg.points]
-        files = {} if files is None else files
+        files = Files() if files is None else files
         by_zone = defaultdict(list)
         for j, zone in enumerate(zones):
             by_zone[zone].append(j)

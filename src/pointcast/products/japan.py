@@ -19,7 +19,7 @@ import xarray as xr
 from .. import codes, physics
 from ..config import ProductConfig
 from ..interp import aggregate
-from .base import ProductOutput, RunContext, archive_frame, render_index
+from .base import Files, ProductOutput, RunContext, archive_frame, render_index
 from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, hourly_fields,
                  local_days, local_times, wx_elements)
 
@@ -61,7 +61,7 @@ class Japan(WxProduct):
         srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
         elements = wx_elements([(p.lat, p.lon) for p in cfg.points], srf_dates, hourly, SRF_KEYS,
                                day_dates, daily, MRF_KEYS)
-        files = {} if files is None else files
+        files = Files() if files is None else files
         for p, element in zip(cfg.points, elements):
             files[f"{self.id}/{p.id}.json"] = element
         return ProductOutput(files=files, archive=self._archive(ds, hourly, cfg, ctx))
