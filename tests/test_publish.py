@@ -396,8 +396,26 @@ def test_archive_chunking_for_point_series(tmp_path):
     assert ds.wind_speed.encoding["shards"] == (1, 4, 6, 2)
 
     default = xr.open_zarr(pub.append_archive(tmp_path / "y", "eu-wind", cycle("2026-11-22T00")))
-    assert pub.POINT_CHUNK == 16  # the 3 points fit one chunk
-    assert default.wind_speed.encoding["chunks"] == (1, 3, 6, 2)
+    assert default.wind_speed.encoding["chunks"] == (1, 3, 6, 2)  # the 3 points fit one chunk
+
+
+def test_archive_chunks_hold_as_many_points_as_make_their_bytes(tmp_path):
+    """A default chunk holds `CHUNK_BYTES` of a variable: many points of a short series, few
+    of a long one with heights; the shard (one object) holds every point of the cycle."""
+    points = [f"p{i:04d}" for i in range(1000)]
+    init = np.datetime64("2026-11-22T00", "ns")
+    hours = np.arange(336, dtype="timedelta64[h]").astype("timedelta64[ns]")
+    ds = xr.Dataset(
+        {"temp": (("init_time", "point", "lead_time"), np.zeros((1, 1000, 336), np.float32)),
+         "wind": (("init_time", "point", "lead_time", "height"), np.zeros((1, 1000, 336, 8), np.float32))},
+        coords={"init_time": [init], "point": points, "lead_time": hours, "height": np.arange(8.0)})
+    path = pub.append_archive(tmp_path, "eu-medium", ds)
+    stored = xr.open_zarr(path)
+    assert stored.temp.encoding["chunks"] == (1, pub.CHUNK_BYTES // (336 * 4), 336)
+    assert stored.wind.encoding["chunks"] == (1, pub.CHUNK_BYTES // (336 * 8 * 4), 336, 8)
+    assert stored.temp.encoding["shards"][1] >= 1000
+    assert [c.to_dict()["name"] for c in zarr.open_array(path / "temp", mode="r").compressors] == ["blosc"]
+    xr.testing.assert_equal(stored.load(), ds)
 
 
 def test_archive_dask_backed_input(tmp_path):
