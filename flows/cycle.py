@@ -14,6 +14,7 @@ from dataclasses import replace
 import json
 import logging
 import shutil
+import time
 from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
@@ -228,10 +229,14 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
             if not isinstance(out.files, publish.StagedFiles):
                 for rel, data in out.files.items():
                     writer.put(rel, data)
+        start = time.perf_counter()
         writer.finish()
+        durable = time.perf_counter()
         if report["ok"]:
             for pid, out in outputs.items():
                 publish.append_archive(root, pid, out.archive)
+        _logger().info("run %s: files durable in %.1f s, archives appended in %.1f s", run_id,
+                       durable - start, time.perf_counter() - durable)
         path = publish.publish_run(root, writer.staging, run_id, manifest, report, report["ok"])
     publish.retain(root, cfg.output.keep_runs)
     in_use = {(m, f"{datetime.fromisoformat(info['init']):%Y%m%d%H}")
