@@ -391,3 +391,16 @@ def test_each_points_list_is_profiled_at_its_own_heights(decoded):
                                     whole[name].isel(point=[3]).sel(height=[10.0]))
         assert np.isnan(grouped[name].isel(point=3).sel(height=[60.0, 100.0, 140.0]).values).all()
     assert np.isfinite(whole.wind_u.isel(point=0).values).sum() >= 8  # the comparison compared values
+
+
+def test_profiles_split_among_threads_are_those_of_one_thread(decoded, monkeypatch):
+    """The profiles' times are split among `interp.PROFILE_THREADS` threads: the values are
+    those of one thread, bit for bit."""
+    ds, pts, heights = decoded["icon-d2"], points(), [10.0, 60.0, 100.0, 140.0]
+    monkeypatch.setattr(interp, "PROFILE_THREADS", 1)
+    one = interp.extract(ds, pts, heights)
+    monkeypatch.setattr(interp, "PROFILE_THREADS", 3)
+    three = interp.extract(ds, pts, heights)
+    xr.testing.assert_identical(one, three)
+    profiled = np.isfinite(three.wind_u.sel(height=60.0).values).any(axis=1)  # times with a profile
+    assert profiled.sum() >= 3

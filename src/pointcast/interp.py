@@ -22,9 +22,11 @@ After resampling, interval values belong to the interval that *starts* at their 
 from __future__ import annotations
 
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 import functools
 import hashlib
+import os
 from typing import ClassVar, Sequence
 
 import dask
@@ -47,6 +49,10 @@ EARTH_RADIUS_KM = 6371.229  # ICON's sphere
 TRIANGLE_CANDIDATES = 12
 # Fields that only feed the vertical profile; the point dataset carries the profile's result.
 PROFILE_INPUTS = {"u", "v", "t_pl", "u_pl", "v_pl", "z_pl", "u_ml", "v_ml", "hhl", "orog"}
+# Threads the vertical profiles are computed on, the times split among them: numpy releases
+# the GIL, and a 10,000-point list's profiles were seconds of one core while the other idled
+# (the next model's decode waits for this extraction).
+PROFILE_THREADS = len(os.sched_getaffinity(0))
 
 
 @dataclass(frozen=True)
@@ -465,14 +471,23 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
         cols_u, cols_v = ([_single_level(zs, a, h) for h in heights] for a in (us, vs))
     else:
         wind_rows = _rows_with_levels(wind_u)
-        zs, us, vs = _sorted_profiles(wind_rows, wind_h, wind_u, wind_v)
-        cols_u, cols_v = zip(*physics.wind_at_heights(us, vs, zs, heights))
+
+        def winds(rows):
+            zs, us, vs = _sorted_profiles(rows, wind_h, wind_u, wind_v)
+            return [col for uv in physics.wind_at_heights(us, vs, zs, heights) for col in uv]
+
+        columns = _by_rows(winds, wind_rows)
+        cols_u, cols_v = columns[0::2], columns[1::2]
     if len(temp_h) == 1:
         temps = [_single_level(temp_h[0][..., np.newaxis], temp_v[0][..., np.newaxis], h) for h in heights]
     else:
         temp_rows = _rows_with_levels(temp_v)
-        zt, tt = _sorted_profiles(temp_rows, temp_h, temp_v)
-        temps = [_on_rows(t, temp_rows, t_len) for t in physics.interp_linear_heights(tt, zt, heights)]
+
+        def temperatures(rows):
+            zt, tt = _sorted_profiles(rows, temp_h, temp_v)
+            return physics.interp_linear_heights(tt, zt, heights)
+
+        temps = [_on_rows(t, temp_rows, t_len) for t in _by_rows(temperatures, temp_rows)]
         # No upper level above the ground (high terrain where every pressure level published
         # is below the surface): the standard atmosphere's lapse rate from the 2 m temperature.
         t2m = values["t2m"].astype(np.float64)
@@ -486,6 +501,18 @@ def _rows_with_levels(levels: list[np.ndarray]) -> np.ndarray:
     somewhere. At the others no point has a profile and every height is NaN: ICON-D2's model
     levels are hourly on its 15-minute axis, three times in four."""
     return np.flatnonzero(sum(np.isfinite(a).any(axis=-1) for a in levels) >= 2)
+
+
+def _by_rows(compute, rows: np.ndarray) -> list[np.ndarray]:
+    """``compute(rows)``, a list of (row, point) arrays, computed on `PROFILE_THREADS` parts
+    of ``rows`` at once and joined: a profile at a time is independent of the others, so the
+    values are those of one call."""
+    parts = [part for part in np.array_split(rows, PROFILE_THREADS) if len(part)]
+    if len(parts) < 2:
+        return compute(rows)
+    with ThreadPoolExecutor(len(parts)) as pool:
+        computed = list(pool.map(compute, parts))
+    return [np.concatenate(columns) for columns in zip(*computed)]
 
 
 def _sorted_profiles(rows: np.ndarray, heights: list[np.ndarray], *values: list[np.ndarray]):
