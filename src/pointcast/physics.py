@@ -202,7 +202,8 @@ def wind_direction(u, v):
     direction = np.mod(np.degrees(np.arctan2(-u, -v)), 360.0)
     # np.mod of a tiny negative angle rounds up to exactly 360.0.
     direction = xr.where(direction >= 360.0, 0.0, direction)
-    return xr.where(wind_speed(u, v) == 0.0, 0.0, direction)
+    # Calm exactly where the speed is 0, without computing the speed again (hypot).
+    return xr.where((u == 0.0) & (v == 0.0), 0.0, direction)
 
 
 def wind_components(speed, direction_deg):
