@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
@@ -224,11 +225,14 @@ class Records:
             np.add(column.index, offset, out=self.picks[:, :, c])
         self.picks[:, :, -1] = len(texts)
         self.picks[:, -1:, -1] = len(texts) + 1
-        # Whether a point's array holds a null, from its texts (a null is always one whole
-        # text: texts start with "{", "," or "}"): the staging tree then need not scan every
-        # file's bytes for one, which was a twentieth of a build.
+
+    @functools.cached_property
+    def null(self) -> np.ndarray:
+        """Whether each point's array holds a null, from its texts (a null is always one whole
+        text: texts start with "{", "," or "}"): the staging tree then need not scan every
+        file's bytes for one, which was a twentieth of a build."""
         null = np.array([b"null" in t for t in self.table])
-        self.null = null[self.picks].any(axis=(1, 2)) if null.any() else np.zeros(points, dtype=bool)
+        return null[self.picks].any(axis=(1, 2)) if null.any() else np.zeros(len(self.picks), dtype=bool)
 
     def at(self, j: int, before: bytes = b"[", after: bytes = b"]") -> bytes:
         """The array of point (column) ``j``, between ``before`` and ``after`` (the rest of
