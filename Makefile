@@ -6,7 +6,9 @@ CONFIG ?= config/pointcast.toml
 
 .PHONY: run test serve bench bench-deps clean
 
-$(BIN)/pointcast: pyproject.toml
+# setup.py builds the compiled gather (src/pointcast/_render.c) in place: gcc and the Python
+# headers, as for any package that compiles.
+$(BIN)/pointcast: pyproject.toml setup.py src/pointcast/_render.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -34,4 +36,4 @@ bench-deps:
 	apt-get install -y -qq --no-install-recommends nginx wrk
 
 clean:
-	rm -rf $(VENV) output/runs output/current output/zarr output/cache
+	rm -rf $(VENV) output/runs output/current output/zarr output/cache src/pointcast/*.so

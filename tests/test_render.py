@@ -68,3 +68,36 @@ def test_records_know_which_points_hold_a_null_and_render_whole_files(tmp_path):
     assert [staged[f"p{j}.json"] for j in range(8)] == [memory[f"p{j}.json"] for j in range(8)]
     base.put_with_records(memory, "none.json", {}, "data", base.Records({"datetime": base.strings([])}), 0)
     assert memory["none.json"] == b'{"data":[]}'
+
+
+def test_the_compiled_gather_is_the_join_of_the_picked_texts():
+    """`_render.gather` is ``before + b"".join(texts[k] for k in picks) + after``, whatever the
+    texts (empty ones, non-ASCII) and picks (none, repeated); a pick outside the texts or
+    offsets that do not span the buffer are errors, never a read outside it."""
+    import pytest
+
+    from pointcast._render import gather
+
+    rng = np.random.default_rng(11)
+    texts = [b"", b"{\"a\":1", b",\"b\":\xc2\xb0C", b"}", b"x" * 300]
+    texts += [bytes(rng.integers(0, 256, n, dtype=np.uint8)) for n in rng.integers(0, 40, 50)]
+    blob = b"".join(texts)
+    starts = np.concatenate([[0], np.cumsum([len(t) for t in texts])]).astype(np.int64)
+    for picks in (np.array([], dtype=np.int32), rng.integers(0, len(texts), (7, 3), dtype=np.int32),
+                  np.full(1000, 4, dtype=np.int32)):
+        expected = b"<" + b"".join(texts[k] for k in picks.ravel().tolist()) + b">"
+        assert gather(blob, starts, picks, b"<", b">") == expected
+    with pytest.raises(IndexError):
+        gather(blob, starts, np.array([0, len(texts)], dtype=np.int32), b"", b"")
+    with pytest.raises(IndexError):
+        gather(blob, starts, np.array([-1], dtype=np.int32), b"", b"")
+    with pytest.raises(ValueError):
+        gather(blob + b"tail", starts, np.array([0], dtype=np.int32), b"", b"")
+    descending = starts.copy()
+    descending[2] = descending[1] - 1
+    with pytest.raises(ValueError):
+        gather(blob, descending, np.array([1], dtype=np.int32), b"", b"")
+    with pytest.raises(TypeError):
+        gather(blob, starts, np.array([0], dtype=np.int64), b"", b"")
+    with pytest.raises(TypeError):
+        gather(blob, starts.astype(np.int32), np.array([0], dtype=np.int32), b"", b"")

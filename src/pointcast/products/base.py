@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .._render import gather
 from ..config import ProductConfig
 
 
@@ -206,9 +207,9 @@ def strings(values) -> Texts:
 class Records:
     """JSON arrays of objects that share their keys (a product's entries), one per point.
 
-    Every column's texts get their key in front once, in one table of every column's texts;
-    a point's array is then one gather from that table by the columns' indices (plain integer
-    copies) and one ``join``, which is what makes rendering cheap beside the decode."""
+    Every column's texts get their key in front once, in one buffer of every column's texts;
+    a point's array is then one compiled gather from that buffer by the columns' indices
+    (`_render.gather`), which is what makes rendering cheap beside the decode."""
 
     def __init__(self, columns: dict[str, Texts]):
         texts, offsets = [], []
@@ -216,7 +217,12 @@ class Records:
             prefix = ("{" if i == 0 else ",").encode() + json.dumps(key).encode() + b":"
             offsets.append(len(texts))
             texts += [prefix + t for t in column.table]
-        self.table = np.array(texts + [b"},", b"}"], dtype=object)
+        self.texts = texts + [b"},", b"}"]
+        # Text k is blob[starts[k]:starts[k + 1]].
+        self.blob = b"".join(self.texts)
+        self.starts = np.zeros(len(self.texts) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, self.texts), dtype=np.int64, count=len(self.texts)),
+                  out=self.starts[1:])
         # Every point's picks at once (point, row, column + closer): a point is then one gather.
         points = max((c.index.shape[0] for c in columns.values() if c.index.ndim == 2), default=1)
         rows = next(iter(columns.values())).rows
@@ -231,19 +237,13 @@ class Records:
         """Whether each point's array holds a null, from its texts (a null is always one whole
         text: texts start with "{", "," or "}"): the staging tree then need not scan every
         file's bytes for one, which was a twentieth of a build."""
-        null = np.array([b"null" in t for t in self.table])
+        null = np.array([b"null" in t for t in self.texts])
         return null[self.picks].any(axis=(1, 2)) if null.any() else np.zeros(len(self.picks), dtype=bool)
 
     def at(self, j: int, before: bytes = b"[", after: bytes = b"]") -> bytes:
         """The array of point (column) ``j``, between ``before`` and ``after`` (the rest of
-        its file, in the same allocation: a 15-minute file is a megabyte, and every
-        concatenation was another copy of it in fresh memory)."""
-        parts = self.table[self.picks[j].ravel()].tolist()
-        if not parts:
-            return before + after
-        parts[0] = before + parts[0]
-        parts[-1] += after
-        return b"".join(parts)
+        its file, in the same allocation: a 15-minute file is a megabyte)."""
+        return gather(self.blob, self.starts, self.picks[j], before, after)
 
 
 def array(texts: Texts, j: int) -> bytes:

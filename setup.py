@@ -1,0 +1,7 @@
+"""The compiled part of pointcast, products.base.Records' gather (src/pointcast/_render.c);
+everything else about the package is declared in pyproject.toml."""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("pointcast._render", ["src/pointcast/_render.c"],
+                             extra_compile_args=["-O2"])])
