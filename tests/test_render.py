@@ -70,34 +70,49 @@ def test_records_know_which_points_hold_a_null_and_render_whole_files(tmp_path):
     assert memory["none.json"] == b'{"data":[]}'
 
 
-def test_the_compiled_gather_is_the_join_of_the_picked_texts():
-    """`_render.gather` is ``before + b"".join(texts[k] for k in picks) + after``, whatever the
-    texts (empty ones, non-ASCII) and picks (none, repeated); a pick outside the texts or
-    offsets that do not span the buffer are errors, never a read outside it."""
+def test_the_compiled_rows_are_the_joins_of_the_picked_texts():
+    """`_render.rows` is ``before``, the rows (each the texts its columns pick, a 1-D column
+    shared by every point, a 2-D one by point) joined by ``separator``, then ``after``,
+    whatever the texts (empty ones, non-UTF-8) and rows (none, one); indices outside the
+    texts, starts that do not span the buffer or columns that disagree are errors, never a
+    read outside the buffer."""
     import pytest
 
-    from pointcast._render import gather
+    from pointcast._render import rows
 
     rng = np.random.default_rng(11)
     texts = [b"", b"{\"a\":1", b",\"b\":\xc2\xb0C", b"}", b"x" * 300]
     texts += [bytes(rng.integers(0, 256, n, dtype=np.uint8)) for n in rng.integers(0, 40, 50)]
     blob = b"".join(texts)
     starts = np.concatenate([[0], np.cumsum([len(t) for t in texts])]).astype(np.int64)
-    for picks in (np.array([], dtype=np.int32), rng.integers(0, len(texts), (7, 3), dtype=np.int32),
-                  np.full(1000, 4, dtype=np.int32)):
-        expected = b"<" + b"".join(texts[k] for k in picks.ravel().tolist()) + b">"
-        assert gather(blob, starts, picks, b"<", b">") == expected
+
+    def expected(columns, offsets, j):
+        picked = [[texts[o + (c[r] if c.ndim == 1 else c[j, r])] for c, o in zip(columns, offsets)]
+                  for r in range(columns[0].shape[-1])]
+        return b"<" + b"|".join(b"".join(row) for row in picked) + b">"
+
+    for n_rows in (0, 1, 9):
+        columns = [rng.integers(0, 20, n_rows, dtype=np.int32),
+                   rng.integers(0, 30, (4, n_rows), dtype=np.int32),
+                   np.full((4, n_rows), 4, dtype=np.int32)]
+        offsets = np.array([0, 20, 0], dtype=np.int64)
+        for j in range(4):
+            assert rows(blob, starts, columns, offsets, j, b"<", b"|", b">") == expected(columns, offsets, j)
+    column = np.array([0, 1], dtype=np.int32)
+    for bad_offset in (len(texts) - 1, -1):
+        with pytest.raises(IndexError):
+            rows(blob, starts, [column], np.array([bad_offset], dtype=np.int64), 0, b"", b"", b"")
     with pytest.raises(IndexError):
-        gather(blob, starts, np.array([0, len(texts)], dtype=np.int32), b"", b"")
-    with pytest.raises(IndexError):
-        gather(blob, starts, np.array([-1], dtype=np.int32), b"", b"")
+        rows(blob, starts, [np.zeros((2, 2), dtype=np.int32)], np.zeros(1, dtype=np.int64), 2, b"", b"", b"")
     with pytest.raises(ValueError):
-        gather(blob + b"tail", starts, np.array([0], dtype=np.int32), b"", b"")
+        rows(blob + b"tail", starts, [column], np.zeros(1, dtype=np.int64), 0, b"", b"", b"")
     descending = starts.copy()
     descending[2] = descending[1] - 1
+    with pytest.raises(IndexError):
+        rows(blob, descending, [column], np.zeros(1, dtype=np.int64), 0, b"", b"", b"")
     with pytest.raises(ValueError):
-        gather(blob, descending, np.array([1], dtype=np.int32), b"", b"")
+        rows(blob, starts, [column, column[:1]], np.zeros(2, dtype=np.int64), 0, b"", b"", b"")
+    with pytest.raises(ValueError):
+        rows(blob, starts, [column], np.zeros(2, dtype=np.int64), 0, b"", b"", b"")
     with pytest.raises(TypeError):
-        gather(blob, starts, np.array([0], dtype=np.int64), b"", b"")
-    with pytest.raises(TypeError):
-        gather(blob, starts.astype(np.int32), np.array([0], dtype=np.int32), b"", b"")
+        rows(blob, starts, [column.astype(np.int64)], np.zeros(1, dtype=np.int64), 0, b"", b"", b"")
