@@ -32,7 +32,9 @@ _lock = threading.Lock()  # Zarr objects are written from worker threads
 
 def _fault() -> tuple[str, str, str] | None:
     """(action, point, count) of ``POINTCAST_FAULT``, None when unset."""
-    spec = os.environ.get(ENV)
+    if ENV not in os.environ:  # every file write asks: os.environ.get of a missing key raises inside
+        return None
+    spec = os.environ[ENV]
     if not spec:
         return None
     action, _, where = spec.partition("@")
