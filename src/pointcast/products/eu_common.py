@@ -152,6 +152,7 @@ class EuCommon:
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         files = Files() if files is None else files
+        basetime, updated, units = iso(ctx.basetime), iso(ctx.updated), {k: UNITS[k] for k in ORDER}
         for freq, step, ds in freq_series(series, cfg, ctx):
             values = elements(ds, step)
             rows = Records({"datetime": strings([iso(t) for t in ds.time.values]),
@@ -160,9 +161,8 @@ class EuCommon:
             for j, p in enumerate(cfg.points):
                 # latitude/longitude first and basetime next: the server splices the request's coordinates.
                 put_with_records(files, f"{self.id}/{freq}/{p.id}.json",
-                                 {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
-                                  "updated_time": iso(ctx.updated), "freq": freq,
-                                  "unit": {k: UNITS[k] for k in ORDER}}, "data", rows, j)
+                                 {"latitude": p.lat, "longitude": p.lon, "basetime": basetime,
+                                  "updated_time": updated, "freq": freq, "unit": units}, "data", rows, j)
         # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, values, cfg, ctx, step))
 

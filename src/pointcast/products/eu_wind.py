@@ -51,19 +51,22 @@ class EuWind:
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         files = Files() if files is None else files
+        basetime, updated = iso(ctx.basetime), iso(ctx.updated)
+        heights = [set(point_heights(p)) for p in cfg.points]
         for freq, step, ds in freq_series(series[list(self.variables)], cfg, ctx):
             wind = _wind(ds)
             stamps = strings([iso(t) for t in ds.time.values])
             for k, h in enumerate(ds.height.values):
-                rows = Records({"datetime": stamps, **{name: numbers(arr[:, :, k], DECIMALS[name])
+                # Only the points with this height (a hub height is often one point's alone).
+                users = [j for j, own in enumerate(heights) if h in own]
+                rows = Records({"datetime": stamps, **{name: numbers(arr[:, users, k], DECIMALS[name])
                                                        for name, arr in wind.items()}})
-                for j, p in enumerate(cfg.points):
-                    if h in point_heights(p):
-                        put_with_records(
-                            files, f"{self.id}/{freq}/{p.id}/{height_name(h)}.json",
-                            {"latitude": p.lat, "longitude": p.lon, "basetime": iso(ctx.basetime),
-                             "updated_time": iso(ctx.updated), "freq": freq,
-                             "hub_height": height_name(h), "unit": UNITS}, "data", rows, j)
+                for i, p in enumerate(cfg.points[j] for j in users):
+                    put_with_records(
+                        files, f"{self.id}/{freq}/{p.id}/{height_name(h)}.json",
+                        {"latitude": p.lat, "longitude": p.lon, "basetime": basetime,
+                         "updated_time": updated, "freq": freq, "hub_height": height_name(h),
+                         "unit": UNITS}, "data", rows, i)
         # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, wind, cfg, ctx, step))
 
