@@ -256,6 +256,18 @@ def test_wind_direction_calm_is_zero_and_never_360():
     np.testing.assert_allclose(_angle_diff(d, 0.0), 0.0, atol=1e-9)
 
 
+def test_wind_direction_has_no_negative_zero():
+    """A north wind with u = +0.0 makes atan2 give -0.0; the direction (and the published one,
+    where 359.97 rounds to 360.0 and then to 0.0) is +0.0: the sign would show in the archive."""
+    from pointcast.products.base import published_direction
+
+    d = physics.wind_direction(np.array([0.0, -0.0, 1e-300]), np.array([-1.0, -1.0, -1.0]))
+    assert d.tolist() == [0.0, 0.0, 0.0] and not np.signbit(d).any()
+    u, v = physics.wind_components(np.array([5.0, 5.0]), np.array([359.97, 0.0]))
+    published = published_direction(np.append(u, 0.0), np.append(v, -1.0))
+    assert published.tolist() == [0.0, 0.0, 0.0] and not np.signbit(published).any()
+
+
 def test_wind_matches_metpy():
     rng = np.random.default_rng(1)
     u, v = rng.normal(0, 8, 500), rng.normal(0, 8, 500)

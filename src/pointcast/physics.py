@@ -199,8 +199,11 @@ def wind_direction(u, v):
     0 = from north, 90 = from east (WMO-No. 306 convention); exactly 0 when calm, as
     the direction of a zero vector is undefined and atan2 would return 180.
     """
-    direction = np.mod(np.degrees(np.arctan2(-u, -v)), 360.0)
-    # np.mod of a tiny negative angle rounds up to exactly 360.0.
+    # atan2 is within [-180, 180] degrees: np.mod by 360 adds 360 to a negative angle, which
+    # is all that is done here, without the division (and + 0.0 makes -0.0 the 0.0 np.mod gives).
+    angle = np.degrees(np.arctan2(-u, -v))
+    direction = xr.where(angle < 0.0, angle + 360.0, angle) + 0.0
+    # A tiny negative angle plus 360 rounds up to exactly 360.0.
     direction = xr.where(direction >= 360.0, 0.0, direction)
     # Calm exactly where the speed is 0, without computing the speed again (hypot).
     return xr.where((u == 0.0) & (v == 0.0), 0.0, direction)

@@ -97,7 +97,8 @@ def published_direction(u, v):
     """Wind direction (from, degrees) as published: one decimal, in [0, 360) (359.97 -> 0.0)."""
     from .. import physics
 
-    return np.round(physics.wind_direction(u, v), 1) % 360.0
+    direction = np.round(physics.wind_direction(u, v), 1)
+    return np.where(direction >= 360.0, direction - 360.0, direction)  # % 360, without the division
 
 
 @dataclass(frozen=True)
