@@ -42,23 +42,35 @@ def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:
         checked = 0
         for name, var in ds.data_vars.items():
             values = var.values
+            lo, hi = var.attrs.get("valid_min"), var.attrs.get("valid_max")
+            checked += 1
+            if not values.size or _sound(values, lo, hi):
+                continue
             nan = np.isnan(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
             if nan.any():
                 first = dict(zip(var.dims, np.argwhere(nan)[0]))
                 where = ", ".join(f"{d} {ds[d].values[i]}" for d, i in first.items() if d != "init_time")
                 errors.append(f"{pid}: {name} has {int(nan.sum())} NaN (first at {where})")
-            lo, hi = var.attrs.get("valid_min"), var.attrs.get("valid_max")
-            if lo is not None and values.size:
+            if lo is not None:
                 bad = (values < lo) | (values > hi)
                 if bad.any():
                     errors.append(f"{pid}: {name} outside [{lo}, {hi}]: min {np.nanmin(values):.3f}, "
                                   f"max {np.nanmax(values):.3f}")
-            checked += 1
         errors += _files(pid, out.files, pc.horizon_hours)
         facts[pid] = {"points": len(ids), "lead_times": int(ds.sizes["lead_time"]),
                       "variables": checked, "files": len(out.files)}
     errors += _consistency(outputs)
     return {"ok": not errors, "errors": errors, "products": facts}
+
+
+def _sound(values: np.ndarray, lo, hi) -> bool:
+    """No NaN and nothing outside [lo, hi] (no bounds: None), from two reductions: a NaN makes
+    them NaN. The masks that say what is wrong and where are made only when something is (an
+    eu-medium variable of 10,000 points is 13 million values)."""
+    least, most = values.min(), values.max()
+    if np.isnan(least) or np.isnan(most):
+        return False
+    return lo is None or (least >= lo and most <= hi)
 
 
 _STEP_MINUTES = {"1H": 60, "30min": 30, "15min": 15}
