@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 import zoneinfo
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, time, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -186,6 +186,23 @@ def test_the_series_must_hold_the_last_local_day():
     short = {k: v[:300] for k, v in _hourly().items()}
     with pytest.raises(ValueError, match="local day 14"):
         _element("2026-11-20T00:00", "Europe/London", short)
+
+
+def test_a_series_from_local_midnight_ends_with_its_last_local_day():
+    """A run starting at local midnight (JMA MSM's 15 UTC run is 00:00 in Tokyo) covers ten
+    local days with exactly 240 hours, and a day of 25 hours (the end of summer time) needs
+    its 25; one hour fewer leaves the last day incomplete."""
+    from pointcast.products.wx import local_days, local_times
+
+    hour = np.timedelta64(1, "h")
+    for zone, start, ndays, hours in (("Asia/Tokyo", "2026-11-23T15:00", 10, 240),
+                                      ("Europe/London", "2026-10-24T23:00", 1, 25)):
+        times = np.datetime64(start, "ns") + np.arange(hours) * hour
+        days, dates = local_days(local_times(times, ZoneInfo(zone)), ndays)
+        assert sum(len(d) for d in days) == hours and len(days) == ndays, zone
+        assert datetime.fromisoformat(dates[0]).time() == time(0), zone
+        with pytest.raises(ValueError, match=f"local day {ndays}"):
+            local_days(local_times(times[:-1], ZoneInfo(zone)), ndays)
 
 
 # --------------------------------------------------------------------------- the published run

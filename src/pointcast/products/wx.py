@@ -10,7 +10,7 @@ or quarter past the local hour).
 
 from __future__ import annotations
 
-from datetime import datetime, time, timezone
+from datetime import datetime, time, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -87,13 +87,16 @@ def local_times(times: np.ndarray, zone: ZoneInfo) -> list[datetime]:
 def local_days(local: list[datetime], ndays: int) -> tuple[list[np.ndarray], list[str]]:
     """Hour indices of the first `ndays` local days, from the day holding the first hour, and
     each day's date (local midnight with the offset in force then). ValueError when the hours
-    end before the last day is complete (its last hour must start an hour before its end)."""
+    end before the last day is complete: its last hour must end at the next local midnight. A
+    run starting at local midnight (JMA MSM's 15 UTC run in Japan) ends exactly there."""
     first = local[0].date()
     index = np.array([(t.date() - first).days for t in local])
     days = [np.flatnonzero(index == k) for k in range(ndays)]
-    if len(days[-1]) == 0 or not (index > ndays - 1).any():
-        raise ValueError(f"the series ends before local day {ndays} is complete")
     zone = local[0].tzinfo
+    end = datetime.combine(first + timedelta(days=ndays), time(0), tzinfo=zone)
+    last = local[days[-1][-1]] if len(days[-1]) else None
+    if last is None or last.astimezone(timezone.utc) + timedelta(hours=1) < end.astimezone(timezone.utc):
+        raise ValueError(f"the series ends before local day {ndays} is complete")
     dates = [datetime.combine(local[idx[0]].date(), time(0), tzinfo=zone).isoformat() for idx in days]
     return days, dates
 
