@@ -221,6 +221,7 @@ class Records:
             offsets.append(len(texts))
             texts += [prefix + t for t in column.table]
         self.columns = list(columns.values())
+        self.indices = [c.index for c in self.columns]
         self.offsets = np.array(offsets, dtype=np.int64)
         # Text k is blob[starts[k]:starts[k + 1]].
         self.blob = b"".join(texts)
@@ -248,8 +249,8 @@ class Records:
         its file, in the same allocation: a 15-minute file is a megabyte)."""
         if not self.rows:
             return before + after
-        return _render.rows(self.blob, self.starts, [c.index for c in self.columns], self.offsets, j,
-                    before, b"},", b"}" + after)
+        return _render.rows(self.blob, self.starts, self.indices, self.offsets, j, before, b"},",
+                            b"}" + after)
 
 
 def array(texts: Texts, j: int) -> bytes:

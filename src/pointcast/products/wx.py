@@ -94,8 +94,9 @@ def local_days(local: list[datetime], ndays: int) -> tuple[list[np.ndarray], lis
     days = [np.flatnonzero(index == k) for k in range(ndays)]
     zone = local[0].tzinfo
     end = datetime.combine(first + timedelta(days=ndays), time(0), tzinfo=zone)
-    last = local[days[-1][-1]] if len(days[-1]) else None
-    if last is None or last.astimezone(timezone.utc) + timedelta(hours=1) < end.astimezone(timezone.utc):
+    # As instants: aware datetimes of one zone compare by their wall clocks.
+    if not len(days[-1]) or (local[days[-1][-1]].astimezone(timezone.utc) + timedelta(hours=1)
+                             < end.astimezone(timezone.utc)):
         raise ValueError(f"the series ends before local day {ndays} is complete")
     dates = [datetime.combine(local[idx[0]].date(), time(0), tzinfo=zone).isoformat() for idx in days]
     return days, dates
