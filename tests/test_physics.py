@@ -422,6 +422,21 @@ def test_clear_sky_ghi_mean_per_interval_lengths():
     assert mean[0, 0] != pytest.approx(mean[1, 0], rel=1e-3)
 
 
+@pytest.mark.parametrize("points", [1, 7, 500])
+def test_clear_sky_ghi_mean_in_blocks_is_the_mean_over_all_sub_instants(points, monkeypatch):
+    """Computed a block of intervals at a time (`CLEAR_SKY_BLOCK`; here 5 intervals, so that
+    the last block of the 14 days is a short one): the same values, bit for bit, as the mean
+    over every sub-instant of the series at once."""
+    monkeypatch.setattr(physics, "CLEAR_SKY_BLOCK", 12 * points * 5)
+    rng = np.random.default_rng(points)
+    lat, lon = rng.uniform(-60.0, 70.0, points), rng.uniform(-180.0, 180.0, points)
+    starts = np.datetime64("2026-06-20T00:00", "ns") + np.arange(1344) * np.timedelta64(15, "m")
+    offsets = np.round((np.arange(12) + 0.5) / 12 * 900.0 * 1e9).astype("timedelta64[ns]")
+    instants = (starts[:, np.newaxis] + offsets).ravel()
+    whole = physics.clear_sky_ghi(physics.cos_solar_zenith(lat, lon, instants)).reshape(1344, 12, points).mean(axis=1)
+    np.testing.assert_array_equal(physics.clear_sky_ghi_mean(lat, lon, starts, 900.0), whole)
+
+
 # --- vertical interpolation ---------------------------------------------------------
 
 

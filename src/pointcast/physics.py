@@ -9,6 +9,8 @@ and vertical-profile functions index along axes and return numpy arrays; wrap th
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import xarray as xr
 
@@ -287,6 +289,12 @@ def clear_sky_ghi(cos_zenith):
     return 1098.0 * cz * np.exp(-0.059 / np.maximum(cz, 1e-3)) * (cz >= 1e-3)
 
 
+# Sub-instants x points that clear_sky_ghi_mean computes at a time: its temporaries (512 kB
+# each) stay in the cache. A 500-point slice's 14 days at once were eight passes over fresh
+# 64 MB arrays (0.34-0.77 s against 0.18-0.23 s; the same values, bit for bit).
+CLEAR_SKY_BLOCK = 1 << 16
+
+
 def clear_sky_ghi_mean(lat, lon, starts, seconds, substeps=12):
     """Mean clear-sky GHI over each interval [start, start + seconds), shape (T, P), W/m2.
 
@@ -298,9 +306,15 @@ def clear_sky_ghi_mean(lat, lon, starts, seconds, substeps=12):
     seconds = np.broadcast_to(np.asarray(seconds, dtype=float), starts.shape)
     fractions = (np.arange(substeps) + 0.5) / substeps
     offsets_ns = np.round(seconds[:, np.newaxis] * fractions * 1e9).astype("timedelta64[ns]")
-    times = (starts[:, np.newaxis] + offsets_ns).ravel()
-    ghi = clear_sky_ghi(cos_solar_zenith(lat, lon, times))
-    return ghi.reshape((starts.size, substeps) + ghi.shape[1:]).mean(axis=1)
+    times = starts[:, np.newaxis] + offsets_ns
+    shape = np.broadcast_shapes(np.shape(lat), np.shape(lon))
+    out = np.empty((starts.size,) + shape)
+    step = max(1, CLEAR_SKY_BLOCK // (substeps * math.prod(shape)))
+    for first in range(0, starts.size, step):
+        block = times[first:first + step]
+        ghi = clear_sky_ghi(cos_solar_zenith(lat, lon, block.ravel()))
+        out[first:first + step] = ghi.reshape(block.shape + shape).mean(axis=1)
+    return out
 
 
 # --- vertical interpolation ---------------------------------------------------------
