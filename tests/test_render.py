@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from pointcast import _render
 from pointcast.products import base
 
 
@@ -31,6 +33,49 @@ def test_numbers_are_python_rounded_whatever_the_tables_hold(monkeypatch):
             for j in range(values.shape[1]):
                 assert texts.at(j).tolist() == [_published(x, decimals) for x in values[:, j].tolist()]
     assert base._TEXTS and all(len(t) <= 5000 for _, t in base._TEXTS.values())
+
+
+def test_numbers_of_any_layout_are_python_rounded():
+    """The compiled codes take 1-D and 2-D values, float32 or float64, strided views,
+    infinities and arrays of nothing but gaps; the texts are the same as value by value."""
+    rng = np.random.default_rng(4)
+    values = rng.normal(0, 30, (24, 9))
+    values[::5, ::2], values[3], values[:, 4] = np.inf, -np.inf, np.nan
+    ties = np.arange(-50, 50) / 10 + 0.05  # 0.05 steps: ties at one decimal, in binary a hair off
+    for v in (values, values[:, ::2], values.astype(np.float32), values[5], ties,
+              np.full((3, 2), np.nan), np.empty((0, 4)), np.empty(0)):
+        for decimals in (None, 0, 1, 2):
+            texts = base.numbers(v, decimals)
+            columns = [v] if v.ndim == 1 else [v[:, j] for j in range(v.shape[1])]
+            for j, column in enumerate(columns):
+                assert texts.at(j).tolist() == [_published(x, decimals) for x in column.tolist()]
+
+
+def test_the_compiled_codes_check_their_buffers():
+    values, codes = np.array([0.25, 3.0, np.nan, -1.04]), np.empty(4, dtype=np.int64)
+    assert _render.codes(values, codes, 10.0, False) == (-10, 30, [0])  # 2.5 is a tie: Python decides
+    assert codes.tolist() == [2, 30, 0, -10]
+    assert _render.codes(values, codes, 1.0, True) == (-1, 3, [])
+    assert codes.tolist() == [0, 3, 0, -1]
+    with pytest.raises(ValueError, match="one int64 a value"):
+        _render.codes(values, np.empty(3, dtype=np.int64), 10.0, False)
+    with pytest.raises(TypeError, match="expected items of 8 bytes"):
+        _render.codes(values.astype(np.float32), codes, 10.0, False)
+    with pytest.raises(ValueError, match="one int64 a value"):
+        _render.codes(values, codes.astype(np.int32), 10.0, False)
+    _render.codes(values, codes, 10.0, False)
+    codes[0] = 3
+    index = np.empty(4, dtype=np.int32)
+    assert np.frombuffer(_render.table_index(values, codes, -10, 30, index), np.int64).tolist() == [-10, 3, 30]
+    assert index.tolist() == [1, 2, 3, 0]  # the gap: the number of distinct codes, the null's place
+    with pytest.raises(ValueError, match="outside -9 .. 30"):
+        _render.table_index(values, codes, -9, 30, index)
+    with pytest.raises(ValueError, match="less than"):
+        _render.table_index(values, codes, -10, 2**31, index)
+    with pytest.raises(ValueError, match="1-D or 2-D"):
+        _render.table_index(values.reshape(2, 1, 2), codes, -10, 30, index)
+    with pytest.raises(ValueError, match="1-D or 2-D"):
+        _render.table_index(values, codes, -10, 30, np.empty(3, dtype=np.int32))
 
 
 def test_an_undecided_label_is_null():

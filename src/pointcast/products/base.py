@@ -132,33 +132,25 @@ def numbers(values: np.ndarray, decimals: int | None) -> Texts:
     truncated, as ``int``); null for a gap, which the validation gate rejects before anything is
     published. Rounding is Python's ``round`` (of the exact binary value, so 984.85 hPa, stored
     as 984.850000000000023, gives 984.9): numpy's rounds the scaled value, which can land on a
-    tie, so the values within a hair of a tie after scaling are rounded by Python."""
-    v = np.asarray(values, dtype=np.float64)
+    tie, so the values within a hair of a tie after scaling are rounded by Python. The codes
+    and the look-up are compiled (`_render.codes`, `_render.table_index`)."""
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    codes = np.empty(v.shape, dtype=np.int64)
+    lo, hi, ties = _render.codes(v, codes, 1.0 if decimals is None else 10.0 ** decimals,
+                                 decimals is None)
+    if ties:
+        fixed = np.rint(np.array([round(x, decimals) for x in v.reshape(-1)[ties].tolist()])
+                        * 10.0 ** decimals).astype(np.int64)
+        codes.reshape(-1)[ties] = fixed
+        lo, hi = min(lo, int(fixed.min())), max(hi, int(fixed.max()))
+    if hi - lo < 1 << 22 and v.ndim in (1, 2):  # a table over the range of codes: no sort
+        index = np.empty(v.shape[::-1], dtype=np.int32)
+        distinct = np.frombuffer(_render.table_index(v, codes, lo, hi, index), dtype=np.int64)
+        return Texts(np.append(_number_texts(distinct, decimals), b"null"), index)
     ok = np.isfinite(v)
-    if decimals is None:
-        scaled = np.trunc(v)
-    else:
-        scaled = v * 10.0 ** decimals
-        near_tie = ok & (np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < 1e-6)
-        scaled = np.rint(scaled)
-        if near_tie.any():
-            scaled[near_tie] = np.rint(np.array([round(x, decimals) for x in v[near_tie].tolist()])
-                                       * 10.0 ** decimals)
-    codes = np.where(ok, scaled, 0.0).astype(np.int64)
-    if ok.any():
-        lo, hi = int(codes[ok].min()), int(codes[ok].max())
-    else:
-        lo = hi = 0
-    if hi - lo < 1 << 22:  # a table over the range of codes: linear time, no sort
-        present = np.zeros(hi - lo + 1, dtype=bool)
-        present[codes[ok] - lo] = True
-        distinct = np.flatnonzero(present) + lo
-        slot = np.cumsum(present) - 1
-        index = np.where(ok, slot[np.where(ok, codes - lo, 0)], len(distinct))
-    else:
-        distinct, inverse = np.unique(codes[ok], return_inverse=True)
-        index = np.full(v.shape, len(distinct))
-        index[ok] = inverse
+    distinct, inverse = np.unique(codes[ok], return_inverse=True)
+    index = np.full(v.shape, len(distinct))
+    index[ok] = inverse
     return Texts.of(np.append(_number_texts(distinct, decimals), b"null"), index)
 
 
