@@ -6,7 +6,7 @@ CONFIG ?= config/pointcast.toml
 
 .PHONY: run test serve bench bench-deps clean
 
-# setup.py builds the compiled rendering step (src/pointcast/_render.c) in place: gcc and
+# setup.py builds the compiled rendering steps (src/pointcast/_render.c) in place: gcc and
 # the Python headers, as for any package that compiles.
 $(BIN)/pointcast: pyproject.toml setup.py src/pointcast/_render.c
 	$(PYTHON) -m venv $(VENV)

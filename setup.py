@@ -1,4 +1,4 @@
-"""The compiled part of pointcast, the rendering of products.base.Records (src/pointcast/_render.c);
+"""The compiled part of pointcast, steps of products.base's rendering (src/pointcast/_render.c);
 everything else about the package is declared in pyproject.toml."""
 
 from setuptools import Extension, setup
