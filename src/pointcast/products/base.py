@@ -136,11 +136,11 @@ def numbers(values: np.ndarray, decimals: int | None) -> Texts:
     and the look-up are compiled (`_render.codes`, `_render.table_index`)."""
     v = np.ascontiguousarray(values, dtype=np.float64)
     codes = np.empty(v.shape, dtype=np.int64)
-    lo, hi, ties = _render.codes(v, codes, 1.0 if decimals is None else 10.0 ** decimals,
-                                 decimals is None)
+    scale = 1.0 if decimals is None else 10.0 ** decimals
+    lo, hi, ties = _render.codes(v, codes, scale, decimals is None)
     if ties:
         fixed = np.rint(np.array([round(x, decimals) for x in v.reshape(-1)[ties].tolist()])
-                        * 10.0 ** decimals).astype(np.int64)
+                        * scale).astype(np.int64)
         codes.reshape(-1)[ties] = fixed
         lo, hi = min(lo, int(fixed.min())), max(hi, int(fixed.max()))
     if hi - lo < 1 << 22 and v.ndim in (1, 2):  # a table over the range of codes: no sort
