@@ -7,6 +7,7 @@ JIS X 0410 third-order mesh codes), and the server uses the same grids."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import math
 import os
@@ -28,6 +29,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pointcast import server
 from pointcast.grids import grid_for
 from pointcast.server import (
     WX_LAYOUT,
@@ -757,6 +759,77 @@ def test_swapping_current_serves_the_new_run(tmp_path):
         assert get(client, MEDIUM, query).json()[PARIS]["data"][0]["temp_2m"] == 10.0
 
 
+def test_a_repeated_query_is_answered_from_its_runs_kept_answer(tmp_path, monkeypatch):
+    """The operation runs once per run and query text; the request's own headers (gzip,
+    If-None-Match, max-age) and 4.5's requestId are still applied to every answer."""
+    root = tmp_path / "out"
+    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc), temp=10.0)
+    publish_run(root, "b", datetime(2026, 11, 22, 3, tzinfo=timezone.utc), temp=20.0)
+    parsed = []
+    original = server.parse_query
+    monkeypatch.setattr(server, "parse_query", lambda query, known=(): parsed.append(query) or original(query, known))
+    now = [1_795_000_000.0]
+    app = create_app(root, clock=lambda: now[0])
+    query = f"latlon={PARIS}&freq=1H".encode()
+    point_current(root, "a")
+    first = call_app(app, "GET", MEDIUM, query)
+    now[0] += 7
+    second = call_app(app, "GET", MEDIUM, query)
+    assert parsed == [query] and first[0] == second[0] == 200 and first[2] == second[2]
+    assert first[1][b"etag"] == second[1][b"etag"]
+    age = [int(r[1][b"cache-control"].rsplit(b"=", 1)[1]) for r in (first, second)]
+    assert age[0] - age[1] == 7  # max-age is the request's, not the kept answer's
+    assert call_app(app, "GET", MEDIUM, query, [(b"if-none-match", first[1][b"etag"])])[0] == 304
+    gz = call_app(app, "GET", MEDIUM, query, [(b"accept-encoding", b"gzip")])
+    assert gz[1][b"content-encoding"] == b"gzip" and gzip.decompress(gz[2]) == first[2]
+    assert call_app(app, "HEAD", MEDIUM, query)[2] == b""
+    assert parsed == [query]
+
+    other = f"latlon={PARIS}&freq=1H&".encode()  # another text, the same request: answered anew
+    assert call_app(app, "GET", MEDIUM, other)[2] == first[2] and parsed == [query, other]
+
+    point_current(root, "b")  # a new run: its own answers
+    b = call_app(app, "GET", MEDIUM, query)
+    assert json.loads(b[2])[PARIS]["data"][0]["temp_2m"] == 20.0 and parsed[-1] == query and len(parsed) == 3
+
+    japan = f"lat={TOKYO[0]}&lon={TOKYO[1]}".encode()
+    ids = {json.loads(call_app(app, "GET", SS1WX, japan)[2])["requestId"] for _ in range(5)}
+    assert len(ids) == 5 and parsed.count(japan) == 1  # a kept answer, a fresh id each time
+
+
+def test_kept_answers_stay_within_their_own_bound(tmp_path, monkeypatch):
+    """Answers are charged with every byte they hold, within a bound of their own: new query
+    texts evict the oldest answers, never the files."""
+    root = tmp_path / "out"
+    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
+    point_current(root, "a")
+    parsed = []
+    original = server.parse_query
+    monkeypatch.setattr(server, "parse_query", lambda query, known=(): parsed.append(query) or original(query, known))
+    one = call_app(create_app(root), "GET", MEDIUM, f"latlon={PARIS}&freq=1H".encode())
+    bound = 2 * len(one[2])  # room for one answer, not for two
+    app = create_app(root, max_answer_bytes=bound)
+    queries = [f"latlon={PARIS}&freq=1H{'&' * k}".encode() for k in range(3)]
+    for query in queries * 2:
+        assert call_app(app, "GET", MEDIUM, query)[2] == one[2]
+        assert app._run.answers.size <= bound and len(app._run.answers.entries) == 1
+    assert len(parsed) == 7  # the one above, then every request: each answer evicted before it came again
+    assert app._run.cached_files == 1  # the point file stayed
+    [(_, size)] = app._run.answers.entries.values()
+    assert size >= len(one[2])
+
+
+def test_error_answers_are_not_kept(tmp_path, monkeypatch):
+    root = tmp_path / "out"
+    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
+    point_current(root, "a")
+    app = create_app(root)
+    for _ in range(2):
+        assert call_app(app, "GET", MEDIUM, b"latlon=48.8566,2.3522&freq=2H")[0] == 400
+        assert call_app(app, "GET", MEDIUM, b"latlon=0,0&freq=1H")[0] == 403  # outside the coverage
+    assert not app._run.answers.entries
+
+
 def test_missing_product_or_point_file_is_404_002(tmp_path):
     root = tmp_path / "out"
     run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
@@ -1050,8 +1123,6 @@ def test_windpack_caching_headers(client):
 
 
 def test_windpack_parses_each_file_once(tree, monkeypatch):
-    from pointcast import server
-
     parsed = []
     original = server.WindSeries.from_file
 
@@ -1068,9 +1139,10 @@ def test_windpack_parses_each_file_once(tree, monkeypatch):
     assert len(parsed) == 2  # 80 m and 100 m, once each
     assert call_app(app, "GET", WIND, f"latlon={PARIS}&freq=1H&hubheight=100m".encode())[0] == 200
     assert len(parsed) == 2  # a precomputed height is spliced, not parsed
-    kinds = sorted(key[0] for key in app._run._files)
+    kinds = sorted(key[0] for key in app._run.files.entries)
     # 100 m: one file, its bytes and its series; each interpolated height text rendered once
     assert kinds == ["between"] * 4 + ["series", "series", "wind", "wind"]
+    assert len(app._run.answers.entries) == 5  # one for each query text
 
 
 def test_windpack_missing_or_broken_files_are_404_002(tmp_path, caplog):
@@ -1108,7 +1180,6 @@ def test_windpack_missing_or_broken_files_are_404_002(tmp_path, caplog):
 
 
 def test_windpack_gzip_files(tmp_path):
-    import gzip
 
     root = tmp_path / "out"
     run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
@@ -1373,7 +1444,6 @@ def test_ss1wx_no_run_or_no_product_is_404_002(tmp_path):
 
 
 def test_ss1wx_gzip_and_spaced_files(tmp_path):
-    import gzip
 
     root = tmp_path / "out"
     run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
@@ -1444,7 +1514,7 @@ def test_ss1wx_new_run_new_tag(tmp_path):
     assert json.loads(b[2])["wxdata"][0]["srf"][0]["date"] == "2026-11-22T12:00:00+09:00"
     assert call_app(app, "GET", SS1WX, query, [(b"if-none-match", a[1][b"etag"])])[0] == 200
     assert call_app(app, "GET", SS1WX, query, [(b"if-none-match", b[1][b"etag"])])[0] == 304
-    assert app._run.cached_files == 1
+    assert app._run.cached_files == 1 and len(app._run.answers.entries) == 1
 
 
 JAPAN_HOSTILE = [

@@ -321,10 +321,10 @@ def test_deflate_forms_are_cached_within_the_bound(tree):
             status, _, body = call_app(app, "GET", path, query.encode(), gz)
             assert status == 200 and gzip.decompress(body) == plain
             run = app.current_run()
-            assert run._cached_bytes <= 2500
+            assert run.files.size <= 2500
     roomy = create_app(tree)
     call_app(roomy, "GET", MEDIUM, f"latlon={PARIS}&freq=1H".encode(), gz)
-    assert sorted(k[0] for k in roomy.current_run()._files) == ["gzip", "point"]
+    assert sorted(k[0] for k in roomy.current_run().files.entries) == ["gzip", "point"]
 
 
 # --------------------------------------------------------------------------- the direct path

@@ -5,8 +5,10 @@ request resolves ``<root>/current`` exactly once (``os.readlink``) and reads eve
 needs from that one run directory, so a response never mixes two runs, even while a new
 run is being published. What a run holds is cached in memory per run id: each product's
 ``index.json`` (with a ``cell -> point id`` map) and the bytes of the point files,
-loaded on first use and LRU-bounded. When ``current`` moves on, the old run's caches are
-dropped.
+loaded on first use and LRU-bounded. So are its answers, by path and query text: a query
+text seen before in the run skips parsing, coverage, cell look-up and splicing, and only the
+request's own headers (gzip, conditions, max-age) and a fresh requestId are applied to the
+kept answer. When ``current`` moves on, the old run's caches are dropped.
 
 No file path is ever built from request text: the product and the variant (freq) come
 from fixed tables in this module, the point id from the run's ``index.json``.
@@ -82,7 +84,8 @@ MAX_PAIRS_SUBHOURLY = 1  # pairs per request with freq=15min or 30min
 MAX_NUMBER_CHARS = 32  # a coordinate (or a hub height) longer than this is not one
 HUB_HEIGHT_RANGE = (Decimal(10), Decimal(300))  # metres, both bounds included
 WIND_UNIT = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
-DEFAULT_CACHE_BYTES = 256 * 1024 * 1024  # point file bytes kept per run
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024  # bytes of point files (and what is made of them) kept per run
+DEFAULT_ANSWER_BYTES = 64 * 1024 * 1024  # bytes of answers kept per run (``Answer.size``)
 
 ALLOW = b"GET, HEAD"
 JSON_TYPE = b"application/json"
@@ -827,17 +830,43 @@ def _check_wxdata(obj: Any) -> None:
             raise ValueError(f'"{key}" is not an array')
 
 
-class Run:
-    """Everything cached for one published run."""
+class ByteBoundLru:
+    """Values by key; the least recently used go first once their sizes add up to more than
+    ``limit`` bytes (a value larger than that is not kept)."""
 
-    def __init__(self, run_id: str, path: Path, max_cache_bytes: int):
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.size = 0
+        self.entries: OrderedDict[tuple[str | bytes, ...], tuple[Any, int]] = OrderedDict()
+
+    def get(self, key: tuple[str | bytes, ...]) -> Any:
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        self.entries.move_to_end(key)
+        return entry[0]
+
+    def put(self, key: tuple[str | bytes, ...], value: Any, size: int) -> None:
+        if size <= self.limit:
+            self.entries[key] = (value, size)
+            self.size += size
+            while self.size > self.limit:
+                _, (_, old_size) = self.entries.popitem(last=False)
+                self.size -= old_size
+
+
+class Run:
+    """Everything cached for one published run: its files and what is made of them, and its
+    answers by operation and query text, each within a byte bound of its own (a flood of new
+    query texts evicts answers, never the files the next answer is made from)."""
+
+    def __init__(self, run_id: str, path: Path, max_cache_bytes: int, max_answer_bytes: int = DEFAULT_ANSWER_BYTES):
         self.run_id = run_id
         self.path = path
-        self.max_cache_bytes = max_cache_bytes
         self._products: dict[str, ProductIndex | None] = {}
-        # (kind, product, freq, point id[, height]) -> (PointFile | WindFile | WindSeries, size)
-        self._files: OrderedDict[tuple[str, ...], tuple[Any, int]] = OrderedDict()
-        self._cached_bytes = 0
+        # (kind, product, freq, point id[, height]) -> PointFile | WindFile | WindSeries | ...
+        self.files = ByteBoundLru(max_cache_bytes)
+        self.answers = ByteBoundLru(max_answer_bytes)  # (path, raw query) -> Answer
         # the catalog's body, ETag, Last-Modified and next update, rendered once per run
         self.catalog: tuple[Piece, bytes, datetime | None, datetime | None] | None = None
 
@@ -857,21 +886,6 @@ class Run:
         found = (self.product(name) for name in names if _PRODUCT_ID.match(name))
         return [p for p in found if p is not None]
 
-    def _recall(self, key: tuple[str, ...]) -> Any:
-        cached = self._files.get(key)
-        if cached is None:
-            return None
-        self._files.move_to_end(key)
-        return cached[0]
-
-    def _remember(self, key: tuple[str, ...], value: Any, size: int) -> None:
-        if size <= self.max_cache_bytes:
-            self._files[key] = (value, size)
-            self._cached_bytes += size
-            while self._cached_bytes > self.max_cache_bytes:
-                _, (_, old_size) = self._files.popitem(last=False)
-                self._cached_bytes -= old_size
-
     def _read(self, directory: Path, stem: str, what: str) -> bytes | None:
         """``<stem>.json`` (or ``<stem>.json.gz``) of a run directory; None when absent."""
         try:
@@ -885,7 +899,7 @@ class Run:
 
     def point_file(self, product: str, freq: str, point_id: str) -> PointFile | None:
         key = ("point", product, freq, point_id)
-        cached = self._recall(key)
+        cached = self.files.get(key)
         if cached is not None:
             return cached
         # product and freq come from this module's tables, point_id from index.json.
@@ -893,14 +907,14 @@ class Run:
         if data is None:
             return None
         point = PointFile.from_bytes(data, key=key)
-        self._remember(key, point, len(point.tail))
+        self.files.put(key, point, len(point.tail))
         return point
 
     def wx_file(self, product: str, point_id: str) -> PointFile | None:
         """A global or Japan point file (``json/<product>/<point id>.json``: one wxdata
         element; a global one in the point's own time zone)."""
         key = ("wx", product, point_id)
-        cached = self._recall(key)
+        cached = self.files.get(key)
         if cached is not None:
             return cached
         # product from this module's table, point id from index.json.
@@ -914,7 +928,7 @@ class Run:
         except ValueError as exc:  # includes invalid JSON and invalid UTF-8
             log.error("run %s: %s is not a wxdata element: %s", self.run_id, what, exc)
             return None
-        self._remember(key, point, len(point.tail))
+        self.files.put(key, point, len(point.tail))
         return point
 
     def wx_in_zone(self, product: str, point_id: str, zone: str) -> PointFile | None:
@@ -925,7 +939,7 @@ class Run:
         if index is not None and index.time_zones.get(point_id) == zone:
             return self.wx_file(product, point_id)
         key = ("zone", product, point_id, zone)
-        cached = self._recall(key)
+        cached = self.files.get(key)
         if cached is not None:
             return cached
         from zoneinfo import ZoneInfo
@@ -941,13 +955,13 @@ class Run:
         except (ValueError, KeyError, TypeError) as exc:
             log.error("run %s: %s/%s cannot be rendered in %s: %r", self.run_id, product, point_id, zone, exc)
             return None
-        self._remember(key, point, len(point.tail))
+        self.files.put(key, point, len(point.tail))
         return point
 
     def wx_hourly(self, product: str, point_id: str) -> tuple[np.datetime64, dict[str, np.ndarray]] | None:
         """A global point's hourly file, parsed once per run (every zone renders from it)."""
         key = ("hourly", product, point_id)
-        cached = self._recall(key)
+        cached = self.files.get(key)
         if cached is not None:
             return cached
         from pointcast.products.global_wx import read_hourly
@@ -962,14 +976,14 @@ class Run:
         except (ValueError, KeyError, TypeError) as exc:
             log.error("run %s: %s is not an hourly file: %r", self.run_id, what, exc)
             return None
-        self._remember(key, hourly, sum(a.nbytes for a in hourly[1].values()))
+        self.files.put(key, hourly, sum(a.nbytes for a in hourly[1].values()))
         return hourly
 
     def wind_file(self, product: str, freq: str, point_id: str, metres: float) -> WindFile | None:
         """A precomputed height file (``<freq>/<point id>/<height>m.json``), ready to splice."""
         name = height_name(metres)
         key = ("wind", product, freq, point_id, name)
-        cached = self._recall(key)
+        cached = self.files.get(key)
         if cached is not None:
             return cached
         # product and freq from this module's tables, point id and height from index.json.
@@ -982,13 +996,13 @@ class Run:
         except ValueError as exc:
             log.error("run %s: %s is not a windpack file: %s", self.run_id, what, exc)
             return None
-        self._remember(key, wind, wind.size)
+        self.files.put(key, wind, wind.size)
         return wind
 
     def wind_series(self, product: str, freq: str, point_id: str, metres: float) -> WindSeries | None:
         """The u/v arrays of a precomputed height file, parsed once per run."""
         key = ("series", product, freq, point_id, height_name(metres))
-        cached = self._recall(key)
+        cached = self.files.get(key)
         if cached is not None:
             return cached
         wind = self.wind_file(product, freq, point_id, metres)
@@ -1000,7 +1014,7 @@ class Run:
             log.error("run %s: %s/%s/%s/%s has no usable u/v series: %r", self.run_id, product, freq, point_id,
                       height_name(metres), exc)
             return None
-        self._remember(key, series, series.size)
+        self.files.put(key, series, series.size)
         return series
 
     def wind_between(self, product: str, freq: str, point_id: str, z1: float, z2: float,
@@ -1010,7 +1024,7 @@ class Run:
         per run and height text. None when a height file is missing; ValueError when the two
         files do not fit together."""
         key = ("between", product, freq, point_id, height.text)
-        cached = self._recall(key)
+        cached = self.files.get(key)
         if cached is not None:
             return cached
         lower = self.wind_series(product, freq, point_id, z1)
@@ -1020,21 +1034,21 @@ class Run:
         tail = Piece(interpolate_wind(lower, upper, z1, z2, height), key)
         digest = hashlib.blake2b(b"\0".join([lower.digest, upper.digest, repr(height.metres).encode()]),
                                  digest_size=16).digest()
-        self._remember(key, (tail, digest), len(tail))
+        self.files.put(key, (tail, digest), len(tail))
         return tail, digest
 
     def deflated(self, piece: Piece) -> Deflated:
         """A piece's deflate form, made at its first gzip answer and cached like the files."""
         key = ("gzip", *piece.key)
-        deflated = self._recall(key)
+        deflated = self.files.get(key)
         if deflated is None:
             deflated = Deflated(piece)
-            self._remember(key, deflated, deflated.size)
+            self.files.put(key, deflated, deflated.size)
         return deflated
 
     @property
     def cached_files(self) -> int:
-        return len(self._files)
+        return len(self.files.entries)
 
 
 # --------------------------------------------------------------------------- responses
@@ -1094,41 +1108,69 @@ def _not_modified_since(header: bytes, last_modified: datetime | None) -> bool:
     return last_modified.replace(microsecond=0) <= since
 
 
-def cached_response(
-    request: Request,
-    body_parts: list[bytes],
-    etag: bytes,
-    updated: datetime | None,
-    next_update: datetime | None,
-    deflated: Callable[[Piece], Deflated],
-) -> Response:
+@dataclass(frozen=True)
+class Answer:
+    """A 200 answer as an operation makes it: its body parts and validators.
+
+    Nothing in it depends on the request's headers or the clock (gzip, 304, max-age and the
+    fresh requestId of 4.4 and 4.5 are applied per request by ``cached_response``), so an
+    answer is kept per run and query (``Run.answers``) and a repeated request skips the
+    operation."""
+
+    parts: list[bytes]
+    etag: bytes
+    updated: datetime | None
+    next_update: datetime | None
+    deflated: Callable[[Piece], Deflated]  # the cached deflate form of a ``Piece``
+    request_id_at: int | None = None  # the part that is a fresh UUID4 per request
+
+    @property
+    def size(self) -> int:
+        """Bytes charged to the run's answers: every part, the pieces it shares with the
+        cached files included, so that the bound holds whichever of the two evicts them first."""
+        return sum(map(len, self.parts)) + 256
+
+
+def header_value(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    """A request header's value (repeated lines joined with ", "), or None."""
+    values = [value for key, value in headers if key.lower() == name]
+    return b", ".join(values) if values else None
+
+
+def cached_response(answer: Answer, headers: list[tuple[bytes, bytes]], now: float) -> Response:
     """200 (or 304) with ETag, Last-Modified and a max-age that ends at the next update; in
-    gzip when the request accepts it (``deflated``: the cached deflate form of a ``Piece``).
+    gzip when the request accepts it.
 
     The gzip answer is another representation, so its strong ETag differs (``"<tag>-gzip"``);
     ``Vary: Accept-Encoding`` tells caches so."""
-    gzip = accepts_gzip(request.header(b"accept-encoding"))
+    gzip = accepts_gzip(header_value(headers, b"accept-encoding"))
+    etag = answer.etag
     if gzip:
         etag = etag[:-1] + b'-gzip"'
     max_age = 0
-    if next_update is not None:
-        max_age = max(0, int(next_update.timestamp() - request.now))
-    headers = [(b"etag", etag), (b"cache-control", b"public, max-age=%d" % max_age), (b"vary", b"Accept-Encoding")]
-    if updated is not None:
-        headers.append((b"last-modified", _http_date(updated)))
-    if_none_match = request.header(b"if-none-match")
+    if answer.next_update is not None:
+        max_age = max(0, int(answer.next_update.timestamp() - now))
+    response_headers = [(b"etag", etag), (b"cache-control", b"public, max-age=%d" % max_age),
+                        (b"vary", b"Accept-Encoding")]
+    if answer.updated is not None:
+        response_headers.append((b"last-modified", _http_date(answer.updated)))
+    if_none_match = header_value(headers, b"if-none-match")
     if if_none_match is not None:
         if _etag_matches(if_none_match, etag):
-            return Response(304, [], headers)
+            return Response(304, [], response_headers)
     else:
-        if_modified_since = request.header(b"if-modified-since")
-        if if_modified_since is not None and _not_modified_since(if_modified_since, updated):
-            return Response(304, [], headers)
+        if_modified_since = header_value(headers, b"if-modified-since")
+        if if_modified_since is not None and _not_modified_since(if_modified_since, answer.updated):
+            return Response(304, [], response_headers)
+    body_parts = answer.parts
+    if answer.request_id_at is not None:
+        body_parts = list(body_parts)
+        body_parts[answer.request_id_at] = str(uuid.uuid4()).encode()
     if gzip:
-        body_parts = gzip_chunks(body_parts, deflated)
-        headers.append((b"content-encoding", b"gzip"))
-    headers += [(b"content-type", JSON_TYPE), (b"content-length", b"%d" % sum(map(len, body_parts)))]
-    return Response(200, body_parts, headers)
+        body_parts = gzip_chunks(body_parts, answer.deflated)
+        response_headers.append((b"content-encoding", b"gzip"))
+    response_headers += [(b"content-type", JSON_TYPE), (b"content-length", b"%d" % sum(map(len, body_parts)))]
+    return Response(200, body_parts, response_headers)
 
 
 # --------------------------------------------------------------------------- operations
@@ -1136,19 +1178,18 @@ def cached_response(
 
 @dataclass
 class Request:
-    method: str
-    path: str
+    """What an operation reads: the query's parameters and the run ``respond`` resolved
+    (None when there was none: the operation resolves it again, after checking its parameters,
+    and says 404_002 if there still is none)."""
+
     params: dict[str, list[str]]
-    headers: list[tuple[bytes, bytes]]
-    now: float
+    resolved: Run | None
 
-    def header(self, name: bytes) -> bytes | None:
-        """A request header's value (repeated lines joined with ", "), or None."""
-        values = [value for key, value in self.headers if key.lower() == name]
-        return b", ".join(values) if values else None
+    def run(self, app: PointcastApp) -> Run:
+        return self.resolved if self.resolved is not None else app.current_run()
 
 
-Handler = Callable[["PointcastApp", "Operation", Request], Response]
+Handler = Callable[["PointcastApp", "Operation", Request], Answer]
 
 
 @dataclass(frozen=True)
@@ -1162,7 +1203,7 @@ class Operation:
     params: tuple[str, ...] = ()
 
 
-def handle_common(app: PointcastApp, op: Operation, request: Request) -> Response:
+def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
     """4.1 / 4.2: the keyed object of section 2.1, one key per requested pair."""
     assert op.product is not None
     latlon = single(request.params, "latlon")
@@ -1174,7 +1215,7 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Respons
     grid = app.grid(op.product)
     check_coverage(grid, pairs)
 
-    run = app.current_run()  # resolved once; everything below reads from this run
+    run = request.run(app)  # resolved once; everything below reads from this run
     index = run.product(op.product)
     if index is None:
         raise no_data(f"no published forecast for {op.product} in the current run")
@@ -1201,10 +1242,10 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Respons
         tag.update(b"\0".join([key, lat_json, lon_json, point.digest]))
     parts.append(b"}")
     etag = b'"' + tag.hexdigest().encode() + b'"'
-    return cached_response(request, parts, etag, index.updated, index.next_update, run.deflated)
+    return Answer(parts, etag, index.updated, index.next_update, run.deflated)
 
 
-def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Response:
+def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answer:
     """4.3: the keyed object of section 2.2 at the requested hub height.
 
     A precomputed height of the point is its file, spliced (coordinates and ``hub_height``);
@@ -1223,7 +1264,7 @@ def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Respo
     grid = app.grid(op.product)
     check_coverage(grid, pairs)
 
-    run = app.current_run()  # resolved once; everything below reads from this run
+    run = request.run(app)  # resolved once; everything below reads from this run
     index = run.product(op.product)
     if index is None:
         raise no_data(f"no published forecast for {op.product} in the current run")
@@ -1253,7 +1294,7 @@ def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Respo
         tag.update(b"\0".join([key, lat_json, lon_json, digest]))
     parts.append(b"}")
     etag = b'"' + tag.hexdigest().encode() + b'"'
-    return cached_response(request, parts, etag, index.updated, index.next_update, run.deflated)
+    return Answer(parts, etag, index.updated, index.next_update, run.deflated)
 
 
 def _wind_at_height(
@@ -1289,7 +1330,7 @@ def _wind_at_height(
     return [tail], digest
 
 
-def handle_global(app: PointcastApp, op: Operation, request: Request) -> Response:
+def handle_global(app: PointcastApp, op: Operation, request: Request) -> Answer:
     """4.4: ``latlon=<lat>/<lon>`` and an optional ``tz``; the answer is 4.5's shape.
 
     Without ``tz`` the precomputed element in the point's own zone is served; with one, the
@@ -1325,7 +1366,7 @@ def parse_time_zone(text: str, name: str = "tz") -> str:
     return zone
 
 
-def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Response:
+def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Answer:
     """4.5: ``lat`` and ``lon``, answered in Asia/Tokyo."""
     lat_text = single(request.params, "lat")
     lon_text = single(request.params, "lon")
@@ -1339,7 +1380,7 @@ def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Response
 
 
 def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float, lon: float,
-                  name: str, point_text: str, zone: str | None = None) -> Response:
+                  name: str, point_text: str, zone: str | None = None) -> Answer:
     """``{"requestId": <fresh uuid4>, "wxdata": [<the point's element, coordinates echoed>]}``
     (4.4 and 4.5), in ``zone`` when given (4.4's ``tz``).
 
@@ -1351,7 +1392,7 @@ def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float
     if not grid.covers(lat, lon):
         raise outside_coverage(name, point_text)
 
-    run = app.current_run()  # resolved once; everything below reads from this run
+    run = request.run(app)  # resolved once; everything below reads from this run
     index = run.product(op.product)
     if index is None:
         raise no_data(f"no published forecast for {op.product} in the current run")
@@ -1367,14 +1408,13 @@ def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float
     tag.update(b"\0".join([op.path.encode(), os.fsencode(run.run_id), op.product.encode(), (zone or "").encode(),
                            lat_json, lon_json, point.digest]))
     etag = b'W/"' + tag.hexdigest().encode() + b'"'
-    request_id = str(uuid.uuid4()).encode()
-    parts = [b'{"requestId":"', request_id, b'","wxdata":[', *point.splice(lat_json, lon_json), b"]}"]
-    return cached_response(request, parts, etag, index.updated, index.next_update, run.deflated)
+    parts = [b'{"requestId":"', b"", b'","wxdata":[', *point.splice(lat_json, lon_json), b"]}"]
+    return Answer(parts, etag, index.updated, index.next_update, run.deflated, request_id_at=1)
 
 
-def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Response:
+def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Answer:
     """What the current run serves: each product with its points, basetime, updated_time."""
-    run = app.current_run()
+    run = request.run(app)
     if run.catalog is None:
         products = []
         for index in run.products():
@@ -1410,13 +1450,13 @@ def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Respon
         nexts = [i.next_update for i in run.products() if i.next_update is not None]
         run.catalog = (body, etag, max(updates, default=None), min(nexts, default=None))
     body, etag, updated, next_update = run.catalog
-    return cached_response(request, [body], etag, updated, next_update, run.deflated)
+    return Answer([body], etag, updated, next_update, run.deflated)
 
 
-def handle_openapi(app: PointcastApp, op: Operation, request: Request) -> Response:
+def handle_openapi(app: PointcastApp, op: Operation, request: Request) -> Answer:
     """The OpenAPI 3 document of the operations (public: no API key needed)."""
     body, etag = app.openapi
-    return cached_response(request, [body], etag, None, None, lambda piece: app.openapi_deflated)
+    return Answer([body], etag, None, None, lambda piece: app.openapi_deflated)
 
 
 OPERATIONS: dict[str, Operation] = {
@@ -1650,12 +1690,14 @@ class PointcastApp:
         output_root: Path,
         *,
         max_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        max_answer_bytes: int = DEFAULT_ANSWER_BYTES,
         grid_for: Callable[[str], Grid] | None = None,
         clock: Callable[[], float] = time.time,
         api_keys: Iterable[ApiKeyConfig] = (),
     ):
         self.root = Path(output_root)
         self.max_cache_bytes = max_cache_bytes
+        self.max_answer_bytes = max_answer_bytes
         self._grid_for = grid_for or _default_grid_for
         self._grids: dict[str, Grid] = {}
         self._run: Run | None = None
@@ -1689,7 +1731,7 @@ class PointcastApp:
         run_id = PurePath(target).name
         if run is None or run.run_id != run_id:
             path = Path(target) if os.path.isabs(target) else self.root / target
-            run = Run(run_id, path, self.max_cache_bytes)
+            run = Run(run_id, path, self.max_cache_bytes, self.max_answer_bytes)
             if self._run is not None:
                 log.info("serving run %s (dropping the caches of run %s)", run_id, self._run.run_id)
             self._run = run  # the previous run's caches go with it
@@ -1735,8 +1777,17 @@ class PointcastApp:
                 raise not_allowed()
             if path not in UNGUARDED:
                 self.access.admit(headers)
-            params = parse_query(query_string, op.params)
-            return op.handler(self, op, Request(method, path, params, headers, self.clock()))
+            try:
+                run: Run | None = self.current_run()
+            except ApiError:  # none published: the operation checks its parameters first
+                run = None
+            key = (path, query_string)
+            answer = run.answers.get(key) if run is not None else None
+            if answer is None:
+                answer = op.handler(self, op, Request(parse_query(query_string, op.params), run))
+                if run is not None:
+                    run.answers.put(key, answer, answer.size)
+            return cached_response(answer, headers, self.clock())
         except ApiError as err:
             return error_response(err)
         except Exception:  # a bug: log it, still answer in JSON
@@ -1766,7 +1817,8 @@ class PointcastApp:
 def create_app(output_root: Path, **options: Any) -> PointcastApp:
     """The ASGI app serving the published run tree under ``output_root``.
 
-    Options: ``max_cache_bytes`` (point file bytes cached per run), ``grid_for`` (product ->
+    Options: ``max_cache_bytes`` (point file bytes cached per run), ``max_answer_bytes`` (answer
+    bytes kept per run, ``Answer.size``), ``grid_for`` (product ->
     grid, default ``pointcast.grids.grid_for``), ``clock`` (for tests), ``api_keys`` (the
     ``[server.api_keys]`` of the configuration; none: the service is open).
     """
