@@ -5,6 +5,12 @@ nginx gets ``worker_processes 1``); wrk uses 2 threads and 64 connections and se
 ``Accept-Encoding``, so both serve the identity bytes. nginx and wrk are Debian packages
 (``make bench-deps``); without them the figure is skipped.
 
+The two are measured side by side: both stay up, and ``rounds`` rounds each load the server
+and then nginx, the order turned round every other round (server, nginx; nginx, server; ...).
+The figure is the median of the rounds' ratios. On a shared machine the speed a process gets
+drifts by a factor of 2-3 within minutes, a Python process more than nginx: one server run
+followed by one nginx run measured that drift as often as the servers.
+
 ``gzip_content_encoding``: each side is asked for the 1-point answer with ``Accept-Encoding:
 gzip``; it counts only if the answer says ``Content-Encoding: gzip``, and such an answer that
 does not decode to exactly the identity bytes stops the bench.
@@ -102,9 +108,26 @@ def serves_gzip(url: str, identity: bytes) -> bool:
     return True
 
 
-def wrk(url: str, seconds: int) -> dict:
-    """Requests/s and p99 latency (ms) of ``url`` at 64 connections."""
-    out = subprocess.run(["wrk", "-t2", "-c64", f"-d{seconds}s", "--latency", url],
+# Each request's latitude text gets digits of its own (far below the grid's resolution: the
+# same cell, point and forecast), so that no two requests share a query text.
+UNIQUE_LATITUDES = """
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("id", threads)
+end
+local n = 0
+function request()
+  n = n + 1
+  return wrk.format(nil, "{prefix}000" .. id .. string.format("%07d", n) .. "{suffix}")
+end
+"""
+
+
+def wrk(url: str, seconds: int, script: Path | None = None) -> dict:
+    """Requests/s and p99 latency (ms) of ``url`` at 64 connections (``script``: wrk's Lua)."""
+    args = ["wrk", "-t2", "-c64", f"-d{seconds}s", "--latency", url]
+    out = subprocess.run(args + (["-s", str(script)] if script else []),
                          capture_output=True, text=True, check=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     m = re.search(r"^\s*99%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
@@ -115,39 +138,52 @@ def wrk(url: str, seconds: int) -> dict:
     return {"rps": rps, "p99_ms": p99}
 
 
-def measure(config: Path, points: list[tuple[float, float]], work: Path, seconds: int) -> dict:
-    """Figures of the server (1 and 10 points, 4.2 hourly) and of nginx on the 1-point bytes."""
+def measure(config: Path, points: list[tuple[float, float]], work: Path, seconds: int,
+            rounds: int = 3) -> dict:
+    """Figures of the server (1 and 10 points, 4.2 hourly) and of nginx on the 1-point bytes,
+    in ``rounds`` alternating rounds; ``ratios`` are each round's server / nginx requests/s.
+    ``server_1_unique``: the 1-point request with a query text never seen before, so that the
+    server answers it anew every time instead of from the run's kept answers."""
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    one = f"{base}/V1/forecast/short-range/common?latlon={points[0][0]},{points[0][1]}&freq=1H"
+    path = "/V1/forecast/short-range/common"
+    lat, lon = (repr(float(x)) for x in points[0])
+    one = f"{base}{path}?latlon={lat},{lon}&freq=1H"
+    unique = work / "unique.lua"
+    unique.write_text(UNIQUE_LATITUDES.replace("{prefix}", f"{path}?latlon={lat}")
+                      .replace("{suffix}", f",{lon}&freq=1H"))
     ten = (f"{base}/V1/forecast/short-range/common?latlon="
            + ";".join(f"{la},{lo}" for la, lo in points[:10]) + "&freq=1H")
     serve = [sys.executable, "-m", "pointcast.cli", "serve", "--config", str(config),
              "--host", "127.0.0.1", "--port", str(port)]
-    out: dict = {}
+    out: dict = {"server_1": [], "nginx_1": [], "ratios": []}
     with running(serve, f"{base}/catalog", work / "server.log"):
         body, _ = get(one)
         out["server_gzip"] = serves_gzip(one, body)
-        out["server_1"] = wrk(one, seconds)
+        prefix = work / "nginx"
+        shutil.rmtree(prefix, ignore_errors=True)
+        (prefix / "html").mkdir(parents=True)
+        (prefix / "tmp").mkdir()
+        (prefix / "html" / "one.json").write_bytes(body)
+        (prefix / "html" / "one.json.gz").write_bytes(gzip.compress(body, mtime=0))
+        nport = free_port()
+        (prefix / "nginx.conf").write_text(NGINX_CONF.format(prefix=prefix, port=nport))
+        for p in prefix.rglob("*"):  # nginx workers run as an unprivileged user
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        static = f"http://127.0.0.1:{nport}/one.json"
+        nginx = ["nginx", "-p", str(prefix), "-c", str(prefix / "nginx.conf")]
+        with running(nginx, static, work / "nginx.log"):
+            same, _ = get(static)
+            if same != body:
+                raise RuntimeError("nginx does not serve the server's bytes")
+            out["nginx_gzip"] = serves_gzip(static, body)
+            for r in range(rounds):
+                order = (("server_1", one), ("nginx_1", static))
+                for key, url in order if r % 2 == 0 else order[::-1]:
+                    out[key].append(wrk(url, seconds))
+                out["ratios"].append(out["server_1"][-1]["rps"] / out["nginx_1"][-1]["rps"])
         out["server_10"] = wrk(ten, seconds)
-    prefix = work / "nginx"
-    shutil.rmtree(prefix, ignore_errors=True)
-    (prefix / "html").mkdir(parents=True)
-    (prefix / "tmp").mkdir()
-    (prefix / "html" / "one.json").write_bytes(body)
-    (prefix / "html" / "one.json.gz").write_bytes(gzip.compress(body, mtime=0))
-    nport = free_port()
-    (prefix / "nginx.conf").write_text(NGINX_CONF.format(prefix=prefix, port=nport))
-    for p in prefix.rglob("*"):  # nginx workers run as an unprivileged user
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    static = f"http://127.0.0.1:{nport}/one.json"
-    nginx = ["nginx", "-p", str(prefix), "-c", str(prefix / "nginx.conf")]
-    with running(nginx, static, work / "nginx.log"):
-        same, _ = get(static)
-        if same != body:
-            raise RuntimeError("nginx does not serve the server's bytes")
-        out["nginx_gzip"] = serves_gzip(static, body)
-        out["nginx_1"] = wrk(static, seconds)
+        out["server_1_unique"] = wrk(one, seconds, unique)
     out["bytes_1"] = len(body)
     return out
