@@ -148,12 +148,12 @@ def measure(config: Path, points: list[tuple[float, float]], work: Path, seconds
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     path = "/V1/forecast/short-range/common"
-    lat, lon = (repr(float(x)) for x in points[0])
+    lat, lon = points[0]
     one = f"{base}{path}?latlon={lat},{lon}&freq=1H"
     unique = work / "unique.lua"
     unique.write_text(UNIQUE_LATITUDES.replace("{prefix}", f"{path}?latlon={lat}")
                       .replace("{suffix}", f",{lon}&freq=1H"))
-    ten = (f"{base}/V1/forecast/short-range/common?latlon="
+    ten = (f"{base}{path}?latlon="
            + ";".join(f"{la},{lo}" for la, lo in points[:10]) + "&freq=1H")
     serve = [sys.executable, "-m", "pointcast.cli", "serve", "--config", str(config),
              "--host", "127.0.0.1", "--port", str(port)]

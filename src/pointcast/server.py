@@ -860,7 +860,7 @@ class Run:
     answers by operation and query text, each within a byte bound of its own (a flood of new
     query texts evicts answers, never the files the next answer is made from)."""
 
-    def __init__(self, run_id: str, path: Path, max_cache_bytes: int, max_answer_bytes: int = DEFAULT_ANSWER_BYTES):
+    def __init__(self, run_id: str, path: Path, max_cache_bytes: int, max_answer_bytes: int):
         self.run_id = run_id
         self.path = path
         self._products: dict[str, ProductIndex | None] = {}
@@ -1178,15 +1178,16 @@ def cached_response(answer: Answer, headers: list[tuple[bytes, bytes]], now: flo
 
 @dataclass
 class Request:
-    """What an operation reads: the query's parameters and the run ``respond`` resolved
-    (None when there was none: the operation resolves it again, after checking its parameters,
-    and says 404_002 if there still is none)."""
+    """What an operation reads: the query's parameters and the run ``respond`` resolved, or
+    the error resolving it gave (raised by ``run``, after the operation checked its parameters)."""
 
     params: dict[str, list[str]]
-    resolved: Run | None
+    resolved: Run | ApiError
 
-    def run(self, app: PointcastApp) -> Run:
-        return self.resolved if self.resolved is not None else app.current_run()
+    def run(self) -> Run:
+        if isinstance(self.resolved, ApiError):
+            raise self.resolved
+        return self.resolved
 
 
 Handler = Callable[["PointcastApp", "Operation", Request], Answer]
@@ -1215,7 +1216,7 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
     grid = app.grid(op.product)
     check_coverage(grid, pairs)
 
-    run = request.run(app)  # resolved once; everything below reads from this run
+    run = request.run()  # resolved once; everything below reads from this run
     index = run.product(op.product)
     if index is None:
         raise no_data(f"no published forecast for {op.product} in the current run")
@@ -1264,7 +1265,7 @@ def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answe
     grid = app.grid(op.product)
     check_coverage(grid, pairs)
 
-    run = request.run(app)  # resolved once; everything below reads from this run
+    run = request.run()  # resolved once; everything below reads from this run
     index = run.product(op.product)
     if index is None:
         raise no_data(f"no published forecast for {op.product} in the current run")
@@ -1392,7 +1393,7 @@ def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float
     if not grid.covers(lat, lon):
         raise outside_coverage(name, point_text)
 
-    run = request.run(app)  # resolved once; everything below reads from this run
+    run = request.run()  # resolved once; everything below reads from this run
     index = run.product(op.product)
     if index is None:
         raise no_data(f"no published forecast for {op.product} in the current run")
@@ -1414,7 +1415,7 @@ def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float
 
 def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Answer:
     """What the current run serves: each product with its points, basetime, updated_time."""
-    run = request.run(app)
+    run = request.run()
     if run.catalog is None:
         products = []
         for index in run.products():
@@ -1778,14 +1779,14 @@ class PointcastApp:
             if path not in UNGUARDED:
                 self.access.admit(headers)
             try:
-                run: Run | None = self.current_run()
-            except ApiError:  # none published: the operation checks its parameters first
-                run = None
+                run: Run | ApiError = self.current_run()
+            except ApiError as err:  # none published: the operation checks its parameters first
+                run = err
             key = (path, query_string)
-            answer = run.answers.get(key) if run is not None else None
+            answer = run.answers.get(key) if isinstance(run, Run) else None
             if answer is None:
                 answer = op.handler(self, op, Request(parse_query(query_string, op.params), run))
-                if run is not None:
+                if isinstance(run, Run):
                     run.answers.put(key, answer, answer.size)
             return cached_response(answer, headers, self.clock())
         except ApiError as err:
