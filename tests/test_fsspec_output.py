@@ -28,9 +28,12 @@ def archive(init: str, seed: int = 0) -> xr.Dataset:
 
 
 def publish(root: str, run_id: str, tag: str, ok: bool = True):
+    """Run ``r<n>`` is published at second n: retention orders runs by their manifests'
+    ``published_at``, whole seconds, which the clock alone would make a tie or not by chance."""
     staging = pub.new_run_dir(root, run_id)
     pub.write_json_tree(staging, {"eu-short/1H/paris.json": json.dumps({"tag": tag}).encode()})
-    return pub.publish_run(root, staging, run_id, {"tag": tag}, {"ok": ok}, ok)
+    manifest = {"tag": tag, "published_at": f"2026-11-22T00:00:{int(run_id[1:]):02d}+00:00"}
+    return pub.publish_run(root, staging, run_id, manifest, {"ok": ok}, ok)
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -72,7 +75,9 @@ def test_run_tree_and_current_object(root):
     removed = pub.retain(root, keep=2)
     fs, path = fsspec.core.url_to_fs(root)
     left = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{path}/runs", detail=False))
-    assert left == ["failed", "r4", "r5"] and len(removed) == 2  # r1 and r2 (current kept)
+    # r1 and r2 (current kept), and the failed r3, published before the oldest kept run
+    assert left == ["failed", "r4", "r5"] and sorted(r.rsplit("/runs/", 1)[1] for r in removed) == [
+        "failed/r3", "r1", "r2"]
 
 
 def test_archive_appends_through_fsspec(root):
