@@ -99,6 +99,26 @@ def test_blend_priority_seam_and_fallback():
     assert used["tp"][0] == "hi" and used["tp"][-1] == "lo"
 
 
+def test_blend_fades_each_series_over_the_end_of_its_own_span():
+    """Series ending at different steps fade each over their own last SEAM, by the weight's
+    formula, into the next model; a series without values takes the next model's."""
+    n = 96
+    times = base_axis(INIT, INIT + (n - 1) * BASE_STEP)
+    hi = np.linspace(0.0, 9.5, n)[:, None].repeat(3, axis=1)
+    ends = [30, 60]  # the first step without a value, points a and b; c has none
+    hi[ends[0]:, 0], hi[ends[1]:, 1], hi[:, 2] = np.nan, np.nan, np.nan
+    lo = np.full((n, 3), 20.0)
+    members = [(m, xr.Dataset({"t2m": (("time", "point"), v)}, coords={"time": times, "point": ["a", "b", "c"]}))
+               for m, v in (("hi", hi), ("lo", lo))]
+    t = blend(members)[0].t2m.values
+    step = np.arange(n)
+    for j, end in enumerate(ends):
+        weight = np.clip((end - 1 - step) / (SEAM / BASE_STEP), 0.0, 1.0)
+        expected = np.where(step < end, weight * hi[:, j] + (1 - weight) * 20.0, 20.0)
+        np.testing.assert_allclose(t[:, j], expected, rtol=1e-6)
+    assert (t[:, 2] == 20).all()
+
+
 def test_temperature_aloft_without_a_level_above_ground_follows_the_standard_lapse_rate():
     """High terrain where every published pressure level is below the surface: the 100 and
     200 m temperatures come from the 2 m one less 0.0065 K/m, not NaN (which failed the run)."""

@@ -41,15 +41,15 @@ def blend(members: Sequence[tuple[str, xr.Dataset]],
     for name in names:
         have = [(m, ds[name]) for m, ds in members if name in ds]
         template = have[0][1]
-        result = np.full(template.shape, np.nan, dtype=np.float64)
+        result = None
         first = np.full(len(times), -1, dtype=np.int16)  # the model of each step at the first point
         for rank, (model, arr) in reversed(list(enumerate(have))):
             values = arr.transpose(*template.dims).values.astype(np.float64)
             valid = ~np.isnan(values)
-            if VARIABLES[name].temporal is Temporal.STATE:
-                weight = _fade_weight(valid, times, weights)
-                mixed = np.where(np.isnan(result), values, weight * values + (1 - weight) * result)
-                np.copyto(result, mixed, where=valid)
+            if result is None:  # the last model: nothing under it to fade into
+                result = values
+            elif VARIABLES[name].temporal is Temporal.STATE:
+                _fade_over(result, values, valid, *_fade_weight(valid, times, weights))
             else:
                 np.copyto(result, values, where=valid)
             first[valid.reshape(len(times), -1)[:, 0]] = rank
@@ -58,10 +58,24 @@ def blend(members: Sequence[tuple[str, xr.Dataset]],
     return out, used
 
 
-def _fade_weight(valid: np.ndarray, times: np.ndarray, known: dict[bytes, np.ndarray]) -> np.ndarray:
-    """1 inside a model's span, falling linearly to 0 over its last SEAM (per series). A
-    series' weights depend only on where its span ends: ``known`` keeps them by those ends,
-    for the other variables (most end where the others of their model do)."""
+def _fade_over(result: np.ndarray, values: np.ndarray, valid: np.ndarray, weight: np.ndarray,
+               seams: np.ndarray) -> None:
+    """``result`` <- ``values`` where valid, cross-faded by ``weight`` into what ``result``
+    held. Only the steps ``seams`` have a weight below 1 where a value is: the others take the
+    values as they are, without the arithmetic over the whole (time, point[, height]) array."""
+    under = result[seams]
+    w, v = weight[seams], values[seams]
+    mixed = np.where(np.isnan(under), v, w * v + (1 - w) * under)
+    np.copyto(result, values, where=valid)
+    result[seams] = np.where(valid[seams], mixed, under)
+
+
+def _fade_weight(valid: np.ndarray, times: np.ndarray,
+                 known: dict[bytes, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """1 inside a model's span, falling linearly to 0 over its last SEAM (per series), and
+    the steps where it is below 1 within some series' span (`_fade_over`). A series'
+    weights depend only on where its span ends: ``known`` keeps them by those ends, for the
+    other variables (most end where the others of their model do)."""
     flat = valid.reshape(len(times), -1)
     last = np.where(flat.any(axis=0), len(times) - 1 - np.argmax(flat[::-1], axis=0), -1)
     key = last.tobytes()
@@ -72,5 +86,8 @@ def _fade_weight(valid: np.ndarray, times: np.ndarray, known: dict[bytes, np.nda
         weight = np.clip(remaining, 0.0, 1.0)
         # A model whose span is the whole axis (it reaches the end) is not faded out.
         weight[:, last == len(times) - 1] = 1.0
-        known[key] = weight
-    return known[key].reshape(valid.shape)
+        within = np.arange(len(times))[:, None] <= last[None, :]  # no step of an empty series
+        seams = np.flatnonzero(((weight < 1) & within).any(axis=1))
+        known[key] = weight, seams
+    weight, seams = known[key]
+    return weight.reshape(valid.shape), seams
