@@ -52,6 +52,18 @@ def test_state_interpolation_is_monotone_and_exact_at_samples():
     assert np.isnan(longer.t2m.values[-1]).all()
 
 
+def test_state_series_with_different_samples_are_each_interpolated_on_their_own():
+    """Series with a missing sample are fitted apart from the others, as if alone."""
+    steps = [0, 3, 6, 9]
+    temps = np.array([[280.0, 270.0], [284.0, np.nan], [284.5, 275.0], [281.0, 275.0]])
+    axis = base_axis(INIT, INIT + np.timedelta64(9, "h"))
+    both = resample(point_ds("t2m", temps, steps, interval=False), axis, LATS, LONS).t2m.values
+    for j in range(2):
+        alone = point_ds("t2m", np.repeat(temps[:, [j]], 2, axis=1), steps, interval=False)
+        np.testing.assert_array_equal(both[:, j], resample(alone, axis, LATS, LONS).t2m.values[:, 0])
+    assert not np.isnan(both).any()
+
+
 def test_radiation_zero_at_night_and_energy_kept():
     steps = list(range(3, 49, 3))
     axis = base_axis(INIT, INIT + np.timedelta64(48, "h") - BASE_STEP)

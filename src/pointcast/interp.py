@@ -622,7 +622,8 @@ def _clear_sky_steps(times: bytes, lats: bytes, lons: bytes) -> np.ndarray:
 
 
 def _pchip(x: np.ndarray, y: np.ndarray, xi: np.ndarray) -> np.ndarray:
-    """Monotone cubic through each series' finite samples; NaN outside them (no extrapolation).
+    """Monotone cubic through each series' finite samples at the ascending times ``xi``; NaN
+    outside them (no extrapolation).
 
     Series sharing the same pattern of finite samples (the usual case: all points of a model
     inside its domain) are interpolated together.
@@ -640,9 +641,11 @@ def _pchip(x: np.ndarray, y: np.ndarray, xi: np.ndarray) -> np.ndarray:
         if rows.sum() < 2:
             continue
         xs = xs_all[rows]
-        inside = (xq >= xs[0]) & (xq <= xs[-1])
-        fit = PchipInterpolator(xs, flat[np.ix_(rows, cols)], axis=0, extrapolate=False)
-        out[np.ix_(inside, cols)] = fit(xq[inside])
+        lo, hi = np.searchsorted(xq, xs[0], "left"), np.searchsorted(xq, xs[-1], "right")
+        # Every series alike (the usual case): slices, not a gather and a scatter of them all.
+        cols = slice(None) if len(cols) == flat.shape[1] else cols
+        fit = PchipInterpolator(xs, flat[rows][:, cols], axis=0, extrapolate=False)
+        out[lo:hi, cols] = fit(xq[lo:hi])
     return out.reshape((len(xi),) + y.shape[1:])
 
 
