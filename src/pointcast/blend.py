@@ -37,7 +37,7 @@ def blend(members: Sequence[tuple[str, xr.Dataset]],
     times = members[0][1].time.values
     out = xr.Dataset(coords=members[0][1].coords)
     used: dict[str, list[str]] = {}
-    weights: dict[bytes, np.ndarray] = {}  # _fade_weight's, shared by the variables
+    weights: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # _fade_weight's, shared by the variables
     for name in names:
         have = [(m, ds[name]) for m, ds in members if name in ds]
         template = have[0][1]
