@@ -1,12 +1,22 @@
-"""products.base: the JSON texts of numbers, from the tables kept across calls."""
+"""products.base: the JSON texts of numbers, from the tables kept across calls. Every test runs
+on the compiled steps (`_render`, built by setup.py) and on their numpy twin (`_render_numpy`,
+used where no C compiler was at hand), which must give the same bytes and errors."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pointcast import _render
+from pointcast import _render as compiled, _render_numpy
 from pointcast.products import base
+
+
+@pytest.fixture(params=["compiled", "numpy"], autouse=True)
+def _render(request, monkeypatch):
+    """The rendering steps under test, also the ones products.base renders with."""
+    steps = compiled if request.param == "compiled" else _render_numpy
+    monkeypatch.setattr(base, "_render", steps)
+    return steps
 
 
 def _published(x: float, decimals: int | None) -> bytes:
@@ -51,7 +61,7 @@ def test_numbers_of_any_layout_are_python_rounded():
                 assert texts.at(j).tolist() == [_published(x, decimals) for x in column.tolist()]
 
 
-def test_the_compiled_codes_check_their_buffers():
+def test_the_compiled_codes_check_their_buffers(_render):
     values, codes = np.array([0.25, 3.0, np.nan, -1.04]), np.empty(4, dtype=np.int64)
     assert _render.codes(values, codes, 10.0, False) == (-10, 30, [0])  # 2.5 is a tie: Python decides
     assert codes.tolist() == [2, 30, 0, -10]
@@ -115,16 +125,13 @@ def test_records_know_which_points_hold_a_null_and_render_whole_files(tmp_path):
     assert memory["none.json"] == b'{"data":[]}'
 
 
-def test_the_compiled_rows_are_the_joins_of_the_picked_texts():
+def test_the_compiled_rows_are_the_joins_of_the_picked_texts(_render):
     """`_render.rows` is ``before``, the rows (each the texts its columns pick, a 1-D column
     shared by every point, a 2-D one by point) joined by ``separator``, then ``after``,
     whatever the texts (empty ones, non-UTF-8) and rows (none, one); indices outside the
     texts, starts that do not span the buffer or columns that disagree are errors, never a
     read outside the buffer."""
-    import pytest
-
-    from pointcast._render import rows
-
+    rows = _render.rows
     rng = np.random.default_rng(11)
     texts = [b"", b"{\"a\":1", b",\"b\":\xc2\xb0C", b"}", b"x" * 300]
     texts += [bytes(rng.integers(0, 256, n, dtype=np.uint8)) for n in rng.integers(0, 40, 50)]

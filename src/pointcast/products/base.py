@@ -13,7 +13,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .. import _render
+try:
+    from .. import _render
+except ImportError:  # installed without a C compiler (setup.py): the same bytes, slower
+    from .. import _render_numpy as _render
 from ..config import ProductConfig
 
 
