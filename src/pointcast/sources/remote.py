@@ -54,6 +54,7 @@ from typing import Any
 import eccodes
 import httpx
 
+from .. import __version__
 from ..ingest import CELL_CENTRE_ROWS, CellGridKey, index_file
 from .base import FetchedRun, GribField, Layout, Mirror, ModelSpec, Processing, RunRef, Upstream
 
@@ -61,7 +62,8 @@ log = logging.getLogger(__name__)
 
 UTC = timezone.utc
 MAX_BACKOFF_S = 60.0
-USER_AGENT = "pointcast (https://github.com/; point forecasts from open NWP data)"
+# The project has no public home page yet: the agent names the program and its version only.
+USER_AGENT = f"pointcast/{__version__} (point forecasts from open NWP data)"
 
 
 class SourceUnavailable(RuntimeError):
