@@ -209,6 +209,21 @@ def validate_run(cfg: Config, outputs: dict) -> dict:
 
 
 @task(cache_policy=NO_CACHE)
+def postprocess_run(cfg: Config, outputs: dict, writer: publish.TreeWriter) -> tuple[dict, dict]:
+    """After validation: the verification files (`pointcast verify`) carried into the new
+    run's tree, and with `[postprocess]` on the bias correction of the run's archive
+    (pointcast.postprocess). Returns the outputs and the manifest's account of corrections."""
+    from pointcast import postprocess, verify
+
+    for name, data in verify.published_files(Path(cfg.output.root)).items():
+        writer.put(f"{verify.VERIFICATION_DIR}/{name}", data)
+    if not cfg.postprocess.enabled:
+        return outputs, {"enabled": False}
+    outputs, account = postprocess.stage(cfg, outputs)
+    return outputs, {"enabled": True, **account}
+
+
+@task(cache_policy=NO_CACHE)
 def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest: dict) -> Path:
     """Make the JSON tree durable and archive a valid run, side by side, then make it visible
     (or keep it aside).
@@ -405,6 +420,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                 outputs.update(build_blend(quote(cfg), pids, quote(extracted[points_file]),
                                            quote(point_sets[points_file]), ctx, quote(writer)))
             report = validate_run(quote(cfg), quote(outputs))
+            outputs, corrections = postprocess_run(quote(cfg), quote(outputs), quote(writer))
     synthetic = any(r.synthetic for r in runs.values())
     manifest = {
         "run_id": run_id, "created": iso(updated), "synthetic": synthetic,
@@ -418,6 +434,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     }
     manifest.update(dropped=dropped, source_notes={m: [*runs[m].notes, *fetched[m].notes]
                                                    for m in runs})
+    manifest["postprocess"] = corrections
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
     return run_id
 

@@ -1,5 +1,5 @@
 """`pointcast`: run a cycle, serve the schedule, serve the API, check the configuration, inspect
-what an upstream file holds."""
+what an upstream file holds, verify the archived runs against observations."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 import os
 import secrets
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .config import ConfigError, api_key_sha256, load_config
@@ -33,6 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("hash-key", help="print the [server.api_keys] entry of an API key read from stdin")
     p.add_argument("name", help="the key's name in the configuration (it appears in logs; the key never does)")
     p.add_argument("--generate", action="store_true", help="make a new random key and print it too")
+    p = sub.add_parser("verify", help="score the archived runs against observations (docs/verification.md)")
+    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"configuration file (default {DEFAULT_CONFIG})")
+    p.add_argument("--from", dest="since", type=_utc_time, metavar="TIME",
+                   help="only runs initialised at or after this ISO time (e.g. 2026-11-20T00:00Z)")
+    p.add_argument("--until", type=_utc_time, metavar="TIME", help="only runs initialised at or before this ISO time")
+    p.add_argument("obs", nargs="+", type=Path, metavar="OBS",
+                   help="observation files (tidy CSV, or ISD-Lite USAF-WBAN-YEAR[.gz]) or directories of them")
     p = sub.add_parser("inspect", help="print as JSON what GRIB/NetCDF files hold, in canonical terms")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
@@ -55,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         print(f"{cfg.path}: ok ({', '.join(f'{pid}: {len(pc.points)} points' for pid, pc in cfg.products.items())})")
         return 0
+    if args.command == "verify":
+        return verify(cfg, args.obs, args.since, args.until)
     if args.command == "serve":
         from .server import serve
 
@@ -78,6 +88,36 @@ def main(argv: list[str] | None = None) -> int:
 
     serve(deployment(cfg))
     return 0
+
+
+def _utc_time(text: str) -> datetime:
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO time: {text!r}") from None
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t
+
+
+def verify(cfg, obs: list[Path], since: datetime | None, until: datetime | None) -> int:
+    """Score the archive against the observation files; a bad file is exit status 2 with its
+    file and line, and then nothing is written."""
+    from .verify import ObservationError, run
+
+    try:
+        report = run(cfg, obs, since, until)
+    except (ObservationError, ValueError) as exc:
+        print(f"pointcast: verify: {exc}; nothing written", file=sys.stderr)
+        return 2
+    print(f"{report.observations} observations within archived runs, {report.outside} outside them (skipped), "
+          f"{report.flagged} outside their physical range (skipped)")
+    for where in report.flagged_at:
+        print(f"  flagged: {where}")
+    for result in report.results:
+        counts = ", ".join(f"{k} {sum(b['n'] for b in v['bins'])}" for k, v in result["variables"].items())
+        print(f"{result['product']}: pairs {counts}")
+    for path in report.written:
+        print(f"wrote {path}")
+    return 0 if report.results else 1
 
 
 def hash_key(name: str, generate: bool) -> int:

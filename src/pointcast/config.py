@@ -32,6 +32,7 @@ __all__ = [
     "ScheduleConfig",
     "DaskConfig",
     "ServerConfig",
+    "PostprocessConfig",
     "ApiKeyConfig",
     "api_key_sha256",
     "SourceConfig",
@@ -53,6 +54,8 @@ PRODUCT_FREQS: dict[str, tuple[str, ...]] = {"global": ("1H",), "japan": ("1H",)
 """Time steps a product can publish, where not all of FREQS: the global and Japan products have
 hourly srf entries (plus daily mrf entries made from them), so only "1H" (also their default)."""
 POINTS_COLUMNS: tuple[str, ...] = ("id", "name", "lat", "lon", "elevation", "hub_heights")
+OPTIONAL_POINTS_COLUMNS: tuple[str, ...] = ("station",)  # the observing station (docs/verification.md)
+STATION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HUB_HEIGHT_RANGE_M: tuple[float, float] = (10.0, 300.0)
 ELEVATION_RANGE_M: tuple[float, float] = (-500.0, 9000.0)
 DASK_SCHEDULERS: tuple[str, ...] = ("threads", "synchronous", "local-cluster")
@@ -175,6 +178,7 @@ class Point:
     lon: float
     elevation: float | None = None
     hub_heights: tuple[float, ...] = ()
+    station: str | None = None  # the station whose observations verify the point
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,15 @@ class ProductConfig:
 
 
 @dataclass(frozen=True)
+class PostprocessConfig:
+    """``[postprocess]``: the decaying-average bias correction (pointcast.postprocess)."""
+
+    enabled: bool = False
+    observations: Path | None = None  # directory of observation files read each cycle
+    weight: float = 0.02  # the decaying average's weight (NCEP's value)
+
+
+@dataclass(frozen=True)
 class Config:
     path: Path  # absolute path of the TOML file
     output: OutputConfig
@@ -200,6 +213,7 @@ class Config:
     models: dict[str, ModelConfig]
     products: dict[str, ProductConfig]
     server: ServerConfig = field(default_factory=ServerConfig)
+    postprocess: PostprocessConfig = field(default_factory=PostprocessConfig)
 
     def product(self, product_id: str) -> ProductConfig:
         try:
@@ -376,7 +390,7 @@ def _number(v: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 # Sections
 
-_TOP_LEVEL = ("output", "schedule", "dask", "sources", "models", "products", "server")
+_TOP_LEVEL = ("output", "schedule", "dask", "sources", "models", "products", "server", "postprocess")
 
 
 def _output(ctx: _Ctx, doc: dict, base: Path) -> OutputConfig:
@@ -694,6 +708,25 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
     return out
 
 
+def _postprocess(ctx: _Ctx, doc: dict, base: Path) -> PostprocessConfig:
+    path = ("postprocess",)
+    tbl = _table(ctx, doc, "postprocess", path, required=False) or {}
+    _check_keys(ctx, tbl, path, ("enabled", "observations", "weight"))
+    enabled = tbl.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise ctx.error(path + ("enabled",), f"expected true or false, got {enabled!r}")
+    obs = None
+    if "observations" in tbl:
+        obs = Path(os.path.normpath(base / Path(_str(ctx, tbl, "observations", path)).expanduser()))
+    elif enabled:
+        raise ctx.error(path + ("enabled",), "the correction learns from observations: set observations "
+                                             "(a directory of tidy CSV or ISD-Lite files)")
+    weight = tbl.get("weight", PostprocessConfig.weight)
+    if not (_number(weight) and 0 < weight <= 1):
+        raise ctx.error(path + ("weight",), f"expected a number in (0, 1], got {weight!r}")
+    return PostprocessConfig(enabled=enabled, observations=obs, weight=float(weight))
+
+
 # --------------------------------------------------------------------------------------------
 # Points CSV
 
@@ -735,9 +768,10 @@ def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, 
                 header, header_line = cells, line
                 seen: set[str] = set()
                 for c in cells:
-                    if c not in POINTS_COLUMNS:
+                    if c not in POINTS_COLUMNS + OPTIONAL_POINTS_COLUMNS:
                         raise ConfigError(shown, line, c or "(empty)",
-                                          f"unknown column (expected header {','.join(POINTS_COLUMNS)})")
+                                          f"unknown column (expected header {','.join(POINTS_COLUMNS)}, "
+                                          f"optionally {','.join(OPTIONAL_POINTS_COLUMNS)})")
                     if c in seen:
                         raise ConfigError(shown, line, c, "column appears twice")
                     seen.add(c)
@@ -785,8 +819,12 @@ def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, 
                     if h in hubs:
                         raise ConfigError(shown, line, "hub_heights", f"hub height {h:g} m listed twice")
                     hubs.append(h)
+            station = rec.get("station") or None
+            if station is not None and not STATION_RE.fullmatch(station):
+                raise ConfigError(shown, line, "station", f"invalid station id {station!r} (letters, digits, "
+                                  "'.', '_' and '-', e.g. an ISD USAF-WBAN id such as 071570-99999)")
             points.append(Point(id=pid, name=name, lat=lat, lon=lon, elevation=elevation,
-                                hub_heights=tuple(sorted(hubs))))
+                                hub_heights=tuple(sorted(hubs)), station=station))
             lines.append(line)
     except csv.Error as exc:
         raise ConfigError(shown, reader.line_num or 1, "row", f"malformed CSV: {exc}") from None
@@ -841,7 +879,8 @@ def load_config(path: str | os.PathLike) -> Config:
     grids.set_cache_dir(output.cache_dir, if_unset=True)
     products = _products(ctx, doc, base, models, file)
     server = _server(ctx, doc)
+    postprocess = _postprocess(ctx, doc, base)
     return Config(
         path=abs_path, output=output, schedule=schedule, dask=dask,
-        sources=sources, models=models, products=products, server=server,
+        sources=sources, models=models, products=products, server=server, postprocess=postprocess,
     )

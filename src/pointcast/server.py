@@ -1475,6 +1475,8 @@ OPERATIONS: dict[str, Operation] = {
     )
 }
 UNGUARDED = frozenset({"/openapi.json"})  # paths answered without an API key
+VERIFICATION_PATH = "/verification"  # PointcastApp.verification, apart from the run's operations
+VERIFICATION_DIR = "verification"  # under the output root (pointcast.verify)
 
 
 # --------------------------------------------------------------------------- the OpenAPI document
@@ -1770,6 +1772,8 @@ class PointcastApp:
     # -- request handling
 
     def respond(self, method: str, path: str, query_string: bytes, headers: list[tuple[bytes, bytes]]) -> Response:
+        if path == VERIFICATION_PATH:
+            return self.verification(method, query_string, headers)
         try:
             op = OPERATIONS.get(path)
             if op is None:
@@ -1793,6 +1797,37 @@ class PointcastApp:
             return error_response(err)
         except Exception:  # a bug: log it, still answer in JSON
             log.exception("unexpected error answering %s %s?%r", method, path, query_string[:200])
+            return error_response(ApiError(500, "500_001", "internal error"))
+
+    def verification(self, method: str, query_string: bytes, headers: list[tuple[bytes, bytes]]) -> Response:
+        """GET /verification: what ``pointcast verify`` wrote (docs/verification.md), the
+        index or, with ``product=<id>``, a product's scores. Read from ``<root>/verification/``
+        at each request, not from the served run: verification is renewed between cycles."""
+        try:
+            if method not in ("GET", "HEAD"):
+                raise not_allowed()
+            self.access.admit(headers)
+            params = parse_query(query_string, ("product",))
+            name = "index.json"
+            if "product" in params:
+                product = single(params, "product")
+                if not _PRODUCT_ID.match(product):
+                    raise invalid("product")
+                name = f"{product}.json"
+            try:
+                data = (self.root / VERIFICATION_DIR / name).read_bytes()
+            except OSError:
+                raise (no_data("no verification published yet (pointcast verify)") if name == "index.json"
+                       else not_found()) from None
+            etag = b'"' + hashlib.blake2b(data, digest_size=16).hexdigest().encode() + b'"'
+            updated = _parse_time(json.loads(data).get("generated"))
+            piece = Piece(data, (VERIFICATION_DIR, name))
+            answer = Answer([piece], etag, updated, None, lambda p: Deflated(p))
+            return cached_response(answer, headers, self.clock())
+        except ApiError as err:
+            return error_response(err)
+        except Exception:  # a bug (or a file being replaced by hand): log it, answer in JSON
+            log.exception("unexpected error answering %s %s?%r", method, VERIFICATION_PATH, query_string[:200])
             return error_response(ApiError(500, "500_001", "internal error"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
