@@ -51,7 +51,7 @@ workers = 2
 [sources.sample]
 type = "sample"
 scale = 16
-area = [-25.0, 30.0, 45.0, 72.0]
+area = [-10.0, 34.0, 26.0, 58.0]
 init = "{init}"
 
 [models.ifs]
