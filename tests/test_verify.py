@@ -333,3 +333,29 @@ def test_get_verification_serves_the_scores(world):
         assert httpx.get(f"{url}/verification?product=japan").json()["code"] == "404_001"
         assert httpx.get(f"{url}/verification?product=../x").json()["code"] == "400_002"
         assert httpx.post(f"{url}/verification").status_code == 405
+
+
+def test_station_column_and_postprocess_table_are_checked(tmp_path):
+    from pointcast.config import ConfigError
+
+    cfg = write_config(tmp_path, INITS[0])
+    loaded = load_config(cfg)
+    assert [p.station for p in loaded.product("eu-short").points] == [s for _, _, s in POINTS.values()]
+    assert loaded.postprocess.enabled and loaded.postprocess.observations == tmp_path / "obs"
+    assert loaded.postprocess.weight == 0.02
+    points = tmp_path / "points" / "europe.csv"
+    points.write_text("id,name,lat,lon,elevation,hub_heights,station\nparis,Paris,48.8566,2.3522,,,\n"
+                      "berlin,Berlin,52.52,13.405,,,10 384\n")
+    with pytest.raises(ConfigError, match=r"europe.csv:3: station: invalid station id '10 384'"):
+        load_config(cfg)
+    points.write_text("id,name,lat,lon,elevation,hub_heights\nparis,Paris,48.8566,2.3522,,\n")
+    assert load_config(cfg).product("eu-short").points[0].station is None  # the column is optional
+    text = cfg.read_text()
+    cfg.write_text(text.replace('observations = "obs"\n', ""))
+    with pytest.raises(ConfigError, match=r"postprocess.enabled: the correction learns from observations"):
+        load_config(cfg)
+    cfg.write_text(text.replace('observations = "obs"\n', 'observations = "obs"\nweight = 1.5\n'))
+    with pytest.raises(ConfigError, match=r"postprocess.weight: expected a number in \(0, 1\]"):
+        load_config(cfg)
+    cfg.write_text(text.replace("[postprocess]\nenabled = true\n", "[postprocess]\n"))
+    assert load_config(cfg).postprocess.enabled is False  # off by default

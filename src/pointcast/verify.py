@@ -315,10 +315,8 @@ def read_observations(paths: Iterable[Path], cfg: Config) -> Observations:
                                             "(the station column of the points CSV)")
         parts.append(obs)
     obs = Observations.concat(parts)
-    frame = obs.frame
-    keyed = [frame[frame["key"] == key].assign(point=pid) for key, pids in stations.items()
-             for pid in pids if (frame["key"] == key).any()]
-    obs.frame = (pd.concat(keyed, ignore_index=True) if keyed else frame.assign(point=pd.Series(dtype=object)))
+    pairs = pd.DataFrame([(key, pid) for key, pids in stations.items() for pid in pids], columns=["key", "point"])
+    obs.frame = obs.frame.merge(pairs, on="key", how="inner")
     return obs
 
 
@@ -393,7 +391,8 @@ class Archive:
             if var not in ds:
                 continue
             found = True
-            have = [p for p in points if p in set(ds[publish.POINT].values.tolist())]
+            stored = set(ds[publish.POINT].values.tolist())
+            have = [p for p in points if p in stored]
             if not have:
                 continue
             da = ds[var].sel(sel).sel(point=have).transpose(publish.INIT, publish.POINT, publish.LEAD)
