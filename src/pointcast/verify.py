@@ -240,7 +240,7 @@ def read_isd_lite(path: Path) -> Observations:
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        if len(raw.rstrip()) < ISD_FIELDS[-1][1] - 5 or len(raw) > 80:
+        if len(raw.rstrip()) < ISD_FIELDS[-1][1] or len(raw) > 80:
             raise ObservationError(shown, line, f"not an ISD-Lite line (12 fixed-width fields, 61 columns): {raw!r}")
         try:
             v = [int(raw[a:b]) for a, b in ISD_FIELDS]
@@ -679,7 +679,8 @@ def write_outputs(root: Path, results: list[dict]) -> list[Path]:
     for product, ds in datasets.items():
         tmp = out_dir / f".{product}.zarr.tmp-{secrets.token_hex(4)}"
         try:
-            ds.to_zarr(tmp, mode="w-", consolidated=True, zarr_format=3)
+            with publish._zarr_settings():
+                ds.to_zarr(tmp, mode="w-", consolidated=True, zarr_format=3)
             _replace_dir(tmp, out_dir / f"{product}.zarr")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
