@@ -59,16 +59,17 @@ def load_state(root: Path, product: str) -> xr.Dataset | None:
     path = _state_path(root, product)
     if not path.is_file():
         return None
-    with xr.open_dataset(path, engine="netcdf4") as ds:
+    with xr.open_dataset(path, engine="scipy") as ds:
         return ds.load()
 
 
 def _save_state(root: Path, product: str, ds: xr.Dataset) -> None:
+    """One NetCDF-3 file (scipy writes it; no optional library), replaced whole."""
     path = _state_path(root, product)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
     try:
-        ds.to_netcdf(tmp, engine="netcdf4")
+        ds.to_netcdf(tmp, engine="scipy")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -79,7 +80,7 @@ def _empty_state(elements: list[str], points: list[str], nbins: int) -> xr.Datas
     return xr.Dataset(
         {"bias": (("element", "point", "lead_bin", "hour"), np.zeros(shape),
                   {"long_name": "decaying-average forecast error (forecast minus observation)"}),
-         "count": (("element", "point", "lead_bin", "hour"), np.zeros(shape, dtype=np.int64),
+         "count": (("element", "point", "lead_bin", "hour"), np.zeros(shape, dtype=np.int32),
                    {"long_name": "forecast-observation pairs learnt"})},
         coords={"element": elements, "point": points, "lead_bin": np.arange(nbins), "hour": np.arange(24)})
 

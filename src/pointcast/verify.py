@@ -649,7 +649,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     publish._fsync_dir(path.parent)
 
 
-def _replace_dir(tmp: Path, path: Path) -> None:
+def replace_dir(tmp: Path, path: Path) -> None:
     """Put a complete directory in place of another (the old one renamed aside, then removed)."""
     trash = path.with_name(f".{path.name}.trash-{secrets.token_hex(4)}")
     if path.exists():
@@ -681,7 +681,7 @@ def write_outputs(root: Path, results: list[dict]) -> list[Path]:
         try:
             with publish._zarr_settings():
                 ds.to_zarr(tmp, mode="w-", consolidated=True, zarr_format=3)
-            _replace_dir(tmp, out_dir / f"{product}.zarr")
+            replace_dir(tmp, out_dir / f"{product}.zarr")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         written.append(out_dir / f"{product}.zarr")
