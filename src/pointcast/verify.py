@@ -381,23 +381,27 @@ class Archive:
     def points(self) -> set[str]:
         return {str(p) for ds, _ in self.stores for p in ds[publish.POINT].values}
 
-    def forecast(self, name: str, sel: dict, points: list[str], corrected: bool = False) -> np.ndarray | None:
-        """(init, point, lead) of ``name`` (or its ``_corrected`` sibling), NaN where a store
-        lacks the variable, the point or the lead time; None when no store has it."""
+    def forecast(self, name: str, sel: dict, points: list[str], runs: np.ndarray,
+                 corrected: bool = False) -> np.ndarray | None:
+        """(run, point, lead) of ``name`` (or its ``_corrected`` sibling) for the runs
+        ``runs`` (indices into ``inits``), NaN where a store lacks the variable, the point or
+        the lead time; None when no store has it."""
         var = f"{name}_corrected" if corrected else name
-        out = np.full((len(self.inits), len(points), self.nlead), np.nan)
+        out = np.full((len(runs), len(points), self.nlead), np.nan)
         found = False
         for ds, rows in self.stores:
             if var not in ds:
                 continue
             found = True
+            mine = np.nonzero(np.isin(runs, rows))[0]
             stored = set(ds[publish.POINT].values.tolist())
             have = [p for p in points if p in stored]
-            if not have:
+            if not have or not len(mine):
                 continue
-            da = ds[var].sel(sel).sel(point=have).transpose(publish.INIT, publish.POINT, publish.LEAD)
+            da = (ds[var].sel(sel).isel({publish.INIT: runs[mine] - rows[0]}).sel(point=have)
+                  .transpose(publish.INIT, publish.POINT, publish.LEAD))
             cols = [points.index(p) for p in have]
-            out[np.ix_(rows, cols, np.arange(da.sizes[publish.LEAD]))] = da.values
+            out[np.ix_(mine, cols, np.arange(da.sizes[publish.LEAD]))] = da.values
         return out if found else None
 
     def close(self) -> None:
@@ -436,16 +440,23 @@ def _steps(archive: Archive, inits: np.ndarray, time: np.ndarray, period: np.nda
 
 
 def covered(archive: Archive, obs: pd.DataFrame) -> np.ndarray:
-    """Whether each observation's time lies within some archived run of the product."""
+    """Whether each observation's time lies within some archived run of the product: the
+    latest run initialised at or before it reaches it."""
     time = obs["time"].values
+    inits = np.sort(archive.inits)
     last = archive.step * (archive.nlead - 1) + archive.step // 2
-    lead = time[None, :] - archive.inits[:, None]
-    return ((lead >= np.timedelta64(0, "ns")) & (lead <= last)).any(axis=0)
+    k = np.searchsorted(inits, time, side="right")
+    latest = inits[np.maximum(k - 1, 0)]
+    return (k > 0) & (time - latest <= last)
 
 
-def match(archive: Archive, obs: pd.DataFrame, element: str) -> Matches | None:
+OBS_BLOCK = 20_000  # observations paired with the runs at a time (memory: runs x block)
+
+
+def match(archive: Archive, obs: pd.DataFrame, element: str, runs: np.ndarray | None = None) -> Matches | None:
     """Every (run, observation) pair of ``element`` (a probability: against the 1-hour
-    precipitation observations) at the archive's points."""
+    precipitation observations) at the archive's points; ``runs``: which of the archived
+    runs (a mask over ``archive.inits``), by default all."""
     names = ARCHIVE_NAMES.get(archive.product, {})
     if element not in names:
         return None
@@ -457,20 +468,28 @@ def match(archive: Archive, obs: pd.DataFrame, element: str) -> Matches | None:
         rows = rows[rows["period"] == HOUR]
     if rows.empty:
         return None
-    points = sorted(set(rows["point"]))
-    fcst = archive.forecast(name, sel, points)
-    if fcst is None:
-        return None
-    corr = archive.forecast(name, sel, points, corrected=True)
-    if archive.product in ("global", "japan") and element == "windir_10m":  # compass points
-        fcst = np.where(fcst > 0, (fcst * COMPASS_DEGREES) % 360, np.nan)
     time, period = rows["time"].values, rows["period"].values
-    col = np.array([points.index(p) for p in rows["point"]])
-    first, end, inside = _steps(archive, archive.inits, time, period)
-    i, j = np.nonzero(inside)
+    use = np.ones(len(archive.inits), dtype=bool) if runs is None else runs.copy()
+    use &= (archive.inits <= time.max()) & (archive.inits + archive.step * archive.nlead >= (time - period).min())
+    runs_at = np.nonzero(use)[0]  # the runs that may cover an observation
+    inits = archive.inits[runs_at]
+    pairs = []
+    for b in range(0, len(rows), OBS_BLOCK):
+        first, end, inside = _steps(archive, inits, time[b:b + OBS_BLOCK], period[b:b + OBS_BLOCK])
+        i, j = np.nonzero(inside)
+        pairs.append((i, j + b, first[i, j], end[i, j]))
+    i, j, k0, k1 = (np.concatenate(c) for c in zip(*pairs))
     if not len(i):
         return None
-    k0, k1 = first[i, j], end[i, j]
+    points = sorted(set(rows["point"].values[j]))
+    fcst = archive.forecast(name, sel, points, runs_at)
+    if fcst is None:
+        return None
+    corr = archive.forecast(name, sel, points, runs_at, corrected=True)
+    if archive.product in ("global", "japan") and element == "windir_10m":  # compass points
+        fcst = np.where(fcst > 0, (fcst * COMPASS_DEGREES) % 360, np.nan)
+    index = {p: c for c, p in enumerate(points)}
+    col = np.array([index.get(p, -1) for p in rows["point"].values])
     kind = "probability" if probability else OBSERVED[element].kind
 
     def values(arr: np.ndarray | None) -> np.ndarray:
@@ -492,10 +511,10 @@ def match(archive: Archive, obs: pd.DataFrame, element: str) -> Matches | None:
     observed = rows["value"].values[j]
     if probability:
         observed = (observed >= EVENT_MM).astype(np.float64)  # 1 h: the mean rate is the amount
-    persistence = _persistence(obs, observed_as, rows, j, archive.inits[i], probability)
+    persistence = _persistence(obs, observed_as, rows, j, inits[i], probability)
     keep = ~np.isnan(forecast)
     step_h = archive.step / HOUR
-    return Matches(init=archive.inits[i][keep], point=rows["point"].values[j][keep], valid=time[j][keep],
+    return Matches(init=inits[i][keep], point=rows["point"].values[j][keep], valid=time[j][keep],
                    lead_h=(k0 * step_h)[keep], forecast=forecast[keep], observed=observed[keep],
                    persistence=persistence[keep], corrected=corrected[keep])
 
@@ -582,19 +601,16 @@ def score(m: Matches, element: str) -> dict:
 def verify_product(archive: Archive, obs: pd.DataFrame, since: np.datetime64 | None = None,
                    until: np.datetime64 | None = None) -> dict:
     """The verification of one product: every element it archives that was observed."""
+    runs = np.ones(len(archive.inits), dtype=bool)
+    if since is not None:
+        runs &= archive.inits >= since
+    if until is not None:
+        runs &= archive.inits <= until
     variables = {}
     for element in (*OBSERVED, *PROBABILITIES):
-        m = match(archive, obs, element)
-        if m is None:
-            continue
-        keep = np.ones(len(m.init), dtype=bool)
-        if since is not None:
-            keep &= m.init >= since
-        if until is not None:
-            keep &= m.init <= until
-        if keep.any():
-            variables[element] = score(Matches(*(getattr(m, f)[keep] for f in Matches.__dataclass_fields__)),
-                                       element)
+        m = match(archive, obs, element, runs)
+        if m is not None and len(m.init):
+            variables[element] = score(m, element)
     return {"product": archive.product, "generated": _now(), "variables": variables}
 
 
