@@ -13,8 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
