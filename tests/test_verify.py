@@ -358,3 +358,15 @@ def test_station_column_and_postprocess_table_are_checked(tmp_path):
         load_config(cfg)
     cfg.write_text(text.replace("[postprocess]\nenabled = true\n", "[postprocess]\n"))
     assert load_config(cfg).postprocess.enabled is False  # off by default
+
+
+def test_an_observation_given_twice_must_agree(world, tmp_path):
+    base, _ = world
+    cfg = load_config(base / "pointcast.toml")
+    (tmp_path / "a.csv").write_text("point,time,variable,value\nparis,2026-10-19T03:00Z,temp_2m,10.5\n")
+    (tmp_path / "b.csv").write_text("point,time,variable,value\n071560-99999,2026-10-19T04:00+01:00,temp_2m,10.5\n")
+    assert len(verify.read_observations([tmp_path], cfg).frame) == 1  # the same, by station and local time
+    (tmp_path / "b.csv").write_text("point,time,variable,value\n071560-99999,2026-10-19T03:00Z,temp_2m,11.0\n")
+    with pytest.raises(verify.ObservationError, match=r"b.csv:2: temp_2m of paris at 2026-10-19T03:00:00Z is 11 "
+                                                      r"here and 10.5 at .*a.csv:2"):
+        verify.read_observations([tmp_path], cfg)

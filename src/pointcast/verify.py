@@ -316,7 +316,17 @@ def read_observations(paths: Iterable[Path], cfg: Config) -> Observations:
         parts.append(obs)
     obs = Observations.concat(parts)
     pairs = pd.DataFrame([(key, pid) for key, pids in stations.items() for pid in pids], columns=["key", "point"])
-    obs.frame = obs.frame.merge(pairs, on="key", how="inner")
+    frame = obs.frame.merge(pairs, on="key", how="inner")
+    key = ["point", "element", "period", "time"]
+    repeated = frame[frame.duplicated(key, keep=False)].sort_values(key + ["file", "line"], kind="stable")
+    for _, group in repeated.groupby(key, sort=False):
+        first, other = group.iloc[0], group[group["value"] != group.iloc[0]["value"]]
+        if len(other):  # the same observation twice with two values: which one is right?
+            row = other.iloc[0]
+            raise ObservationError(row["file"], int(row["line"]), f"{row['element']} of {row['point']} at "
+                                   f"{pd.Timestamp(row['time']).isoformat()}Z is {row['value']:g} here and "
+                                   f"{first['value']:g} at {first['file']}:{first['line']}")
+    obs.frame = frame.drop_duplicates(key)
     return obs
 
 
