@@ -370,3 +370,14 @@ def test_an_observation_given_twice_must_agree(world, tmp_path):
     with pytest.raises(verify.ObservationError, match=r"b.csv:2: temp_2m of paris at 2026-10-19T03:00:00Z is 11 "
                                                       r"here and 10.5 at .*a.csv:2"):
         verify.read_observations([tmp_path], cfg)
+
+
+def test_wind_direction_is_compared_on_the_circle():
+    t = np.array(["2026-10-19T03:00"] * 3, dtype="datetime64[ns]")
+    m = verify.Matches(init=t, point=np.array(["paris"] * 3), valid=t, lead_h=np.array([3.0, 3.0, 3.0]),
+                       forecast=np.array([350.0, 10.0, 180.0]), observed=np.array([10.0, 350.0, 170.0]),
+                       persistence=np.full(3, np.nan), corrected=np.full(3, np.nan))
+    (b,) = verify.score(m, "windir_10m")["bins"]
+    assert (b["lead_from_h"], b["n"], b["bias"], b["mae"]) == (3, 3, round(10 / 3, 4), round(50 / 3, 4))
+    assert b["rmse"] == pytest.approx(math.sqrt((400 + 400 + 100) / 3), abs=1e-4)
+    assert b["persistence"] == {"bias": None, "mae": None, "rmse": None} and "corrected" not in b

@@ -584,7 +584,7 @@ def reliability(p_percent: np.ndarray, event: np.ndarray) -> list[dict]:
 def score(m: Matches, element: str) -> dict:
     """The element's entry of a product's verification (docs/verification.md, "Output")."""
     probability = element in PROBABILITIES
-    angular = element == "windir_10m"
+    angular = not probability and OBSERVED[element].kind == DIRECTION
     lo, hi = lead_bin(m.lead_h)
     bins = []
     for a, b in sorted(set(zip(lo.tolist(), hi.tolist()))):
