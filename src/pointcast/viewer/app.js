@@ -364,6 +364,14 @@
     };
   }
 
+  // the time axis in 24-hour clock and day-month dates (uPlot's default is US style)
+  const TIME_AXIS = { values: [
+    [3600 * 24 * 28, "{MMM}", "\n{YYYY}", null, null, null, null, null, 1],
+    [3600 * 24, "{D} {MMM}", "\n{YYYY}", null, null, null, null, null, 1],
+    [3600, "{HH}:{mm}", "\n{D} {MMM}", null, "\n{D} {MMM}", null, null, null, 1],
+    [60, "{HH}:{mm}", "\n{D} {MMM}", null, "\n{D} {MMM}", null, null, null, 1],
+  ] };
+
   function chart(parent, name, title, tz, series, data, extra) {
     const box = h("div", { class: "chart", "data-chart": name }, h("h3", {}, title));
     parent.append(box);
@@ -373,6 +381,9 @@
       series: [{ label: "time", value: (u, v) => (v == null ? "–" : timeText(v, tz, false)) }, ...series],
       cursor: { sync: { key: "meteogram" } },
     }, extra);
+    if (!opts.scales || !opts.scales.x || opts.scales.x.time !== false) {
+      opts.axes = [Object.assign({}, TIME_AXIS, (opts.axes || [])[0]), ...(opts.axes || []).slice(1)];
+    }
     const u = new uPlot(opts, data, box);
     box._uplot = u;
     state.charts.push(u);
@@ -416,7 +427,7 @@
     const data = [times, amount];
     if (pop) { series.push(line("probability %", "#0e7490", { scale: "%" })); data.push(pop); }
     return chart(parent, "precipitation", "Precipitation" + (pop ? " and its probability" : ""), tz, series, data, {
-      scales: { mm: { range: (u, lo, hi) => [0, Math.max(1, hi)] }, "%": { range: [0, 100] } },
+      scales: { mm: { range: (u, lo, hi) => [0, Math.max(1, hi * 1.1)] }, "%": { range: [0, 100] } },
       axes: [{}, { scale: "mm", label: unit }, ...(pop ? [{ scale: "%", side: 1, label: "%", grid: { show: false } }] : [])],
       hooks: { drawClear: [seamHook(seams)] } });
   }
@@ -512,7 +523,7 @@
     const profile = (i) => [heights, files.map((f) => f.data[i].windspd)];
     const u = chart(body, "profile", "Vertical profile of the wind speed", tz, [], profile(0), {
         height: 320, series: [{ label: "height m" }, line("speed m/s", "#1d3557", { points: { show: true, size: 6 } })],
-        scales: { x: { time: false, ori: 1, dir: -1 }, y: { ori: 0, dir: 1, range: (u, lo, hi) => [0, Math.max(5, hi * 1.1)] } },
+        scales: { x: { time: false, ori: 1, dir: 1, range: (u, lo, hi) => [0, hi] }, y: { ori: 0, dir: 1, range: (u, lo, hi) => [0, Math.max(5, hi * 1.1)] } },
         axes: [{ side: 3, label: "height m" }, { side: 2, label: "m/s" }], cursor: {} });
     const show = () => {
       const i = Number(slider.value);
@@ -543,7 +554,7 @@
       h("div", {}, new Intl.DateTimeFormat("en-GB", { timeZone: tz, weekday: "short", day: "2-digit", month: "short" }).format(new Date(d.date))),
       h("div", { class: "icon" }, wxSymbol(d.wx)),
       h("div", {}, h("span", { class: "max" }, fmt(d.maxtemp)), " / ", h("span", { class: "min" }, fmt(d.mintemp)), " °C"),
-      h("div", {}, d.prec != null ? `${fmt(d.prec)} mm · ` : "", `${fmt(d.pop)} %`)))));
+      d.prec != null ? h("div", {}, `${fmt(d.prec)} mm`) : null, h("div", { title: "probability of precipitation" }, `${fmt(d.pop)} %`)))));
     const columns = [["wx", "wx", col(srf, "wx")], ["temp °C", "temp", temp]];
     if (curves.length > 1) columns.push(["feels like °C", "feeltmp", col(srf, "feeltmp")]);
     columns.push(["precip. mm/h", "prec", col(srf, "prec")], ["wind m/s", "wndspd", col(srf, "wndspd")],
