@@ -29,8 +29,7 @@ for entry in "${PACKAGES[@]}"; do
   for f in $files LICENSE; do
     cp "$work/$name/package/$f" "$name/$(basename "$f")"
   done
-  license=$(node -p "require('$work/$name/package/package.json').license" 2>/dev/null \
-            || sed -n 's/.*"license": *"\([^"]*\)".*/\1/p' "$work/$name/package/package.json")
+  license=$(node -p "require('$work/$name/package/package.json').license")
   echo "$spec $license" >> VERSIONS.new
 done
 mv VERSIONS.new VERSIONS
