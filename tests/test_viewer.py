@@ -93,8 +93,9 @@ def sites(published):
 
 
 def _open(browser, url: str, shot: str, viewport=(1200, 900)):
-    """Load ``url`` until the page says it is ready; (page, console errors). A screenshot of the
-    page is saved as ``shot``.png."""
+    """Load ``url`` until the page says it is ready; (page, console errors, optional files
+    absent). A screenshot of the page is saved as ``shot``.png; with $POINTCAST_README_IMAGES
+    set to a folder, the README's two (status.png, meteogram.png: the top of the page) too."""
     page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
     errors: list[str] = []
     absent = set()
@@ -113,6 +114,10 @@ def _open(browser, url: str, shot: str, viewport=(1200, 900)):
     page.wait_for_selector("body[data-ready]", timeout=30_000)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
+    readme = {"status-static": "status", "meteogram-eu-short-static": "meteogram"}.get(shot)
+    if readme and os.environ.get("POINTCAST_README_IMAGES"):
+        page.screenshot(path=os.path.join(os.environ["POINTCAST_README_IMAGES"], f"{readme}.png"),
+                        clip={"x": 0, "y": 0, "width": 1000, "height": 1180})
     return page, errors, absent
 
 
@@ -265,3 +270,47 @@ def test_runs_json_lists_the_last_cycles_with_the_reasons_of_failures(tmp_path, 
         cycle("r06", True)
     assert (tree / "runs.json").read_bytes() == before
     assert "already published with identical files" in caplog.text
+
+
+@needs_chromium
+def test_verification_summary_and_error_band(browser, published, tmp_path):
+    """With verification files in the tree (the shape the verification stage publishes), the
+    status page shows their summary and the meteogram a +-MAE band around the temperature."""
+    _, root, _ = published
+    tree = run_dir(root) / "json"
+    site = tmp_path / "json"
+    site.mkdir()
+    for entry in tree.iterdir():  # the published tree, read-only, plus the verification files
+        (site / entry.name).symlink_to(entry)
+    bins = [{"lead_from_h": 0, "lead_to_h": 24, "n": 30, "bias": -0.5, "mae": 1.25, "rmse": 1.5,
+             "persistence": {"bias": 0.1, "mae": 2.0, "rmse": 2.5}},
+            {"lead_from_h": 24, "lead_to_h": 72, "n": 10, "bias": 1.0, "mae": 2.5, "rmse": 3.0,
+             "persistence": {"bias": 0.2, "mae": 3.0, "rmse": 3.5}}]
+    (site / "verification").mkdir()
+    (site / "verification" / "index.json").write_text(json.dumps({"generated": "2026-11-20T03:00:00+00:00",
+                                                                  "products": ["eu-short"]}))
+    (site / "verification" / "eu-short.json").write_text(json.dumps(
+        {"product": "eu-short", "generated": "2026-11-20T03:00:00+00:00",
+         "variables": {"temp_2m": {"units": "degC", "bins": bins}}}))
+    proc, base = _static_server(site)
+    try:
+        page, errors, absent = _open(browser, base + "/", "status-verification")
+        rows = page.locator("#verification tr").all_inner_texts()
+        # n-weighted over the bins: MAE (30 * 1.25 + 10 * 2.5) / 40, persistence (30 * 2 + 10 * 3) / 40
+        assert rows[1].split("\t") == ["eu-short", "temp_2m", "degC", "40", "-0.13", "1.56", "1.88", "2.25", "–"], rows
+        assert not errors and not absent
+        page.close()
+        page, errors, absent = _open(browser, base + "/#/p/eu-short/paris", "meteogram-verification")
+        charts = {c["name"]: c for c in page.evaluate(CHARTS)}
+        assert charts["temperature"]["series"] == 4  # temperature, dewpoint, +MAE, -MAE
+        band = page.evaluate("() => document.querySelector('[data-chart=temperature]')._uplot.data")
+        rows = json.loads((tree / "eu-short" / "1H" / "paris.json").read_bytes())["data"]
+        for i, lead in ((0, 0), (30, 30)):
+            mae = 1.25 if lead < 24 else 2.5
+            assert band[3][i] == pytest.approx(rows[i]["temp_2m"] + mae)
+            assert band[4][i] == pytest.approx(rows[i]["temp_2m"] - mae)
+        assert not errors and not absent
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -413,8 +413,8 @@
     const extra = { padding: [24, 8, 0, 0], hooks: { drawClear: [seamHook(seams)], draw: [symbolsHook(times, symbols)] },
       axes: [{}, { label: "°C" }] };
     if (band) {
-      series.push(line("temp + MAE", "rgba(200,40,40,0.35)", { width: 1, dash: [4, 3] }),
-        line("temp − MAE", "rgba(200,40,40,0.35)", { width: 1, dash: [4, 3] }));
+      const edge = { width: 1, dash: [4, 3], points: { show: false } };
+      series.push(line("temp + MAE", "rgba(200,40,40,0.35)", edge), line("temp − MAE", "rgba(200,40,40,0.35)", edge));
       data.push(band[0], band[1]);
       extra.bands = [{ series: [data.length - 2, data.length - 1], fill: "rgba(200,40,40,0.10)" }];
     }
