@@ -116,8 +116,10 @@ def _open(browser, url: str, shot: str, viewport=(1200, 900)):
     page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
     readme = {"status-static": "status", "meteogram-eu-short-static": "meteogram"}.get(shot)
     if readme and os.environ.get("POINTCAST_README_IMAGES"):
-        page.screenshot(path=os.path.join(os.environ["POINTCAST_README_IMAGES"], f"{readme}.png"),
-                        clip={"x": 0, "y": 0, "width": 1000, "height": 1180})
+        page.set_viewport_size({"width": 1000, "height": 1250})
+        page.reload()
+        page.wait_for_selector("body[data-ready]", timeout=30_000)
+        page.screenshot(path=os.path.join(os.environ["POINTCAST_README_IMAGES"], f"{readme}.png"))
     return page, errors, absent
 
 

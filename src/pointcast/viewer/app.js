@@ -156,18 +156,22 @@
   const KNOWN = new Set(["basetime", "models", "horizon_hours", "freqs", "points", "seams_t2m"]);
 
   function productsTable(run) {
+    const notes = {};
     const rows = run.products.map((p) => {
       const info = run.manifest.products[p] || {};
       const index = run.indexes[p];
       const other = Object.entries(info).filter(([k]) => !KNOWN.has(k))
         .map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ");
       const first = index.points[0];
+      if (other) notes[p] = other;
       return [p, utcText(info.basetime || index.basetime), index.points.length, (info.freqs || index.freqs || []).join(", "),
-        (info.models || []).join(" → "), info.horizon_hours, other || "",
-        first ? h("a", { href: `#/p/${p}/${encodeURIComponent(first.id)}` }, first.name || first.id) : ""];
+        (info.models || []).join(" → "), info.horizon_hours,
+        first ? h("a", { href: `#/p/${p}/${encodeURIComponent(first.id)}` }, first.name || first.id) : "",
+        notes[p] || ""];
     });
-    return table(["product", "basetime", "points", "variants", "models", "horizon h", "notes", "meteogram"], rows,
-      { id: "products" });
+    const head = ["product", "basetime", "points", "variants", "models", "horizon h", "meteogram", "notes"];
+    const some = Object.keys(notes).length ? 8 : 7; // the notes column only when the manifest has any
+    return table(head.slice(0, some), rows.map((r) => r.slice(0, some)), { id: "products" });
   }
 
   const MODEL_COLOURS = ["#2a6f97", "#e07a1f", "#6a4c93", "#2b9348", "#b5179e", "#6c757d"];
@@ -376,7 +380,7 @@
     const box = h("div", { class: "chart", "data-chart": name }, h("h3", {}, title));
     parent.append(box);
     const opts = Object.assign({
-      width: Math.max(320, Math.min(main.clientWidth - 24, 1160)), height: 200,
+      width: Math.max(320, box.clientWidth - 2), height: 200,
       tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), tz),
       series: [{ label: "time", value: (u, v) => (v == null ? "–" : timeText(v, tz, false)) }, ...series],
       cursor: { sync: { key: "meteogram" } },
