@@ -316,3 +316,19 @@ def test_verification_summary_and_error_band(browser, published, tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_with_api_keys_the_run_files_need_the_key_and_the_page_does_not(published):
+    from pointcast.config import ApiKeyConfig, api_key_sha256
+    from pointcast.server import create_app
+
+    _, root, _ = published
+    app = create_app(root, api_keys=[ApiKeyConfig("ops", api_key_sha256(b"k" * 32))])
+    assert app.respond("GET", "/", b"", []).status == 200
+    assert app.respond("GET", "/viewer/app.js", b"", []).status == 200
+    for path in ("/manifest.json", "/eu-short/1H/paris.json"):
+        denied = app.respond("GET", path, b"", [])
+        assert denied.status == 401 and json.loads(denied.body)["code"] == "401_001"
+        assert app.respond("GET", path, b"", [(b"x-api-key", b"k" * 32)]).status == 200
+    assert app.respond("HEAD", "/", b"", []).status == 200
+    assert app.respond("DELETE", "/manifest.json", b"", []).status == 405
