@@ -577,7 +577,8 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
       the served bytes (and ETags) do not change; a differing JSON tree is logged as a warning.
 
     A valid run's JSON tree also gets the viewer (:func:`add_viewer`). Finally ``current`` is
-    swapped to ``runs/<run_id>`` atomically and the run directory is returned. ``staging`` must come from :func:`new_run_dir` for the same ``root``.
+    swapped to ``runs/<run_id>`` atomically and the run directory is returned. ``staging``
+    must come from :func:`new_run_dir` for the same ``root``.
     For a URL root see "object-store roots" below: the run is uploaded, then ``current`` written.
     """
     if is_url(root):
@@ -637,7 +638,7 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
 # the viewer in the run tree (docs/viewer.md)
 # --------------------------------------------------------------------------------------------
 
-HISTORY = 20  # cycles listed in a run's runs.json
+HISTORY_RUNS = 20  # cycles listed in a run's runs.json
 HISTORY_ERRORS = 5  # validation errors quoted per refused cycle
 VIEWER_NAMES = frozenset({viewer.PAGE, viewer.ASSETS, *viewer.RUN_FILES})
 
@@ -652,7 +653,7 @@ def add_viewer(staging: Path, manifest: Mapping[str, Any], validation: Mapping[s
     entry = _history_entry(manifest.get("run_id"), manifest, validation)
     files = {**viewer.files(), "manifest.json": _dump_json(manifest),
              "validation.json": _dump_json(validation),
-             "runs.json": _dump_json({"runs": run_history(runs, entry)})}
+             viewer.HISTORY: _dump_json({"runs": run_history(runs, entry)})}
     dirs = set()
     for rel, data in files.items():
         path = base / rel
@@ -680,7 +681,7 @@ def _history_entry(run_id: Any, manifest: Mapping[str, Any], validation: Mapping
 
 def run_history(runs: Path | None, newest: Mapping[str, Any]) -> list[dict]:
     """``newest`` and the cycles under ``runs`` (``runs/<id>`` published, ``runs/failed/<id>``
-    refused by validation, with its first errors), newest first, `HISTORY` at most; what each
+    refused by validation, with its first errors), newest first, `HISTORY_RUNS` at most; what each
     says is read from its ``manifest.json`` and ``validation.json``."""
     found = [dict(newest)]
     dirs = []
@@ -700,7 +701,7 @@ def run_history(runs: Path | None, newest: Mapping[str, Any]) -> list[dict]:
             if (entry["run_id"], entry["status"]) != (newest.get("run_id"), newest.get("status")):
                 found.append(entry)
     found.sort(key=lambda e: str(e.get("time") or ""), reverse=True)
-    return found[:HISTORY]
+    return found[:HISTORY_RUNS]
 
 
 def _published_at(path: Path) -> float:

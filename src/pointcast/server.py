@@ -1502,7 +1502,8 @@ def viewer_assets() -> dict[str, bytes]:
 
 
 def file_response(data: bytes, path: str) -> Response:
-    kind = _CONTENT_TYPES.get(PurePath(path).suffix, b"text/plain; charset=utf-8") if path != "/" else _CONTENT_TYPES[".html"]
+    suffix = PurePath(path).suffix if path != "/" else ".html"
+    kind = _CONTENT_TYPES.get(suffix, b"text/plain; charset=utf-8")  # LICENSE, VERSIONS
     return Response(200, [data], [(b"content-type", kind), (b"content-length", b"%d" % len(data)),
                                   (b"cache-control", b"no-cache")])
 
@@ -1515,8 +1516,10 @@ def tree_file(run: Run, path: str) -> Path | None:
     stem = parts[-1].removesuffix(".json")
     base = run.path / "json"
     products = {op.product for op in OPERATIONS.values() if op.product}
-    if len(parts) == 1:
-        return base / parts[0] if parts[0] in viewer.RUN_FILES else None
+    if len(parts) == 1:  # the run's own manifest and report (runs published before the viewer have no copies)
+        if parts[0] in viewer.RUN_FILES:
+            return base / parts[0] if parts[0] == viewer.HISTORY else run.path / parts[0]
+        return None
     if parts[0] == "verification":
         return base / "verification" / parts[1] if len(parts) == 2 and (stem == "index" or stem in products) else None
     index = run.product(parts[0]) if parts[0] in products else None

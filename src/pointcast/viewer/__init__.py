@@ -15,8 +15,10 @@ from pathlib import Path
 HERE = Path(__file__).parent
 PAGE = "index.html"
 ASSETS = "viewer"  # the folder of the page's scripts, styles and libraries in a run's tree
-# What the page reads beside the products' trees (written by publication).
-RUN_FILES = ("manifest.json", "validation.json", "runs.json")
+HISTORY = "runs.json"  # the last cycles (publish.run_history)
+# What the page reads beside the products' trees (written by publication): copies of the run's
+# manifest and validation report, and the history.
+RUN_FILES = ("manifest.json", "validation.json", HISTORY)
 
 
 @functools.cache
