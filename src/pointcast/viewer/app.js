@@ -414,7 +414,7 @@
   function tempChart(parent, tz, times, curves, symbols, seams, band) {
     const series = curves.map(([label, stroke]) => line(label, stroke));
     const data = [times, ...curves.map((c) => c[2])];
-    const extra = { padding: [24, 8, 0, 0], hooks: { drawClear: [seamHook(seams)], draw: [symbolsHook(times, symbols)] },
+    const extra = { padding: [24, null, null, null], hooks: { drawClear: [seamHook(seams)], draw: [symbolsHook(times, symbols)] },
       axes: [{}, { label: "°C" }] };
     if (band) {
       const edge = { width: 1, dash: [4, 3], points: { show: false } };
