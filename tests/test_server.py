@@ -514,7 +514,7 @@ def test_error_codes(client, path, query, status, code, message):
     assert_error(get(client, path, query), status, code, message)
 
 
-@pytest.mark.parametrize("path", ["/", "/V1", "/V1/forecast/medium-range/common/", "/v1/forecast/medium-range/common",
+@pytest.mark.parametrize("path", ["/V1", "/V1/forecast/medium-range/common/", "/v1/forecast/medium-range/common",
                                   "/V1/forecast/short-range/windpack/", "/api/v2/global/wx/", "/api/v1/ss1wx/",
                                   "/API/v1/ss1wx", "/api/v1/ss1wx.json", "/../etc/passwd",
                                   "/runs/20261122T00Z/json/eu-medium/index.json", "/current/json/eu-medium/1H/paris.json"])

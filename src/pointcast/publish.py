@@ -57,7 +57,7 @@ from isal import igzip
 from zarr.codecs import BloscCodec
 from zarr.storage import LocalStore
 
-from . import faults
+from . import faults, viewer
 
 try:  # POSIX advisory locks; publication targets Linux hosts
     import fcntl
@@ -537,12 +537,15 @@ def _swap_current(root: Path, run_id: str) -> None:
 
 
 def _tree_files(base: Path) -> dict[str, Path]:
+    """The files of a JSON tree but the viewer's (``add_viewer``: they name the attempt)."""
     out: dict[str, Path] = {}
     if base.is_dir():
         for dirpath, _dirs, names in os.walk(base):
             for name in names:
                 p = Path(dirpath) / name
-                out[p.relative_to(base).as_posix()] = p
+                rel = p.relative_to(base).as_posix()
+                if rel.split("/", 1)[0] not in VIEWER_NAMES:
+                    out[rel] = p
     return out
 
 
@@ -573,8 +576,9 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
       again): the published directory is kept as it is and the staging copy discarded, so
       the served bytes (and ETags) do not change; a differing JSON tree is logged as a warning.
 
-    Finally ``current`` is swapped to ``runs/<run_id>`` atomically and the run directory is
-    returned. ``staging`` must come from :func:`new_run_dir` for the same ``root``.
+    A valid run's JSON tree also gets the viewer (:func:`add_viewer`). Finally ``current`` is
+    swapped to ``runs/<run_id>`` atomically and the run directory is returned. ``staging``
+    must come from :func:`new_run_dir` for the same ``root``.
     For a URL root see "object-store roots" below: the run is uploaded, then ``current`` written.
     """
     if is_url(root):
@@ -595,6 +599,8 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
                     _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat())
     _write_bytes(staging / "manifest.json", _dump_json(meta))
     _write_bytes(staging / "validation.json", _dump_json(validation))
+    if ok:
+        add_viewer(staging, meta, validation, runs)
     _fsync_dir(staging)
     faults.point("run-staged")
 
@@ -626,6 +632,76 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
         _swap_current(root, run_id)
     log.info("published run %s (%s)", run_id, dest)
     return dest
+
+
+# --------------------------------------------------------------------------------------------
+# the viewer in the run tree (docs/viewer.md)
+# --------------------------------------------------------------------------------------------
+
+HISTORY_RUNS = 20  # cycles listed in a run's runs.json
+HISTORY_ERRORS = 5  # validation errors quoted per refused cycle
+VIEWER_NAMES = frozenset({viewer.PAGE, viewer.ASSETS, *viewer.RUN_FILES})
+
+
+def add_viewer(staging: Path, manifest: Mapping[str, Any], validation: Mapping[str, Any],
+               runs: Path | None) -> None:
+    """Put the viewer at the root of a run's JSON tree, with the files its status page reads
+    that live outside it (``manifest.json``, ``validation.json``) and ``runs.json``, the last
+    cycles published or refused (``run_history``): a static host serving ``json/`` then shows
+    the same pages as ``pointcast serve``."""
+    base = staging / JSON_DIR
+    entry = _history_entry(manifest.get("run_id"), manifest, validation)
+    files = {**viewer.files(), "manifest.json": _dump_json(manifest),
+             "validation.json": _dump_json(validation),
+             viewer.HISTORY: _dump_json({"runs": run_history(runs, entry)})}
+    dirs = set()
+    for rel, data in files.items():
+        path = base / rel
+        if path.parent not in dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            dirs.add(path.parent)
+        _write_bytes(path, data)
+    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        _fsync_dir(d)
+
+
+def _history_entry(run_id: Any, manifest: Mapping[str, Any], validation: Mapping[str, Any]) -> dict:
+    errors = validation.get("errors") or []
+    products = manifest.get("products") or {}
+    basetimes = sorted({str(p.get("basetime")) for p in products.values()
+                        if isinstance(p, Mapping) and p.get("basetime")})
+    entry = {"run_id": run_id, "status": "published" if validation.get("ok") else "failed",
+             "time": manifest.get("published_at"), "basetime": basetimes[0] if basetimes else None,
+             "dropped": manifest.get("dropped") or {}}
+    if not validation.get("ok"):
+        entry["errors"] = list(errors[:HISTORY_ERRORS])
+        entry["error_count"] = len(errors)
+    return entry
+
+
+def run_history(runs: Path | None, newest: Mapping[str, Any]) -> list[dict]:
+    """``newest`` and the cycles under ``runs`` (``runs/<id>`` published, ``runs/failed/<id>``
+    refused by validation, with its first errors), newest first, `HISTORY_RUNS` at most; what each
+    says is read from its ``manifest.json`` and ``validation.json``."""
+    found = [dict(newest)]
+    dirs = []
+    if runs is not None and runs.is_dir():
+        dirs = [p for p in runs.iterdir() if _NAME_RE.match(p.name) and p.name != FAILED]
+        if (runs / FAILED).is_dir():
+            dirs += list((runs / FAILED).iterdir())
+    for path in dirs:
+        try:
+            manifest = json.loads((path / "manifest.json").read_bytes())
+            validation = json.loads((path / "validation.json").read_bytes())
+        except (OSError, ValueError):  # a run being removed, or never finished
+            continue
+        if isinstance(manifest, dict) and isinstance(validation, dict):
+            manifest.setdefault("run_id", path.name)
+            entry = _history_entry(manifest["run_id"], manifest, validation)
+            if (entry["run_id"], entry["status"]) != (newest.get("run_id"), newest.get("status")):
+                found.append(entry)
+    found.sort(key=lambda e: str(e.get("time") or ""), reverse=True)
+    return found[:HISTORY_RUNS]
 
 
 def _published_at(path: Path) -> float:
@@ -1213,6 +1289,8 @@ def _url_publish_run(root: str, staging: Path, run_id: str, manifest: Mapping[st
     meta.setdefault("published_at", _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat())
     _write_bytes(staging / "validation.json", _dump_json(validation))
     _write_bytes(staging / "manifest.json", _dump_json(meta))
+    if ok:
+        add_viewer(staging, meta, validation, None)  # no history from an object store's listing
     fs, base = _fs(root)
     try:
         if not ok:

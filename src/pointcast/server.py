@@ -11,7 +11,8 @@ request's own headers (gzip, conditions, max-age) and a fresh requestId are appl
 kept answer. When ``current`` moves on, the old run's caches are dropped.
 
 No file path is ever built from request text: the product and the variant (freq) come
-from fixed tables in this module, the point id from the run's ``index.json``.
+from fixed tables in this module, the point id from the run's ``index.json``. The same holds for
+the viewer (``GET /``, docs/viewer.md) and the run-tree files its page reads (``tree_file``).
 
 The point files start with ``{"latitude": <lat>, "longitude": <lon>, "basetime"`` (see
 docs/contracts.md); a response splices the requested coordinates in front of
@@ -67,7 +68,7 @@ import httptools
 import numpy as np
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from . import __version__
+from . import __version__, viewer
 from .config import ApiKeyConfig, api_key_sha256
 
 log = logging.getLogger(__name__)
@@ -576,6 +577,10 @@ class ProductIndex:
     next_update: datetime | None
     heights: dict[str, tuple[float, ...]] = field(default_factory=dict)  # point id -> sorted heights (eu-wind)
     time_zones: dict[str, str] = field(default_factory=dict)  # point id -> its own IANA zone (global)
+
+    @functools.cached_property
+    def point_ids(self) -> frozenset[str]:
+        return frozenset(self.cells.values())
 
     @classmethod
     def load(cls, product: str, path: Path) -> ProductIndex | None:
@@ -1479,6 +1484,62 @@ VERIFICATION_PATH = "/verification"  # PointcastApp.verification, apart from the
 VERIFICATION_DIR = "verification"  # under the output root (pointcast.verify)
 
 
+# --------------------------------------------------------------------------- the viewer (docs/viewer.md)
+#
+# The page at ``/`` reads the run tree with relative URLs, as it does on a static host serving
+# a run's json/ folder; here a URL is answered only when each of its parts is a name of the
+# fixed tables (the viewer's files, the run files, products, freqs) or of the run's index
+# (point ids, heights), so no file path is built from request text.
+
+_CONTENT_TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript; charset=utf-8",
+                  ".css": b"text/css; charset=utf-8", ".json": JSON_TYPE}
+
+
+@functools.cache
+def viewer_assets() -> dict[str, bytes]:
+    """URL path -> bytes of the viewer's own files; ``/`` is its page."""
+    assets = {"/" + rel: data for rel, data in viewer.files().items()}
+    assets["/"] = assets["/" + viewer.PAGE]
+    return assets
+
+
+def file_response(data: bytes, path: str) -> Response:
+    suffix = PurePath(path).suffix if path != "/" else ".html"
+    kind = _CONTENT_TYPES.get(suffix, b"text/plain; charset=utf-8")  # LICENSE, VERSIONS
+    return Response(200, [data], [(b"content-type", kind), (b"content-length", b"%d" % len(data)),
+                                  (b"cache-control", b"no-cache")])
+
+
+def tree_file(run: Run, path: str) -> Path | None:
+    """The file of ``run``'s JSON tree that a viewer URL names (docs/contracts.md has the layout),
+    or None: the run files, a product's ``index.json``, its point files (``<freq>/<id>.json``,
+    ``<id>.json``, ``hourly/<id>.json``, ``<freq>/<id>/<height>.json``) and the verification files."""
+    parts = path[1:].split("/")
+    stem = parts[-1].removesuffix(".json")
+    base = run.path / "json"
+    products = {op.product for op in OPERATIONS.values() if op.product}
+    if len(parts) == 1:  # the run's own manifest and report (runs published before the viewer have no copies)
+        if parts[0] in viewer.RUN_FILES:
+            return base / parts[0] if parts[0] == viewer.HISTORY else run.path / parts[0]
+        return None
+    if parts[0] == "verification":
+        return base / "verification" / parts[1] if len(parts) == 2 and (stem == "index" or stem in products) else None
+    index = run.product(parts[0]) if parts[0] in products else None
+    if index is None:
+        return None
+    folder = base / index.product
+    if parts[1:] == ["index.json"]:
+        return folder / "index.json"
+    if len(parts) == 2 and stem in index.point_ids:
+        return folder / parts[1]
+    if len(parts) == 3 and (parts[1] in FREQS or parts[1] == "hourly") and stem in index.point_ids:
+        return folder / parts[1] / parts[2]
+    if (len(parts) == 4 and parts[1] in FREQS and parts[2] in index.heights
+            and stem in {height_name(m) for m in index.heights[parts[2]]}):
+        return folder / parts[1] / parts[2] / parts[3]
+    return None
+
+
 # --------------------------------------------------------------------------- the OpenAPI document
 #
 # /openapi.json is generated from OPERATIONS and the parameter schemas below (one per
@@ -1777,7 +1838,7 @@ class PointcastApp:
         try:
             op = OPERATIONS.get(path)
             if op is None:
-                raise not_found()
+                return self.respond_viewer(method, path, headers)
             if method not in ("GET", "HEAD"):
                 raise not_allowed()
             if path not in UNGUARDED:
@@ -1829,6 +1890,35 @@ class PointcastApp:
         except Exception:  # a bug (or a file being replaced by hand): log it, answer in JSON
             log.exception("unexpected error answering %s %s?%r", method, VERIFICATION_PATH, query_string[:200])
             return error_response(ApiError(500, "500_001", "internal error"))
+
+    def respond_viewer(self, method: str, path: str, headers: list[tuple[bytes, bytes]]) -> Response:
+        """``GET /`` and the viewer's files (no key: they hold no forecast), and the files of the
+        current run's JSON tree that the page reads (``tree_file``; the key as for the operations)."""
+        asset = viewer_assets().get(path)
+        if asset is not None:
+            if method not in ("GET", "HEAD"):
+                raise not_allowed()
+            return file_response(asset, path)
+        if not path.endswith(".json"):
+            raise not_found()
+        try:
+            run = self.current_run()
+        except ApiError:
+            if path[1:] in viewer.RUN_FILES:  # what the page asks first: it says so
+                if method not in ("GET", "HEAD"):
+                    raise not_allowed() from None
+                raise
+            raise not_found() from None
+        file = tree_file(run, path)
+        if file is None:
+            raise not_found()
+        if method not in ("GET", "HEAD"):
+            raise not_allowed()
+        self.access.admit(headers)
+        try:
+            return file_response(file.read_bytes(), path)
+        except FileNotFoundError:  # an optional file (verification), or a run being removed
+            raise not_found() from None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]

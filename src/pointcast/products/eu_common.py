@@ -18,6 +18,7 @@ from .. import codes, physics
 from ..config import ProductConfig
 from .base import (Files, ProductOutput, Records, RunContext, archive_frame, freq_series, iso,
                    numbers, published_direction, put_with_records, render_index, strings)
+from .global_wx import point_time_zone
 
 HEIGHTS = (10.0, 100.0, 200.0)
 KELVIN = 273.15
@@ -170,7 +171,9 @@ class EuCommon:
         return [f"{self.id}/{freq}/{p.id}.json" for freq in cfg.freqs for p in cfg.points]
 
     def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
-        return render_index(self.id, self.path, cfg, ctx)
+        # each point's own zone: the viewer shows its meteogram in local time (docs/viewer.md)
+        return render_index(self.id, self.path, cfg, ctx,
+                            point_extra=lambda p: {"time_zone": point_time_zone(p.lat, p.lon)})
 
     def _archive(self, ds, values, cfg, ctx: RunContext, step) -> xr.Dataset:
         out = archive_frame(self.id, cfg, ctx, ds.time.values, step)

@@ -19,6 +19,7 @@ from .. import physics
 from ..config import ProductConfig
 from .base import (Files, ProductOutput, Records, RunContext, archive_frame, freq_series, iso,
                    numbers, published_direction, put_with_records, render_index, strings)
+from .global_wx import point_time_zone
 
 LADDER = (10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 180.0, 200.0, 250.0, 300.0)
 UNITS = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
@@ -71,7 +72,8 @@ class EuWind:
         return ProductOutput(files=files, archive=self._archive(ds, wind, cfg, ctx, step))
 
     def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
-        return render_index(self.id, self.path, cfg, ctx, lambda p: {"heights": point_heights(p)},
+        return render_index(self.id, self.path, cfg, ctx,
+                            lambda p: {"heights": point_heights(p), "time_zone": point_time_zone(p.lat, p.lon)},
                             height_range_m=[10, 300], ladder=list(LADDER))
 
     def _archive(self, ds, wind, cfg, ctx: RunContext, step) -> xr.Dataset:

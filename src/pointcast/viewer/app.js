@@ -1,0 +1,605 @@
+// pointcast viewer: the status page, the map of the points and a meteogram per point.
+// Reads the published JSON tree with relative URLs only (docs/viewer.md), so it works the same
+// from `pointcast serve` and from a static host serving a run's json/ folder.
+"use strict";
+(function () {
+  const ORDER = ["eu-short", "eu-medium", "eu-wind", "global", "japan"];
+  const MAP_VALUES = 300; // points whose current value colours the map, at most (one file each)
+  const state = { key: sessionStorage.getItem("pointcast-key") || "", cache: new Map(), charts: [], run: null };
+  const main = document.getElementById("main");
+  const utc = document.getElementById("utc");
+
+  class HttpError extends Error {
+    constructor(status, url) { super(`${url}: HTTP ${status}`); this.status = status; }
+  }
+
+  // -- data -----------------------------------------------------------------------------------
+
+  function getJSON(path) {
+    if (!state.cache.has(path)) {
+      const headers = state.key ? { "X-API-Key": state.key } : {};
+      const p = fetch(path, { headers, cache: "no-cache" }).then((r) => {
+        if (!r.ok) throw new HttpError(r.status, path);
+        return r.json();
+      });
+      p.catch(() => state.cache.delete(path));
+      state.cache.set(path, p);
+    }
+    return state.cache.get(path);
+  }
+
+  async function optional(path) {
+    try { return await getJSON(path); } catch (e) { if (e.status === 404) return null; throw e; }
+  }
+
+  async function loadRun() {
+    const [manifest, validation, runs] = await Promise.all(
+      [getJSON("manifest.json"), optional("validation.json"), optional("runs.json")]);
+    const products = Object.keys(manifest.products || {}).sort(
+      (a, b) => (ORDER.indexOf(a) + 1 || 99) - (ORDER.indexOf(b) + 1 || 99) || a.localeCompare(b));
+    const indexes = {};
+    await Promise.all(products.map(async (p) => { indexes[p] = await optional(`${p}/index.json`); }));
+    return { manifest, validation, runs: (runs && runs.runs) || [], products: products.filter((p) => indexes[p]), indexes };
+  }
+
+  const kind = (product, index) =>
+    product === "eu-wind" || (index && index.ladder) ? "wind" : product === "global" || product === "japan" ? "wx" : "eu";
+  const heightName = (m) => `${Number(m)}m`;
+
+  function pointFile(product, index, point, variant) {
+    const freq = variant || (index.freqs || ["1H"])[0];
+    switch (kind(product, index)) {
+      case "wind": return `${product}/${freq}/${point.id}/${heightName(hubHeights(point)[0])}.json`;
+      case "wx": return `${product}/${point.id}.json`;
+      default: return `${product}/${freq}/${point.id}.json`;
+    }
+  }
+  const hubHeights = (point) => (point.hub_heights && point.hub_heights.length ? point.hub_heights : [100]);
+
+  // -- small helpers --------------------------------------------------------------------------
+
+  function h(tag, attrs, ...kids) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v == null || v === false) continue;
+      if (k === "class") el.className = v;
+      else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? "" : v);
+    }
+    for (const kid of kids.flat(Infinity)) if (kid != null) el.append(kid instanceof Node ? kid : String(kid));
+    return el;
+  }
+
+  const fmt = (v, digits) => (v == null ? "–" : typeof v === "number" ? (digits == null ? String(v) : v.toFixed(digits)) : String(v));
+
+  function table(head, rows, attrs) {
+    return h("table", attrs, h("tr", {}, head.map((x) => h("th", {}, x))),
+      rows.map((r) => h("tr", {}, r.map((c) => (c instanceof Node ? h("td", {}, c)
+        : h("td", { class: typeof c === "number" ? "num" : null }, fmt(c)))))));
+  }
+
+  const utcText = (iso) => (iso ? iso.replace("T", " ").replace(/:00(\+00:00|Z)$/, " UTC").replace(/\+00:00$/, " UTC") : "–");
+  const secs = (iso) => Date.parse(iso) / 1000;
+  const zone = (tz) => (utc.checked ? "UTC" : tz || "UTC");
+
+  function timeText(ts, tz, withZone) {
+    return new Intl.DateTimeFormat("en-GB", {
+      timeZone: tz, weekday: "short", day: "2-digit", month: "short", hour: "2-digit", minute: "2-digit",
+      hour12: false, timeZoneName: withZone ? "short" : undefined,
+    }).format(new Date(ts * 1000));
+  }
+
+  // weather symbols: the text labels of the European products, the wx codes of global / japan
+  const WEATHER = {
+    "Clear sky": "☀", "Mainly clear": "☀", "Partly cloudy": "◐", Overcast: "☁", Fog: "≡", Drizzle: "☂",
+    "Freezing drizzle": "☂", Rain: "☂", "Heavy rain": "☔", "Freezing rain": "☔", Sleet: "☂", Snow: "❄",
+    "Heavy snow": "❄", "Rain showers": "☂", "Snow showers": "❄", Thunderstorm: "⚡",
+  };
+  const WX = { 1: "☀", 2: "☁", 3: "☂", 4: "❄", 5: "☾", 6: "◐", 8: "☔", 9: "❄" };
+  const wxSymbol = (v) => (typeof v === "number" ? WX[Math.floor(v / 100)] || "?" : WEATHER[v] || "?");
+
+  // -- the status page ------------------------------------------------------------------------
+
+  function renderStatus(run) {
+    const m = run.manifest;
+    const basetimes = [...new Set(Object.values(m.products || {}).map((p) => p.basetime).filter(Boolean))].sort();
+    const nexts = run.products.map((p) => run.indexes[p].next_update).filter(Boolean).sort();
+    const overdue = nexts.length && Date.parse(nexts[0]) < Date.now();
+    const verification = h("section", { id: "verification", hidden: true });
+    const map = h("section", { id: "map" });
+    main.replaceChildren(...[
+      h("h2", {}, "Run"),
+      table(["run", "basetime", "published", "next update", "source data"], [[
+        h("span", { id: "run-id" }, m.run_id), h("span", { id: "run-basetime" }, basetimes.map(utcText).join(", ")),
+        utcText(m.published_at), utcText(nexts[0]), m.synthetic ? "synthetic (sample source)" : "real model runs"]]),
+      m.synthetic ? h("div", { class: "warn" }, m.notice) : null,
+      overdue ? h("div", { class: "warn", id: "overdue" }, `The next update was due at ${utcText(nexts[0])}: `
+        + "the cycles since have not published (see the last cycles below and the flow's log).") : null,
+      h("div", { class: "grid" },
+        h("section", {}, h("h2", {}, "Models"), modelsTable(m, run)),
+        h("section", {}, h("h2", {}, "Validation"), validationBlock(run.validation))),
+      h("h2", {}, "Products"), productsTable(run),
+      h("h2", {}, "Blend seams (which model serves which lead times)"), seamsBlock(run),
+      h("h2", {}, "Map of the points"), map,
+      h("h2", {}, "Last cycles"), historyTable(run.runs),
+      verification].filter((x) => x != null));
+    document.getElementById("run-line").textContent = `run ${m.run_id}`;
+    return Promise.all([renderMap(map, run), renderVerification(verification, run)]);
+  }
+
+  function modelsTable(m, run) {
+    const models = [...new Set([...Object.keys(m.models || {}), ...Object.keys(m.dropped || {})])].sort();
+    const notes = m.source_notes || {};
+    return table(["model", "run", "source", "steps", "horizon h", "data", "used by", "dropped"], models.map((id) => {
+      const info = (m.models || {})[id] || {};
+      const users = run.products.filter((p) => ((m.products[p] || {}).models || []).includes(id));
+      const dropped = (m.dropped || {})[id];
+      const source = (notes[id] || []).length
+        ? h("details", {}, h("summary", {}, info.source || "notes"), h("ul", {}, notes[id].map((n) => h("li", {}, n))))
+        : info.source;
+      return [id, utcText(info.init), source, info.steps,
+        info.horizon_hours, info.synthetic == null ? "–" : info.synthetic ? "synthetic" : "real", users.join(", "),
+        dropped ? h("span", { class: "bad" }, `dropped: ${typeof dropped === "string" ? dropped : JSON.stringify(dropped)}`) : "no"];
+    }));
+  }
+
+  function validationBlock(v) {
+    if (!v) return h("p", { class: "muted" }, "no validation report");
+    const rows = Object.entries(v.products || {}).map(([p, s]) => [p, s.points, s.lead_times, s.variables, s.files]);
+    return h("div", { id: "validation" },
+      h("p", {}, v.ok ? h("span", { class: "ok" }, "passed") : h("span", { class: "bad" }, "FAILED"),
+        ` (${(v.errors || []).length} errors)`),
+      (v.errors || []).length ? h("ul", {}, v.errors.slice(0, 20).map((e) => h("li", {}, e))) : null,
+      table(["product", "points", "lead times", "variables", "files"], rows));
+  }
+
+  const KNOWN = new Set(["basetime", "models", "horizon_hours", "freqs", "points", "seams_t2m"]);
+
+  function productsTable(run) {
+    const notes = {};
+    const rows = run.products.map((p) => {
+      const info = run.manifest.products[p] || {};
+      const index = run.indexes[p];
+      const other = Object.entries(info).filter(([k]) => !KNOWN.has(k))
+        .map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ");
+      const first = index.points[0];
+      if (other) notes[p] = other;
+      return [p, utcText(info.basetime || index.basetime), index.points.length, (info.freqs || index.freqs || []).join(", "),
+        (info.models || []).join(" → "), info.horizon_hours,
+        first ? h("a", { href: `#/p/${p}/${encodeURIComponent(first.id)}` }, first.name || first.id) : "",
+        notes[p] || ""];
+    });
+    const head = ["product", "basetime", "points", "variants", "models", "horizon h", "meteogram", "notes"];
+    const some = Object.keys(notes).length ? 8 : 7; // the notes column only when the manifest has any
+    return table(head.slice(0, some), rows.map((r) => r.slice(0, some)), { id: "products" });
+  }
+
+  const MODEL_COLOURS = ["#2a6f97", "#e07a1f", "#6a4c93", "#2b9348", "#b5179e", "#6c757d"];
+  const modelColour = (model, models) => MODEL_COLOURS[Math.max(0, models.indexOf(model)) % MODEL_COLOURS.length];
+
+  function seamsBlock(run) {
+    const all = [...new Set(run.products.flatMap((p) => (run.manifest.products[p].models || [])))];
+    return table(["product", "seams", "lead times"], run.products.map((p) => {
+      const seams = run.manifest.products[p].seams_t2m || [];
+      if (!seams.length) return [p, "–", "–"];
+      const t0 = secs(seams[0].from), t1 = secs(seams[seams.length - 1].to);
+      const bar = h("div", { class: "seam" }, seams.map((s, i) => {
+        const end = i + 1 < seams.length ? secs(seams[i + 1].from) : t1;
+        return h("div", { style: `flex: ${Math.max(end - secs(s.from), 1)}; background: ${modelColour(s.model, all)}`,
+          title: `${s.model}: ${utcText(s.from)} – ${utcText(s.to)}` }, s.model);
+      }));
+      const text = seams.map((s) => `${s.model} +${Math.round((secs(s.from) - t0) / 3600)}…`
+        + `${Math.round((secs(s.to) - t0) / 3600)} h`).join(", ");
+      return [p, bar, text];
+    }));
+  }
+
+  function historyTable(runs) {
+    if (!runs.length) return h("p", { class: "muted" }, "no run history in this tree");
+    return table(["time", "run", "basetime", "status", "reason"], runs.map((r) => {
+      const dropped = Object.entries(r.dropped || {}).map(([k, v]) => `${k} dropped: ${v}`);
+      const errors = (r.errors || []).concat(r.error_count > (r.errors || []).length
+        ? [`… ${r.error_count - r.errors.length} more`] : []);
+      return [utcText(r.time), r.run_id, utcText(r.basetime),
+        h("span", { class: r.status === "published" ? "ok" : "bad" }, r.status),
+        [...errors, ...dropped].join("; ") || ""];
+    }), { id: "history" });
+  }
+
+  // -- the map --------------------------------------------------------------------------------
+
+  async function renderMap(section, run) {
+    if (!run.products.length) return;
+    const select = h("select", { id: "map-product" }, run.products.map((p) => h("option", { value: p }, p)));
+    select.value = state.mapProduct && run.products.includes(state.mapProduct) ? state.mapProduct : run.products[0];
+    const holder = h("div");
+    section.replaceChildren(h("div", { class: "controls" }, h("label", {}, "product ", select),
+      h("span", { class: "muted" }, "click a point for its meteogram")), holder);
+    const draw = async () => { state.mapProduct = select.value; await drawMap(holder, run, select.value); };
+    select.addEventListener("change", draw);
+    await draw();
+  }
+
+  async function drawMap(holder, run, product) {
+    const world = await getJSON("viewer/vendor/world-atlas/countries-110m.json");
+    const index = run.indexes[product];
+    const points = index.points;
+    const W = 960, H = 500;
+    const circles = { type: "FeatureCollection", features: points.map((p) => ({
+      type: "Feature", geometry: d3.geoCircle().center([p.lon, p.lat]).radius(2.5)() })) };
+    const projection = d3.geoNaturalEarth1().fitExtent([[20, 20], [W - 20, H - 20]], circles).clipExtent([[0, 0], [W, H]]);
+    const path = d3.geoPath(projection);
+    const ns = "http://www.w3.org/2000/svg";
+    const el = (tag, attrs) => { const e = document.createElementNS(ns, tag); for (const k in attrs) e.setAttribute(k, attrs[k]); return e; };
+    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, "data-points": points.length });
+    svg.append(el("path", { class: "land", d: path(topojson.feature(world, world.objects.countries)) }));
+    svg.append(el("path", { d: path(topojson.mesh(world, world.objects.countries, (a, b) => a !== b)),
+      fill: "none", stroke: "#c9c2ad", "stroke-width": 0.5 }));
+    const wind = kind(product, index) === "wind";
+    const values = await currentValues(product, index, points.slice(0, MAP_VALUES));
+    const [lo, hi] = wind ? [0, 25] : [-20, 35];
+    const colour = (v) => (v == null ? "#999" : `hsl(${Math.round(250 * (1 - Math.min(1, Math.max(0, (v - lo) / (hi - lo)))))}, 75%, 50%)`);
+    points.forEach((p, i) => {
+      const [x, y] = projection([p.lon, p.lat]);
+      const c = el("circle", { cx: x.toFixed(1), cy: y.toFixed(1), r: 5, fill: colour(values[i]), "data-id": p.id });
+      const title = el("title", {});
+      title.textContent = `${p.name || p.id}: ${values[i] == null ? "–" : values[i]} ${wind ? "m/s" : "°C"}`;
+      c.append(title);
+      c.addEventListener("click", () => { location.hash = `#/p/${product}/${encodeURIComponent(p.id)}`; });
+      svg.append(c);
+    });
+    const what = wind ? `wind speed at ${points.length && hubHeights(points[0]).length ? "the first hub height (or 100 m)" : "100 m"}, first time step`
+      : "temperature at the first time step";
+    const gradient = Array.from({ length: 6 }, (_, i) => colour(lo + ((hi - lo) * i) / 5)).join(", ");
+    holder.replaceChildren(svg, h("div", { class: "legend" }, `${points.length} points of ${product}, coloured by ${what}: `,
+      h("span", { style: `display:inline-block;width:160px;height:10px;background:linear-gradient(90deg, ${gradient})` }),
+      ` ${lo} … ${hi} ${wind ? "m/s" : "°C"}`,
+      points.length > MAP_VALUES ? ` (values for the first ${MAP_VALUES} points)` : ""));
+  }
+
+  async function currentValues(product, index, points) {
+    const out = new Array(points.length).fill(null);
+    const k = kind(product, index);
+    for (let i = 0; i < points.length; i += 8) {
+      await Promise.all(points.slice(i, i + 8).map(async (p, j) => {
+        const f = await optional(pointFile(product, index, p));
+        if (!f) return;
+        out[i + j] = k === "wx" ? f.srf[0].temp : k === "wind" ? f.data[0].windspd : f.data[0].temp_2m;
+      }));
+    }
+    return out;
+  }
+
+  // -- verification ---------------------------------------------------------------------------
+
+  async function verificationOf(product) {
+    return (await optional("verification/index.json")) ? optional(`verification/${product}.json`) : null;
+  }
+
+  function summary(bins) {
+    const n = bins.reduce((s, b) => s + (b.n || 0), 0);
+    const mean = (get) => {
+      const use = bins.filter((b) => get(b) != null && b.n);
+      const w = use.reduce((s, b) => s + b.n, 0);
+      return w ? use.reduce((s, b) => s + get(b) * b.n, 0) / w : null;
+    };
+    return { n, bias: mean((b) => b.bias), mae: mean((b) => b.mae), rmse: mean((b) => b.rmse),
+      persistence: mean((b) => (b.persistence || {}).mae), corrected: mean((b) => (b.corrected || {}).mae) };
+  }
+
+  async function renderVerification(section, run) {
+    const index = await optional("verification/index.json");
+    if (!index) return;
+    const listed = Array.isArray(index.products) ? index.products.map((p) => (typeof p === "string" ? p : p.product))
+      : index.products ? Object.keys(index.products) : run.products;
+    const rows = [];
+    for (const p of listed.filter(Boolean)) {
+      const v = await optional(`verification/${p}.json`);
+      for (const [name, variable] of Object.entries((v && v.variables) || {})) {
+        const s = summary(variable.bins || []);
+        const d = (x) => (x == null ? null : Number(x.toFixed(2)));
+        rows.push([p, name, variable.units || "", s.n, d(s.bias), d(s.mae), d(s.rmse), d(s.persistence), d(s.corrected)]);
+      }
+    }
+    section.replaceChildren(h("h2", {}, "Verification"),
+      h("p", { class: "muted" }, `Forecast against observations, averaged over lead times (weighted by count)${index.generated ? `, generated ${utcText(index.generated)}` : ""}.`),
+      table(["product", "variable", "units", "n", "bias", "MAE", "RMSE", "MAE persistence", "MAE corrected"], rows));
+    section.hidden = false;
+  }
+
+  // -- the meteogram --------------------------------------------------------------------------
+
+  function seamHook(seams) {
+    return (u) => {
+      const ctx = u.ctx, dpr = devicePixelRatio, { left, top, width, height } = u.bbox;
+      ctx.save();
+      seams.forEach((s, i) => {
+        const x0 = Math.max(left, u.valToPos(secs(s.from), "x", true));
+        const end = i + 1 < seams.length ? secs(seams[i + 1].from) : secs(s.to);
+        const x1 = Math.min(left + width, u.valToPos(end, "x", true));
+        if (x1 <= x0) return;
+        ctx.fillStyle = i % 2 ? "rgba(42,111,151,0.08)" : "rgba(224,122,31,0.08)";
+        ctx.fillRect(x0, top, x1 - x0, height);
+        ctx.fillStyle = "#667";
+        ctx.font = `${10 * dpr}px sans-serif`;
+        ctx.fillText(s.model, x0 + 3 * dpr, top + height - 4 * dpr);
+      });
+      ctx.restore();
+    };
+  }
+
+  function symbolsHook(times, symbols) {
+    return (u) => {
+      const ctx = u.ctx, dpr = devicePixelRatio;
+      const step = Math.max(1, Math.ceil((22 * dpr * times.length) / u.bbox.width));
+      ctx.save();
+      ctx.font = `${14 * dpr}px "DejaVu Sans", sans-serif`;
+      ctx.textAlign = "center";
+      ctx.fillStyle = "#445";
+      for (let i = 0; i < times.length; i += step) {
+        if (symbols[i] == null) continue;
+        ctx.fillText(wxSymbol(symbols[i]), u.valToPos(times[i], "x", true), u.bbox.top - 6 * dpr);
+      }
+      ctx.restore();
+    };
+  }
+
+  function arrowsHook(times, dirs) {
+    // arrows point where the wind blows to: the published direction is where it comes from
+    return (u) => {
+      const ctx = u.ctx, dpr = devicePixelRatio, len = 9 * dpr;
+      const step = Math.max(1, Math.ceil((20 * dpr * times.length) / u.bbox.width));
+      const y = u.bbox.top + u.bbox.height - 10 * dpr;
+      ctx.save();
+      ctx.strokeStyle = "#333";
+      ctx.lineWidth = 1.2 * dpr;
+      for (let i = 0; i < times.length; i += step) {
+        if (dirs[i] == null) continue;
+        ctx.save();
+        ctx.translate(u.valToPos(times[i], "x", true), y);
+        ctx.rotate(((dirs[i] + 180) * Math.PI) / 180);
+        ctx.beginPath();
+        ctx.moveTo(0, len / 2); ctx.lineTo(0, -len / 2);
+        ctx.moveTo(-3 * dpr, -len / 2 + 4 * dpr); ctx.lineTo(0, -len / 2); ctx.lineTo(3 * dpr, -len / 2 + 4 * dpr);
+        ctx.stroke();
+        ctx.restore();
+      }
+      ctx.restore();
+    };
+  }
+
+  // the time axis in 24-hour clock and day-month dates (uPlot's default is US style)
+  const TIME_AXIS = { values: [
+    [3600 * 24 * 28, "{MMM}", "\n{YYYY}", null, null, null, null, null, 1],
+    [3600 * 24, "{D} {MMM}", "\n{YYYY}", null, null, null, null, null, 1],
+    [3600, "{HH}:{mm}", "\n{D} {MMM}", null, "\n{D} {MMM}", null, null, null, 1],
+    [60, "{HH}:{mm}", "\n{D} {MMM}", null, "\n{D} {MMM}", null, null, null, 1],
+  ] };
+
+  function chart(parent, name, title, tz, series, data, extra) {
+    const box = h("div", { class: "chart", "data-chart": name }, h("h3", {}, title));
+    parent.append(box);
+    const opts = Object.assign({
+      width: Math.max(320, box.clientWidth - 2), height: 200,
+      tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), tz),
+      series: [{ label: "time", value: (u, v) => (v == null ? "–" : timeText(v, tz, false)) }, ...series],
+      cursor: { sync: { key: "meteogram" } },
+    }, extra);
+    if (!opts.scales || !opts.scales.x || opts.scales.x.time !== false) {
+      opts.axes = [Object.assign({}, TIME_AXIS, (opts.axes || [])[0]), ...(opts.axes || []).slice(1)];
+    }
+    const u = new uPlot(opts, data, box);
+    box._uplot = u;
+    state.charts.push(u);
+    return u;
+  }
+
+  const line = (label, stroke, extra) => Object.assign({ label, stroke, width: 1.5, spanGaps: true }, extra);
+  const bars = (label, fill, extra) => Object.assign({ label, fill, stroke: fill, paths: uPlot.paths.bars({ size: [0.8, 24] }), points: { show: false } }, extra);
+  const col = (rows, key) => rows.map((r) => (r[key] == null ? null : r[key]));
+
+  function errorBand(verif, names, times, temps, basetime) {
+    // +-MAE of the lead time's bin around the temperature curve (verification/<product>.json)
+    const variable = names.map((n) => verif && verif.variables && verif.variables[n]).find(Boolean);
+    if (!variable || !(variable.bins || []).length) return null;
+    const mae = times.map((t) => {
+      const lead = (t - basetime) / 3600;
+      const bin = variable.bins.find((b) => lead >= b.lead_from_h && lead < b.lead_to_h);
+      return bin && bin.mae != null ? bin.mae : null;
+    });
+    return [temps.map((v, i) => (v == null || mae[i] == null ? null : v + mae[i])),
+      temps.map((v, i) => (v == null || mae[i] == null ? null : v - mae[i]))];
+  }
+
+  function tempChart(parent, tz, times, curves, symbols, seams, band) {
+    const series = curves.map(([label, stroke]) => line(label, stroke));
+    const data = [times, ...curves.map((c) => c[2])];
+    const extra = { padding: [24, null, null, null], hooks: { drawClear: [seamHook(seams)], draw: [symbolsHook(times, symbols)] },
+      axes: [{}, { label: "°C" }] };
+    if (band) {
+      const edge = { width: 1, dash: [4, 3], points: { show: false } };
+      series.push(line("temp + MAE", "rgba(200,40,40,0.35)", edge), line("temp − MAE", "rgba(200,40,40,0.35)", edge));
+      data.push(band[0], band[1]);
+      extra.bands = [{ series: [data.length - 2, data.length - 1], fill: "rgba(200,40,40,0.10)" }];
+    }
+    return chart(parent, "temperature", band ? "Temperature (band: ±MAE of verification by lead time)" : "Temperature",
+      tz, series, data, extra);
+  }
+
+  function precipChart(parent, tz, times, amount, pop, seams, unit) {
+    const series = [bars(`precipitation ${unit}`, "rgba(29,78,216,0.6)", { scale: "mm" })];
+    const data = [times, amount];
+    if (pop) { series.push(line("probability %", "#0e7490", { scale: "%" })); data.push(pop); }
+    return chart(parent, "precipitation", "Precipitation" + (pop ? " and its probability" : ""), tz, series, data, {
+      scales: { mm: { range: (u, lo, hi) => [0, Math.max(1, hi * 1.1)] }, "%": { range: [0, 100] } },
+      axes: [{}, { scale: "mm", label: unit }, ...(pop ? [{ scale: "%", side: 1, label: "%", grid: { show: false } }] : [])],
+      hooks: { drawClear: [seamHook(seams)] } });
+  }
+
+  function windChart(parent, name, title, tz, times, curves, dirs, seams) {
+    return chart(parent, name, title, tz, curves.map(([label, stroke]) => line(label, stroke)),
+      [times, ...curves.map((c) => c[2])], {
+        scales: { y: { range: (u, lo, hi) => [0, Math.max(5, hi * 1.1)] } }, axes: [{}, { label: "m/s" }],
+        hooks: { drawClear: [seamHook(seams)], draw: [arrowsHook(times, dirs)] } });
+  }
+
+  function simpleChart(parent, name, title, tz, label, stroke, times, values, unit, seams, extra) {
+    return chart(parent, name, title, tz, [line(label, stroke, extra)], [times, values],
+      { axes: [{}, { label: unit }], hooks: { drawClear: [seamHook(seams)] } });
+  }
+
+  function dataTable(tz, times, columns, rows) {
+    return h("table", { id: "data" }, h("tr", {}, h("th", {}, `time (${tz})`), columns.map(([label]) => h("th", {}, label))),
+      times.slice(0, rows).map((t, i) => h("tr", {}, h("td", {}, timeText(t, tz, false)),
+        columns.map(([, key, values]) => h("td", { class: "num", "data-key": key }, fmt(values[i]))))));
+  }
+
+  async function renderPoint(run, product, id, variant) {
+    const index = run.indexes[product];
+    const point = index && index.points.find((p) => p.id === id);
+    if (!point) throw new Error(`no point ${id} in product ${product}`);
+    const info = run.manifest.products[product] || {};
+    const seams = info.seams_t2m || [];
+    const tz = zone(point.time_zone || index.time_zone);
+    const k = kind(product, index);
+    const freqs = k === "wx" ? [] : index.freqs || info.freqs || ["1H"];
+    const freq = freqs.includes(variant) ? variant : freqs[0];
+    const head = h("div", {},
+      h("p", {}, h("a", { href: "#/" }, "← status and map")),
+      h("h2", { id: "point-title" }, `${point.name || point.id} — ${product}`),
+      h("p", { class: "muted" }, `${point.lat}, ${point.lon}`, point.elevation != null ? `, ${point.elevation} m` : "",
+        ` · times in ${tz}`, ` · basetime ${utcText(info.basetime || index.basetime)} · run ${run.manifest.run_id}`));
+    if (freqs.length > 1) {
+      const sel = h("select", { id: "freq" }, freqs.map((f) => h("option", { value: f }, f)));
+      sel.value = freq;
+      sel.addEventListener("change", () => { location.hash = `#/p/${product}/${encodeURIComponent(id)}/${sel.value}`; });
+      head.append(h("div", { class: "controls" }, h("label", {}, "time step ", sel)));
+    }
+    const body = h("div");
+    main.replaceChildren(head, body);
+    const verif = await verificationOf(product);
+    if (k === "eu") await renderEu(body, product, index, point, freq, tz, seams, verif, run);
+    else if (k === "wind") await renderWind(body, product, point, freq, tz, seams);
+    else await renderWx(body, product, point, tz, seams, verif, run);
+    document.getElementById("run-line").textContent = `run ${run.manifest.run_id} · ${point.name || point.id}`;
+  }
+
+  async function renderEu(body, product, index, point, freq, tz, seams, verif) {
+    const f = await getJSON(`${product}/${freq}/${point.id}.json`);
+    const rows = f.data;
+    const t = rows.map((r) => secs(r.datetime));
+    const temp = col(rows, "temp_2m");
+    const band = errorBand(verif, ["temp_2m", "temp"], t, temp, secs(f.basetime));
+    tempChart(body, tz, t, [["temperature 2 m °C", "#c0392b", temp], ["dewpoint °C", "#2b9348", col(rows, "dewpoint_temperature")]],
+      col(rows, "weather_type"), seams, band);
+    precipChart(body, tz, t, col(rows, "precipitation"), col(rows, "precipitation_proba"), seams, "mm/h");
+    windChart(body, "wind", "Wind at 10 m (arrows: where it blows to) and gust", tz, t,
+      [["speed 10 m m/s", "#1d3557", col(rows, "windspd_10m")], ["gust m/s", "#e07a1f", col(rows, "windgust")]],
+      col(rows, "windir_10m"), seams);
+    simpleChart(body, "cloud", "Cloud cover", tz, "total cloud cover %", "#6c757d", t, col(rows, "total_cloud_cover"), "%",
+      seams, { fill: "rgba(108,117,125,0.25)" });
+    simpleChart(body, "pressure", "Pressure at mean sea level", tz, "pressure hPa", "#6a4c93", t, col(rows, "sea_surface_pressure"), "hPa", seams);
+    body.append(h("h3", {}, "First time steps"), dataTable(tz, t, [
+      ["weather", "weather_type", col(rows, "weather_type")], ["temp_2m °C", "temp_2m", temp],
+      ["dewpoint °C", "dewpoint_temperature", col(rows, "dewpoint_temperature")],
+      ["precip. mm/h", "precipitation", col(rows, "precipitation")], ["prob. %", "precipitation_proba", col(rows, "precipitation_proba")],
+      ["wind m/s", "windspd_10m", col(rows, "windspd_10m")], ["dir °", "windir_10m", col(rows, "windir_10m")],
+      ["gust m/s", "windgust", col(rows, "windgust")], ["cloud %", "total_cloud_cover", col(rows, "total_cloud_cover")],
+      ["MSLP hPa", "sea_surface_pressure", col(rows, "sea_surface_pressure")]], 12));
+  }
+
+  const PALETTE = ["#1d3557", "#c0392b", "#2b9348", "#e07a1f", "#6a4c93", "#0e7490"];
+
+  async function renderWind(body, product, point, freq, tz, seams) {
+    const heights = [...(point.heights || hubHeights(point))].sort((a, b) => a - b);
+    const hubs = hubHeights(point);
+    const files = await Promise.all(heights.map((m) => getJSON(`${product}/${freq}/${point.id}/${heightName(m)}.json`)));
+    const at = (m) => files[heights.indexOf(m)] || null;
+    const hubFiles = hubs.map(at).filter(Boolean);
+    const rows = hubFiles[0].data;
+    const t = rows.map((r) => secs(r.datetime));
+    windChart(body, "hub-wind", `Wind speed at the hub height${hubs.length > 1 ? "s" : ""} (arrows: direction at ${hubs[0]} m)`, tz, t,
+      hubFiles.map((f, i) => [`${hubs[i]} m m/s`, PALETTE[i % PALETTE.length], col(f.data, "windspd")]),
+      col(rows, "windir"), seams);
+    const slider = h("input", { type: "range", min: 0, max: t.length - 1, value: 0, id: "profile-time" });
+    const label = h("span", {});
+    body.append(h("div", { class: "controls" }, h("label", {}, "profile at ", slider), label));
+    const profile = (i) => [heights, files.map((f) => f.data[i].windspd)];
+    const u = chart(body, "profile", "Vertical profile of the wind speed", tz, [], profile(0), {
+        height: 320, series: [{ label: "height m" }, line("speed m/s", "#1d3557", { points: { show: true, size: 6 } })],
+        scales: { x: { time: false, ori: 1, dir: 1, range: (u, lo, hi) => [0, hi] }, y: { ori: 0, dir: 1, range: (u, lo, hi) => [0, Math.max(5, hi * 1.1)] } },
+        axes: [{ side: 3, label: "height m" }, { side: 2, label: "m/s" }], cursor: {} });
+    const show = () => {
+      const i = Number(slider.value);
+      label.textContent = timeText(t[i], tz, true);
+      u.setData(profile(i));
+    };
+    slider.addEventListener("input", show);
+    show();
+    body.append(h("h3", {}, "First time steps"), dataTable(tz, t, hubFiles.flatMap((f, i) => [
+      [`${hubs[i]} m speed m/s`, `windspd_${hubs[i]}m`, col(f.data, "windspd")],
+      [`${hubs[i]} m dir °`, `windir_${hubs[i]}m`, col(f.data, "windir")]]), 12));
+  }
+
+  async function renderWx(body, product, point, tz, seams, verif) {
+    const f = await getJSON(`${product}/${point.id}.json`);
+    const srf = f.srf || [], mrf = f.mrf || [];
+    const t = srf.map((r) => secs(r.date));
+    const temp = col(srf, "temp");
+    const curves = [["temperature °C", "#c0392b", temp]];
+    if (srf.length && "feeltmp" in srf[0]) curves.push(["feels like °C", "#e07a1f", col(srf, "feeltmp")]);
+    const band = errorBand(verif, ["temp", "temp_2m"], t, temp, t[0]);
+    tempChart(body, tz, t, curves, col(srf, "wx"), seams, band);
+    precipChart(body, tz, t, col(srf, "prec"), srf.length && "pop" in srf[0] ? col(srf, "pop") : null, seams, "mm/h");
+    windChart(body, "wind", "Wind (arrows: where it blows to)", tz, t, [["speed m/s", "#1d3557", col(srf, "wndspd")]],
+      col(srf, "wnddir"), seams);
+    simpleChart(body, "pressure", "Pressure", tz, "pressure hPa", "#6a4c93", t, col(srf, "arpress"), "hPa", seams);
+    body.append(h("h3", {}, "Days"), h("div", { class: "days", id: "days" }, mrf.map((d) => h("div", { class: "day", title: `wx ${d.wx}` },
+      h("div", {}, new Intl.DateTimeFormat("en-GB", { timeZone: tz, weekday: "short", day: "2-digit", month: "short" }).format(new Date(d.date))),
+      h("div", { class: "icon" }, wxSymbol(d.wx)),
+      h("div", {}, h("span", { class: "max" }, fmt(d.maxtemp)), " / ", h("span", { class: "min" }, fmt(d.mintemp)), " °C"),
+      d.prec != null ? h("div", {}, `${fmt(d.prec)} mm`) : null, h("div", { title: "probability of precipitation" }, `${fmt(d.pop)} %`)))));
+    const columns = [["wx", "wx", col(srf, "wx")], ["temp °C", "temp", temp]];
+    if (curves.length > 1) columns.push(["feels like °C", "feeltmp", col(srf, "feeltmp")]);
+    columns.push(["precip. mm/h", "prec", col(srf, "prec")], ["wind m/s", "wndspd", col(srf, "wndspd")],
+      ["dir °", "wnddir", col(srf, "wnddir")], ["hPa", "arpress", col(srf, "arpress")], ["RH %", "rhum", col(srf, "rhum")]);
+    body.append(h("h3", {}, "First hours"), dataTable(tz, t, columns, 12));
+  }
+
+  // -- routing --------------------------------------------------------------------------------
+
+  function keyForm() {
+    const input = h("input", { type: "password", placeholder: "X-API-Key", id: "api-key" });
+    main.replaceChildren(h("form", { class: "keyform", onsubmit: (e) => {
+      e.preventDefault();
+      state.key = input.value;
+      sessionStorage.setItem("pointcast-key", state.key);
+      state.cache.clear();
+      state.run = null;
+      go();
+    } }, h("p", {}, "This server needs an API key for the forecast files."), input, " ", h("button", {}, "use key")));
+  }
+
+  async function go() {
+    state.charts.forEach((u) => u.destroy());
+    state.charts = [];
+    delete document.body.dataset.ready;
+    try {
+      if (!state.run) state.run = loadRun();
+      const run = await state.run;
+      const m = location.hash.match(/^#\/p\/([^/]+)\/([^/]+)(?:\/([^/]+))?$/);
+      if (m) await renderPoint(run, decodeURIComponent(m[1]), decodeURIComponent(m[2]), m[3] && decodeURIComponent(m[3]));
+      else await renderStatus(run);
+    } catch (e) {
+      state.run = null;
+      if (e.status === 401) keyForm();
+      else if (e.status === 404 && /manifest\.json/.test(e.message)) main.replaceChildren(h("p", { class: "warn" }, "No forecast run published yet."));
+      else { console.error(e); main.replaceChildren(h("p", { class: "error" }, String(e.message || e))); }
+    }
+    document.body.dataset.ready = location.hash || "#/";
+  }
+
+  window.addEventListener("hashchange", go);
+  utc.addEventListener("change", go);
+  go();
+})();

@@ -1,0 +1,334 @@
+"""The viewer in a real browser (Debian's chromium driven by Playwright) over a real cycle.
+
+The status page and one meteogram per product are loaded from `pointcast serve` and from a
+plain static file server (`python -m http.server`) over the published run's json/ folder; what
+they show is checked against the published files. Screenshots are kept in
+output/test-artifacts/viewer/ (or $POINTCAST_TEST_ARTIFACTS).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import httpx
+import pytest
+
+from pointcast import publish
+from test_cycle import run_dir, serving
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (Debian: apt-get install chromium; "
+                                                          ".ci/run installs it): the viewer's browser tests need it")
+ARTIFACTS = Path(os.environ.get("POINTCAST_TEST_ARTIFACTS",
+                                Path(__file__).resolve().parent.parent / "output" / "test-artifacts" / "viewer"))
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# (product, point) whose meteogram is loaded; charts drawn -> series expected (without time)
+METEOGRAMS = {
+    ("eu-short", "paris"): {"temperature": 2, "precipitation": 2, "wind": 2, "cloud": 1, "pressure": 1},
+    ("eu-medium", "zugspitze"): {"temperature": 2, "precipitation": 2, "wind": 2, "cloud": 1, "pressure": 1},
+    ("eu-wind", "hollandse-kust-zuid"): {"hub-wind": 2, "profile": 1},
+    ("global", "london"): {"temperature": 1, "precipitation": 1, "wind": 1, "pressure": 1},
+    ("japan", "tokyo"): {"temperature": 2, "precipitation": 1, "wind": 1, "pressure": 1},
+}
+
+CHARTS = """() => [...document.querySelectorAll('.chart')].map((box) => {
+  const u = box._uplot, c = box.querySelector('canvas');
+  const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let painted = 0;
+  for (let i = 3; i < px.length; i += 4) if (px[i]) painted++;
+  return {name: box.dataset.chart, series: u.series.length - 1, points: u.data[0].length,
+          filled: u.data.slice(1).map((s) => s.filter((v) => v != null).length), painted};
+})"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is in the test extras")
+    with sync_api.sync_playwright() as p:
+        # the Debian package's binary, never a browser downloaded by Playwright
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, chromium_sandbox=False)
+        yield browser
+        browser.close()
+
+
+def _static_server(folder: Path):
+    """`python -m http.server` over ``folder`` on a free loopback port; (process, base URL)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                             "--directory", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            httpx.get(base + "/manifest.json", timeout=1)
+            return proc, base
+        except httpx.TransportError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("http.server did not start")
+
+
+@pytest.fixture(scope="module")
+def sites(published):
+    """The two ways of serving the viewer: (name, base URL) of pointcast serve and a static host."""
+    _, root, _ = published
+    proc, static = _static_server(root / "current" / "json")
+    try:
+        with serving(root) as served:
+            yield {"serve": served, "static": static}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _open(browser, url: str, shot: str, viewport=(1200, 900)):
+    """Load ``url`` until the page says it is ready; (page, console errors, optional files
+    absent). A screenshot of the page is saved as ``shot``.png; with $POINTCAST_README_IMAGES
+    set to a folder, the README's two (status.png, meteogram.png: the top of the page) too."""
+    page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+    errors: list[str] = []
+    absent = set()
+
+    def console(msg):
+        if msg.type == "error":
+            # an optional file the page asks for and tolerates (verification), absent here
+            if msg.location.get("url", "").endswith("/verification/index.json"):
+                absent.add("verification")
+            else:
+                errors.append(f"{msg.text} at {msg.location}")
+
+    page.on("console", console)
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    page.goto(url)
+    page.wait_for_selector("body[data-ready]", timeout=30_000)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
+    readme = {"status-static": "status", "meteogram-eu-short-static": "meteogram"}.get(shot)
+    if readme and os.environ.get("POINTCAST_README_IMAGES"):
+        page.set_viewport_size({"width": 1000, "height": 1250})
+        page.reload()
+        page.wait_for_selector("body[data-ready]", timeout=30_000)
+        page.screenshot(path=os.path.join(os.environ["POINTCAST_README_IMAGES"], f"{readme}.png"))
+    return page, errors, absent
+
+
+def _utc_text(iso: str) -> str:
+    return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@needs_chromium
+@pytest.mark.parametrize("site", ["serve", "static"])
+def test_status_page_shows_the_published_run(browser, sites, published, site):
+    _, root, run_id = published
+    tree = run_dir(root) / "json"
+    manifest = json.loads((run_dir(root) / "manifest.json").read_bytes())
+    assert json.loads((tree / "manifest.json").read_bytes()) == manifest  # the tree's copy
+    page, errors, absent = _open(browser, sites[site] + "/", f"status-{site}")
+    try:
+        assert page.inner_text("#run-id") == run_id == manifest["run_id"]
+        basetimes = sorted({p["basetime"] for p in manifest["products"].values()})
+        assert page.inner_text("#run-basetime") == ", ".join(map(_utc_text, basetimes))
+        assert page.inner_text("#validation .ok") == "passed"
+        history = page.inner_text("#history")
+        assert run_id in history and "published" in history
+        products = page.locator("#products tr").all_inner_texts()[1:]
+        for row, product in zip(products, ["eu-short", "eu-medium", "eu-wind", "global", "japan"]):
+            index = json.loads((tree / product / "index.json").read_bytes())
+            assert row.split("\t")[:3] == [product, _utc_text(index["basetime"]), str(len(index["points"]))]
+        # the map: every point of the first product, each coloured by its first temperature
+        index = json.loads((tree / "eu-short" / "index.json").read_bytes())
+        circles = page.locator("#map circle")
+        assert circles.count() == len(index["points"]) > 0
+        first = index["points"][0]
+        temp = json.loads((tree / "eu-short" / "1H" / f"{first['id']}.json").read_bytes())["data"][0]["temp_2m"]
+        title = circles.nth(0).locator("title").text_content()
+        assert title == f"{first['name']}: {temp:g} °C", title
+        assert page.locator("#map path.land").get_attribute("d").count("M") > 20  # Natural Earth land drawn
+        assert page.locator("#verification").is_hidden() == (not (tree / "verification" / "index.json").exists())
+        # a click on a point opens its meteogram
+        circles.nth(1).click()
+        page.wait_for_selector(f"body[data-ready='#/p/eu-short/{index['points'][1]['id']}']", timeout=30_000)
+        assert page.inner_text("#point-title").startswith(index["points"][1]["name"])
+        assert not errors, errors
+        assert absent <= {"verification"}
+    finally:
+        page.close()
+
+
+@needs_chromium
+@pytest.mark.parametrize("site", ["serve", "static"])
+def test_meteogram_of_every_product(browser, sites, published, site):
+    _, root, run_id = published
+    tree = run_dir(root) / "json"
+    for (product, pid), expected in METEOGRAMS.items():
+        index = json.loads((tree / product / "index.json").read_bytes())
+        point = next(p for p in index["points"] if p["id"] == pid)
+        page, errors, _ = _open(browser, f"{sites[site]}/#/p/{product}/{pid}", f"meteogram-{product}-{site}")
+        try:
+            charts = {c["name"]: c for c in page.evaluate(CHARTS)}
+            assert {n: c["series"] for n, c in charts.items()} == expected, (product, charts)
+            if product == "eu-wind":
+                hubs = [f"{h:g}m" for h in point["hub_heights"]]
+                data = [json.loads((tree / product / "1H" / pid / f"{h}.json").read_bytes())["data"] for h in hubs]
+                first, key, zone = data[0][0]["windspd"], f"windspd_{point['hub_heights'][0]:g}m", point["time_zone"]
+                assert charts["profile"]["points"] == len(point["heights"])
+            elif product in ("global", "japan"):
+                data = json.loads((tree / product / f"{pid}.json").read_bytes())
+                first, key = data["srf"][0]["temp"], "temp"
+                zone = point.get("time_zone") or index["time_zone"]
+                assert page.locator("#days .day").count() == len(data["mrf"])
+                data = [data["srf"]]
+            else:
+                data = [json.loads((tree / product / "1H" / f"{pid}.json").read_bytes())["data"]]
+                first, key, zone = data[0][0]["temp_2m"], "temp_2m", point["time_zone"]
+            for chart in charts.values():
+                if chart["name"] != "profile":
+                    assert chart["points"] == len(data[0]), (product, chart)
+                assert all(n > 0 for n in chart["filled"]) and chart["painted"] > 2000, (product, chart)
+            # a value read from the page equals the JSON, and times are the point's own
+            cell = page.locator(f"#data tr:nth-child(2) td[data-key='{key}']").inner_text()
+            assert float(cell) == first, (product, cell, first)
+            assert f"times in {zone}" in page.inner_text("main")
+            start = data[0][0].get("datetime") or data[0][0]["date"]
+            local = datetime.fromisoformat(start).astimezone(ZoneInfo(zone)).strftime("%H:%M")
+            assert page.locator("#data tr:nth-child(2) td").first.inner_text().endswith(local)
+            if product == "eu-short":  # the UTC switch
+                page.check("#utc")
+                page.wait_for_selector("body[data-ready]", timeout=30_000)
+                utc = datetime.fromisoformat(start).strftime("%H:%M")
+                assert page.locator("#data tr:nth-child(2) td").first.inner_text().endswith(utc)
+                assert "times in UTC" in page.inner_text("main")
+            assert not errors, (product, errors)
+        finally:
+            page.close()
+
+
+def test_server_answers_only_the_files_the_tables_name(sites, published):
+    """GET / and the viewer's assets from the package; run files by the tables; JSON errors."""
+    _, root, _ = published
+    base = sites["serve"]
+    tree = run_dir(root) / "json"
+    page = httpx.get(base + "/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.content == (tree / "index.html").read_bytes()
+    for rel in ("manifest.json", "runs.json", "eu-short/index.json", "eu-short/15min/paris.json",
+                "eu-wind/30min/hornsea-1/113m.json", "global/hourly/london.json", "japan/tokyo.json",
+                "viewer/app.js", "viewer/vendor/uplot/LICENSE"):
+        r = httpx.get(f"{base}/{rel}")
+        assert r.status_code == 200 and r.content == (tree / rel).read_bytes(), rel
+    for rel in ("eu-short/1H/nowhere.json", "eu-short/1H/%2E%2E/paris.json", "evil/1H/paris.json",
+                "eu-wind/1H/hornsea-1/999m.json", "verification/secret.json", "viewer/missing.js", "index.json"):
+        r = httpx.get(f"{base}/{rel}")
+        assert r.status_code == 404 and r.json()["code"] == "404_001", rel
+    r = httpx.post(base + "/")
+    assert r.status_code == 405 and r.json()["code"] == "405_001"
+
+
+def test_runs_json_lists_the_last_cycles_with_the_reasons_of_failures(tmp_path, caplog):
+    """A published run's tree holds the viewer, the manifest and validation report, and the
+    cycles before it: published, and refused with their first validation errors."""
+    files = {"eu-short/index.json": b'{"points": []}'}
+
+    def cycle(run_id: str, ok: bool, errors=()):
+        staging = publish.new_run_dir(tmp_path, run_id)
+        publish.write_json_tree(staging, files)
+        manifest = {"products": {"eu-short": {"basetime": f"2026-11-22T{run_id[-2:]}:00:00+00:00"}},
+                    "dropped": {"icon-d2": "source unavailable"} if run_id == "r06" else {},
+                    "published_at": f"2026-11-22T{run_id[-2:]}:40:00+00:00"}
+        try:
+            publish.publish_run(tmp_path, staging, run_id, manifest, {"ok": ok, "errors": list(errors)}, ok)
+        except publish.PublishRefused:
+            assert not ok
+
+    cycle("r00", True)
+    cycle("r03", False, [f"eu-short: error {i}" for i in range(7)])
+    cycle("r06", True)
+    tree = tmp_path / "current" / "json"
+    runs = json.loads((tree / "runs.json").read_bytes())["runs"]
+    assert [(r["run_id"], r["status"]) for r in runs] == [("r06", "published"), ("r03", "failed"), ("r00", "published")]
+    assert runs[0]["dropped"] == {"icon-d2": "source unavailable"} and runs[0]["basetime"] == "2026-11-22T06:00:00+00:00"
+    assert runs[1]["errors"] == [f"eu-short: error {i}" for i in range(publish.HISTORY_ERRORS)]
+    assert runs[1]["error_count"] == 7
+    assert json.loads((tree / "manifest.json").read_bytes()) == json.loads((tree.parent / "manifest.json").read_bytes())
+    assert json.loads((tree / "validation.json").read_bytes()) == {"ok": True, "errors": []}
+    assert (tree / "index.html").read_bytes() == (Path(publish.__file__).parent / "viewer" / "index.html").read_bytes()
+    assert (tree / "viewer" / "vendor" / "uplot" / "LICENSE").is_file()
+    assert not (tree / "viewer" / "vendor" / "refresh.sh").exists()
+    assert not (tmp_path / "runs" / "failed" / "r03" / "json" / "index.html").exists()  # never served
+    # the same run published again keeps its tree, without a warning about the viewer's files
+    before = (tree / "runs.json").read_bytes()
+    with caplog.at_level("INFO", logger="pointcast.publish"):
+        cycle("r06", True)
+    assert (tree / "runs.json").read_bytes() == before
+    assert "already published with identical files" in caplog.text
+
+
+@needs_chromium
+def test_verification_summary_and_error_band(browser, published, tmp_path):
+    """With verification files in the tree (the shape the verification stage publishes), the
+    status page shows their summary and the meteogram a +-MAE band around the temperature."""
+    _, root, _ = published
+    tree = run_dir(root) / "json"
+    site = tmp_path / "json"
+    site.mkdir()
+    for entry in tree.iterdir():  # the published tree, read-only, plus the verification files
+        (site / entry.name).symlink_to(entry)
+    bins = [{"lead_from_h": 0, "lead_to_h": 24, "n": 30, "bias": -0.5, "mae": 1.25, "rmse": 1.5,
+             "persistence": {"bias": 0.1, "mae": 2.0, "rmse": 2.5}},
+            {"lead_from_h": 24, "lead_to_h": 72, "n": 10, "bias": 1.0, "mae": 2.5, "rmse": 3.0,
+             "persistence": {"bias": 0.2, "mae": 3.0, "rmse": 3.5}}]
+    (site / "verification").mkdir()
+    (site / "verification" / "index.json").write_text(json.dumps({"generated": "2026-11-20T03:00:00+00:00",
+                                                                  "products": ["eu-short"]}))
+    (site / "verification" / "eu-short.json").write_text(json.dumps(
+        {"product": "eu-short", "generated": "2026-11-20T03:00:00+00:00",
+         "variables": {"temp_2m": {"units": "degC", "bins": bins}}}))
+    proc, base = _static_server(site)
+    try:
+        page, errors, absent = _open(browser, base + "/", "status-verification")
+        rows = page.locator("#verification tr").all_inner_texts()
+        # n-weighted over the bins: MAE (30 * 1.25 + 10 * 2.5) / 40, persistence (30 * 2 + 10 * 3) / 40
+        assert rows[1].split("\t") == ["eu-short", "temp_2m", "degC", "40", "-0.13", "1.56", "1.88", "2.25", "–"], rows
+        assert not errors and not absent
+        page.close()
+        page, errors, absent = _open(browser, base + "/#/p/eu-short/paris", "meteogram-verification")
+        charts = {c["name"]: c for c in page.evaluate(CHARTS)}
+        assert charts["temperature"]["series"] == 4  # temperature, dewpoint, +MAE, -MAE
+        band = page.evaluate("() => document.querySelector('[data-chart=temperature]')._uplot.data")
+        rows = json.loads((tree / "eu-short" / "1H" / "paris.json").read_bytes())["data"]
+        for i, lead in ((0, 0), (30, 30)):
+            mae = 1.25 if lead < 24 else 2.5
+            assert band[3][i] == pytest.approx(rows[i]["temp_2m"] + mae)
+            assert band[4][i] == pytest.approx(rows[i]["temp_2m"] - mae)
+        assert not errors and not absent
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_with_api_keys_the_run_files_need_the_key_and_the_page_does_not(published):
+    from pointcast.config import ApiKeyConfig, api_key_sha256
+    from pointcast.server import create_app
+
+    _, root, _ = published
+    app = create_app(root, api_keys=[ApiKeyConfig("ops", api_key_sha256(b"k" * 32))])
+    assert app.respond("GET", "/", b"", []).status == 200
+    assert app.respond("GET", "/viewer/app.js", b"", []).status == 200
+    for path in ("/manifest.json", "/eu-short/1H/paris.json"):
+        denied = app.respond("GET", path, b"", [])
+        assert denied.status == 401 and json.loads(denied.body)["code"] == "401_001"
+        assert app.respond("GET", path, b"", [(b"x-api-key", b"k" * 32)]).status == 200
+    assert app.respond("HEAD", "/", b"", []).status == 200
+    assert app.respond("DELETE", "/manifest.json", b"", []).status == 405
