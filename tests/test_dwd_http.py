@@ -14,12 +14,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import unquote
 
-import eccodes
 import numpy as np
 import pytest
 
 from conftest import ROOT
-from mirror import Mirror, publish_sample
+from mirror import Mirror, publish_sample, spanning_levels
 from pointcast import ingest
 from pointcast.config import load_config
 from pointcast.ingest import decode, index_file
@@ -95,26 +94,6 @@ def assert_same(ours: dict, theirs: dict) -> None:
 
 def gets(mirror: Mirror, pattern: str = "") -> list[str]:
     return [unquote(r.path) for r in mirror.gets(pattern)]
-
-
-def spanning_levels(sample_files) -> tuple[int, int, tuple[int, ...]]:
-    """(half levels, the lowest full level, the full levels spanning 10-300 m above the ground
-    at every cell) of a sample run, from its HHL messages: the lowest full level up to the
-    first one at or above 300 m everywhere."""
-    hhl = {}
-    for f in sample_files:
-        if "/HHL/" in str(f) or "/hhl/" in str(f):
-            with open(ingest.plain_grib(f), "rb") as fh:
-                h = eccodes.codes_grib_new_from_file(fh)
-            hhl[eccodes.codes_get_long(h, "level")] = eccodes.codes_get_values(h)
-            nlev = eccodes.codes_get_long(h, "nlev")
-            eccodes.codes_release(h)
-    assert sorted(hhl) == list(range(1, nlev + 1))  # the sample has every half level
-    ground = hhl[nlev]
-    for top in range(nlev - 1, 0, -1):
-        if (0.5 * (hhl[top] + hhl[top + 1]) - ground).min() >= 300.0:
-            return nlev, nlev - 1, tuple(range(top, nlev))
-    raise AssertionError("no level reaches 300 m")
 
 
 # ------------------------------------------------------------------------------------------
