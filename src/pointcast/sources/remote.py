@@ -22,6 +22,12 @@ What it does, for every model alike:
   ``uuidOfHGrid`` (read from the run's first file) in ``<cache>/http/grids/<uuid>/``: every
   later run on that grid takes them from there and sends no request for them. They are
   returned first among the run's files, where ``ingest.decode`` finds them.
+* **model levels** (ICON: rows with ``levels=RUN_LEVELS``): chosen per run from its HHL
+  before the rest is fetched (``plan_model_levels``): HHL of half level 1 gives the number of
+  levels, HHL from the surface up the heights, and U/V are asked for on the levels spanning
+  the hub heights only.
+* **optional rows** (``GribField.optional``): a file only optional rows read that no mirror
+  has (404) is dropped at once with a note instead of being retried until the deadline.
 * **cache**: ``<cache>/http/<model>/<YYYYMMDDHH>/<path>`` holds the downloaded messages, with
   the index (``.index``/``.idx`` beside, as upstream) and a ``.json`` record of the byte ranges
   taken; a run fully fetched gets a ``complete`` marker. A re-run finds the run complete
@@ -303,19 +309,20 @@ def plan_model_levels(layout: Layout, model: ModelSpec, init: datetime,
     nlev = _hhl(top)[0]
     hhl: dict[int, np.ndarray] = {}
     paths: dict[int, Path] = {}
-    full = None
-    while full is None and min(hhl, default=nlev + 1) > 1:
-        batch = list(range(min(hhl, default=nlev + 1) - 1,
-                           max(min(hhl, default=nlev + 1) - 1 - HHL_BATCH, 0), -1))
+    full, above = None, nlev + 1  # the half levels fetched so far lie below ``above``
+    while full is None and above > 1:
+        batch = list(range(above - 1, max(above - 1 - HHL_BATCH, 0), -1))
         for lv, path in zip(batch, get(hhl_files(batch))):
             got, hhl[lv] = _hhl(path, lv)
             if got != nlev:
                 raise SourceUnavailable(f"{path}: HHL of {got} half levels, half level 1 has "
                                         f"{nlev}")
             paths[lv] = path
-        full = hub_levels(hhl, HUB_HEIGHT_RANGE_M[1])
-    if full is None:  # the whole column is below the top hub height: take every level
-        full = tuple(range(1, nlev))
+        full, above = hub_levels(hhl, HUB_HEIGHT_RANGE_M[1]), batch[-1]
+    if full is None:
+        raise SourceUnavailable(f"{model.id} {init:%Y-%m-%d %H} UTC: no model level reaches "
+                                f"{HUB_HEIGHT_RANGE_M[1]:g} m above the ground at every cell "
+                                f"(HHL of {nlev} half levels)")
     minutes = sorted({int(s.total_seconds() // 60) for s in steps})
     levelled = [f for r in rows if r is not heights[0] and r.processing is not Processing.CONSTANT
                 for m in minutes if not (m % 60 and not r.fine)
