@@ -42,7 +42,9 @@ height coordinate (SLEVE) numbered from the model top: full levels 1..N hold U a
 levels 1..N+1 their boundaries, N+1 being the surface. DWD encodes both on the "generalized
 vertical height coordinate" (GRIB2 code table 4.5, 150) with the vertical-grid header
 (``genVertHeightCoords`` 1: ``nlev`` = number of half levels, ``numberOfVGridUsed``,
-``uuidOfVGrid``; NV = 6):
+``uuidOfVGrid``; NV = 6). ``nlev`` is what the CDI library, ICON's GRIB writer, calls the
+"number of half levels of a generalized Z-axis" (``zaxisDefNlevRef``, which ICON's output
+sets to ``nlevp1``):
 
 * U, V on full level L: first fixed surface 150 / L, second 150 / L+1. ecCodes decodes
   ``u``/``v`` (paramId 131/132), typeOfLevel ``generalVerticalLayer``, level L.
