@@ -33,11 +33,11 @@ writes what they write, byte for byte in format if not in content:
   takes the last message. ASOB_S and CLCL are hourly in ICON-D2 too (one message per
   file). **Model levels**: the real counts (ICON-EU 74 full levels, ICON-D2 65), HHL on
   every half level once (1..75, 1..66), U and V at every step on the lowest full levels: those
-  a reader picks from this HHL to span the hub heights, and two more above (a real tree has
-  every level; the numbers follow from the heights, e.g. ICON-EU 67-74 at scale 4). On the
-  generalized vertical height coordinate with DWD's vertical-grid header (``nlev`` = the
-  number of half levels, ``numberOfVGridUsed`` 4, a synthetic ``uuidOfVGrid``), see
-  ``sources/icon.py``.
+  a reader picks from this HHL to span the hub heights, and one more above (a real tree has
+  every level; the numbers follow from the heights: ICON-EU 61-74 at the default scale, where
+  its terrain reaches 4 km). On the generalized vertical height coordinate with DWD's
+  vertical-grid header (``nlev`` = the number of half levels, ``numberOfVGridUsed`` 4, a
+  synthetic ``uuidOfVGrid``), see ``sources/icon.py``.
 * JMA MSM as JMA's surface GPV ("Lsurf"): one file per range of steps holding every field of
   those steps, ``Z__C_RJTD_<YYYYMMDDhh>0000_MSM_GPV_Rjp_Lsurf_FH<aa>-<bb>_grib2.bin`` with
   FH00-15, FH16-33 and FH34-39 for every run and FH40-51, FH52-78 for the 00/12 UTC runs,
@@ -157,7 +157,7 @@ JMA_BITS = 12
 # ICON model-level wind is written at every step up to this lead time (hours; None: all).
 MODEL_LEVEL_HOURS: int | None = None
 # Full levels written above those that span the hub heights (see Weather).
-EXTRA_MODEL_LEVELS = 2
+EXTRA_MODEL_LEVELS = 1
 
 # ------------------------------------------------------------------------------------------
 # Grids actually written: the operational grid, cropped to the area, every Nth row/column.
