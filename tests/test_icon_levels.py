@@ -108,21 +108,27 @@ def test_hub_height_wind_is_the_known_profile(fetched):
 
 
 def test_a_missing_optional_field_is_dropped_with_a_note(tree):
-    """A tree without CLCL (optional: no product reads it) still gives the run, at once and
-    with a note; a missing required field (T_2M at one step) is still waited for."""
+    """A tree without CLCL and without geopotential on pressure levels (optional: the
+    products can go without them) still gives the run, found complete at once, fetched without
+    retrying them and with a note; a missing required field (T_2M at one step) is still
+    waited for."""
     base, _ = tree
     with Mirror(base / "tree") as mirror:
-        mirror.fail(r"/p/CLCL/", "404", times=None)
+        for method in ("HEAD", "GET"):  # not there at all (FI at 700 hPa is the run's last file)
+            mirror.fail(r"/p/(CLCL|FI)/", "404", times=None, method=method)
         src = HttpSource(name="mirror", mirrors=(mirror.url("dwd"),), wait_minutes=0.05,
                          retry_seconds=0.05, timeout_seconds=5.0, horizon_hours=HOURS,
                          progress=False)
         run = src.discover(ICON_EU, datetime(2026, 11, 20, 3, tzinfo=UTC))
+        assert run.init == INIT and not run.notes  # not "still being published"
         fetched = src.fetch(run, ICON_EU, base / "cache-optional")
-        assert [r.status for r in mirror.gets("/p/CLCL/")] == [404] * (HOURS + 1)  # no retry
-        assert any("2 optional file(s) not published" in n and "/p/CLCL/" in n
+        missing = (HOURS + 1) * (1 + len(icon.PRESSURE_LEVELS))
+        assert [r.status for r in mirror.gets("/p/(CLCL|FI)/")] == [404] * missing  # no retry
+        assert any(f"{missing} optional file(s) not published" in n and "/p/CLCL/" in n
                    for n in fetched.notes)
         ds = decode(fetched.files, ICON_EU.fields, model="icon-eu")
-        assert "lcc" not in ds and {"t2m", "tcc", "u_ml", "hhl"} <= set(ds.data_vars)
+        assert not {"lcc", "z_pl"} & set(ds.data_vars)
+        assert {"t2m", "tcc", "u_pl", "u_ml", "hhl"} <= set(ds.data_vars)
         # the same run again: from the cache, the dropped files not asked for again
         mirror.reset()
         again = src.fetch(run, ICON_EU, base / "cache-optional")

@@ -556,7 +556,9 @@ class HttpSource:
                     files = run_files(layout, model, init, steps)
                     delay = self.retry_seconds
                     while True:
-                        state, mirror = self._state(client, up, files, deadline)
+                        # a run is complete without its optional files
+                        state, mirror = self._state(
+                            client, up, [f for f in files if not f.optional] or files, deadline)
                         if state != "partial" or time.monotonic() + delay > deadline:
                             break
                         logger.info("%s %s (%s): run still being published, waiting %.0f s",
