@@ -21,6 +21,7 @@ than pointcast takes.
 
 from __future__ import annotations
 
+import bz2
 import json
 import re
 import shutil
@@ -237,6 +238,28 @@ def publish_sample(tree: Path, cache: Path, model_id: str, init: str, *, scale: 
             target.write_text(text)
         placed.append(dest)
     return placed
+
+
+def spanning_levels(sample_files) -> tuple[int, int, tuple[int, ...]]:
+    """What a reader of the ICON run ``sample_files`` (the sample's: every half level) should
+    choose, read here with plain ecCodes from its HHL messages: (half levels, the lowest full
+    level, the full levels from the lowest up to the first one at or above 300 m above the
+    ground at every cell)."""
+    hhl = {}
+    for f in sample_files:
+        if "/HHL/" in str(f) or "/hhl/" in str(f):
+            data = Path(f).read_bytes()
+            h = eccodes.codes_new_from_message(bz2.decompress(data) if f.suffix == ".bz2"
+                                               else data)
+            hhl[eccodes.codes_get_long(h, "level")] = eccodes.codes_get_values(h)
+            nlev = eccodes.codes_get_long(h, "nlev")
+            eccodes.codes_release(h)
+    assert sorted(hhl) == list(range(1, nlev + 1))  # the sample has every half level
+    ground = hhl[nlev]
+    for top in range(nlev - 1, 0, -1):
+        if (0.5 * (hhl[top] + hhl[top + 1]) - ground).min() >= 300.0:
+            return nlev, nlev - 1, tuple(range(top, nlev))
+    raise AssertionError("no level reaches 300 m")
 
 
 def add_foreign_message(path: Path) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from mirror import Mirror, publish_sample
+from mirror import Mirror, publish_sample, spanning_levels
 from pointcast import ingest
 from pointcast.config import load_config
 from pointcast.ingest import decode, index_file
@@ -53,8 +53,11 @@ def tree(tmp_path_factory):
     foreign = d2 / "RELHUM_2M" / "r" / "2026-11-20T00:00" / "s" / "PT001H00M.grib2"
     foreign.parent.mkdir(parents=True)
     shutil.copyfile(d2 / "T_2M" / "r" / "2026-11-20T00:00" / "s" / "PT001H00M.grib2", foreign)
-    last = samples["icon-d2", "03"][1][-1]
-    last.rename(base / "held.grib2")
+    # the file discovery looks for last (the model levels are planned at fetch)
+    init = at("2026-11-20T03:00")
+    last = run_files(ICON_D2.upstream.layouts[0], ICON_D2, init,
+                     tuple(timedelta(hours=h) for h in range(H_D2 + 1)))[-1]
+    (root / "dwd" / unquote(last.path)).rename(base / "held.grib2")
     return {"root": root, "samples": samples}
 
 
@@ -72,10 +75,15 @@ def source(mirror: Mirror, hours: float, *prefixes: str, **kw) -> HttpSource:
                       **opts)
 
 
-def values(files, model) -> dict[str, np.ndarray]:
+def values(files, model, levels_of: dict | None = None) -> dict[str, np.ndarray]:
+    """The decoded run; ``levels_of``: another run's values, whose model levels to keep (the
+    sample holds levels a reader does not ask for)."""
     ds = decode(files, model.fields, model=model.id)
+    if levels_of is not None:
+        ds = ds.sel({d: levels_of[d] for d in ("hlev", "mlev") if d in levels_of})
     return {k: ds[k].values for k in ds.data_vars} | {
-        c: ds[c].values for c in ("time", "clat", "clon", "lat", "lon") if c in ds.coords}
+        c: ds[c].values for c in ("time", "clat", "clon", "lat", "lon", "hlev", "mlev")
+        if c in ds.coords}
 
 
 def assert_same(ours: dict, theirs: dict) -> None:
@@ -103,12 +111,23 @@ def test_icon_d2_newest_complete_run_wanted_files_only_and_same_values(tree, mir
 
     fetched = src.fetch(run, ICON_D2, tmp_path)
     # exactly the table's files plus CLAT/CLON: not RELHUM_2M, no VIS (not in v1), no
-    # VMAX_10M at step 0, each file once, nothing of the 03 UTC run
+    # VMAX_10M at step 0, each file once, nothing of the 03 UTC run; on the model levels HHL
+    # of half level 1 (the count) and from the surface up, U and V on the spanning levels
+    cache, sample_files = tree["samples"]["icon-d2", "00"]
+    nlev, lowest, full = spanning_levels(sample_files)
+    assert (nlev, lowest) == (66, 65) and full[0] < 62  # ICON-D2's 65 levels; hills lift it
+    ml = "/dwd/v1/m/icon-d2/p/{}/lvt1/150/lv1/{}/r/2026-11-20T00:00/s/PT{:03d}H00M.grib2"
     wanted = {"/dwd/" + unquote(f.path) for f in
               [*cell_centre_files(ICON_D2.upstream.layouts[0], run.init).values()]
-              + run_files(ICON_D2.upstream.layouts[0], ICON_D2, run.init, run.steps)}
+              + run_files(ICON_D2.upstream.layouts[0], ICON_D2, run.init, run.steps)} \
+        | {ml.format("HHL", lv, 0) for lv in (1, *full, nlev)} \
+        | {ml.format(p, lv, h) for p in "UV" for lv in full for h in range(H_D2 + 1)}
     got = gets(mirror)
-    assert len(got) == len(set(got)) == len(wanted) == len(fetched.files) and set(got) == wanted
+    hhl_batch = {ml.format("HHL", lv, 0) for lv in range(full[0] - 3, full[0])}
+    assert len(got) == len(set(got)) and wanted <= set(got) <= wanted | hhl_batch
+    assert len(fetched.files) == len(wanted) - 1  # HHL of half level 1 only gave the count
+    assert any(f"full levels {full[0]}-{full[-1]} span the hub heights" in n
+               for n in fetched.notes)
     assert all(r.status == 200 and r.range is None for r in mirror.gets())
     assert not [p for p in got if "/RELHUM_2M/" in p or "/VIS/" in p or "T03:00" in p
                 or "VMAX_10M/r/2026-11-20T00:00/s/PT000H00M" in p]
@@ -116,9 +135,9 @@ def test_icon_d2_newest_complete_run_wanted_files_only_and_same_values(tree, mir
     quarter = {p.split("/p/")[1].split("/")[0] for p in got if "H15M.grib2" in p}
     assert quarter == {r.param for r in ICON_D2.fields if r.fine}
 
-    cache, sample_files = tree["samples"]["icon-d2", "00"]
-    ours, theirs = values(fetched.files, ICON_D2), values(sample_files, ICON_D2)
-    assert_same(ours, theirs)
+    ours = values(fetched.files, ICON_D2)
+    assert_same(ours, values(sample_files, ICON_D2, ours))
+    assert tuple(ours["mlev"]) == full and tuple(ours["hlev"]) == (*full, nlev)
     assert len(ours["time"]) == H_D2 * 4 + 1  # every quarter hour
     assert {"t2m", "tp", "ssrd", "u_ml", "hhl", "orog"} <= ours.keys() and "vis" not in ours
     # a re-run sends no request: the run and its grid are in the cache
@@ -148,11 +167,16 @@ def test_icon_eu_cell_centres_fetched_once_per_grid(tree, mirror, tmp_path):
     got = gets(mirror)
     assert not [p for p in got if "/p/CLAT/" in p or "/p/CLON/" in p]
     assert "/dwd/v1/m/icon-eu/p/HSURF/r/2026-11-20T06:00/s/PT000H00M.grib2" in got
-    assert sum("/p/HHL/" in p for p in got) == 7  # half levels 55-61, once per run
+    cache, sample_files = tree["samples"]["icon-eu", "06"]
+    nlev, _, full = spanning_levels(sample_files)
+    assert nlev == 75  # ICON-EU's 74 levels
+    assert {int(p.split("/lv1/")[1].split("/")[0]) for p in got if "/p/HHL/" in p} >= {
+        1, *full, nlev}  # once per run
     # decode finds the centres among the files handed in, not only in its process memory
     ingest._CELL_CENTRES.pop(uuid, None)
-    cache, sample_files = tree["samples"]["icon-eu", "06"]
-    assert_same(values(second.files, ICON_EU), values(sample_files, ICON_EU))
+    ours = values(second.files, ICON_EU)
+    assert_same(ours, values(sample_files, ICON_EU, ours))
+    assert tuple(ours["mlev"]) == full
 
 
 def test_404_on_v1_files_is_retried_and_a_dead_mirror_skipped(mirror, tmp_path):
@@ -167,7 +191,8 @@ def test_404_on_v1_files_is_retried_and_a_dead_mirror_skipped(mirror, tmp_path):
         ("gone", 404), ("dwd", 404), ("gone", 404), ("dwd", 404), ("gone", 404), ("dwd", 200)]
     assert [r.status for r in mirror.gets(r"/dwd/.*/p/CLAT/")] == [500, 200]
     record = json.loads((tmp_path / "http" / "icon-eu" / "2026112000" / "complete").read_text())
-    assert record["mirrors"] == {"mirror1": len(fetched.files)}
+    assert record["mirrors"] == {"mirror1": len({r.path for r in mirror.gets("^/dwd/")
+                                                 if r.status == 200})}
     assert record["grid"] == [f.relative_to(tmp_path / "http").as_posix()
                               for f in fetched.files[:2]]
     ds = decode(fetched.files, ICON_EU.fields, model="icon-eu")
@@ -185,7 +210,8 @@ def test_legacy_tree_is_the_fallback(tree, mirror, tmp_path):
     assert not (tmp_path / "http" / "grids").exists()
     cache, sample_files = tree["samples"]["icon-eu", "12"]
     ours = values(fetched.files, ICON_EU)
-    assert_same(ours, values(sample_files, ICON_EU))
+    assert_same(ours, values(sample_files, ICON_EU, ours))
+    assert tuple(ours["mlev"]) == spanning_levels(sample_files)[2]
     assert "vis" in ours and ours["lat"].size > 1  # the lat/lon tree still has VIS
 
 

@@ -108,10 +108,16 @@ def test_sample_writes_the_v1_tree_on_the_native_grid(runs):
                  f"v1/m/icon-eu/p/CLAT/{r}/PT000H00M.grib2",
                  f"v1/m/icon-eu/p/CLON/{r}/PT000H00M.grib2",
                  f"v1/m/icon-eu/p/HSURF/{r}/PT000H00M.grib2",
-                 f"v1/m/icon-eu/p/HHL/lvt1/150/lv1/61/{r}/PT000H00M.grib2",
+                 f"v1/m/icon-eu/p/HHL/lvt1/150/lv1/1/{r}/PT000H00M.grib2",
+                 f"v1/m/icon-eu/p/HHL/lvt1/150/lv1/75/{r}/PT000H00M.grib2",
                  f"v1/m/icon-eu/p/FI/lvt1/100/lv1/85000/{r}/PT003H00M.grib2",
-                 f"v1/m/icon-eu/p/U/lvt1/150/lv1/60/{r}/PT002H00M.grib2"):
+                 f"v1/m/icon-eu/p/U/lvt1/150/lv1/74/{r}/PT002H00M.grib2"):
         assert path in eu, path
+    # ICON-EU's 74 levels and ICON-D2's 65: HHL on every half level, none beyond
+    for tree, model, nlev in ((eu, "icon-eu", 75), (d2, "icon-d2", 66)):
+        hhl = {int(p.split("/lv1/")[1].split("/")[0]) for p in tree if "/p/HHL/" in p}
+        assert hhl == set(range(1, nlev + 1)), model
+        assert f"v1/m/{model}/p/V/lvt1/150/lv1/{nlev - 1}/{r}/PT001H00M.grib2" in tree
     # ICON-D2's 15-minute fields: a file per quarter hour; hourly fields only on the hour.
     assert f"v1/m/icon-d2/p/TOT_PREC/{r}/PT001H15M.grib2" in d2
     assert f"v1/m/icon-d2/p/ASWDIR_S/{r}/PT000H45M.grib2" in d2

@@ -6,6 +6,7 @@ downloads, the cache, and one real Prefect cycle fed from the mirror."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -395,4 +396,6 @@ def test_per_field_layout_for_dwd_style_trees():
     assert quarter == {r.param for r in ICON_D2.fields if r.fine}
     assert not [f for f in files if "/HSURF/" in f and "PT000H00M" not in f]
     assert "p/HSURF/r/2026-11-20T00:00/s/PT000H00M.grib2" in files
-    assert "p/U/lvt1/x/lv1/65/r/2026-11-20T00:00/s/PT001H00M.grib2" in files
+    assert "p/U/lvt1/x/lv1/850/r/2026-11-20T00:00/s/PT001H00M.grib2" in files
+    # The model levels are not the table's: each run's are planned from its HHL.
+    assert not [f for f in files if "/HHL/" in f or re.search(r"/U/lvt1/x/lv1/\d\d/", f)]

@@ -22,12 +22,11 @@ from pointcast import physics
 from pointcast.catalogue import VARIABLES
 from pointcast.sources import ICON_D2, ICON_EU, IFS, MODELS, MSM, make_source, run_steps
 from pointcast.sources import msm as msm_module
-from pointcast.sources.base import Processing, RunRef
-from pointcast.sources.icon import HALF_LEVEL_HEIGHTS
+from pointcast.sources.base import RUN_LEVELS, Processing, RunRef
 from pointcast.sources.ifs import steps_for_run
 from pointcast.sources.sample import (DEFAULT_AREA, SYNTHETIC_NOTE, LandMask, SampleSource,
                                       Weather, cos_zenith, hours_since_epoch, lows, products_of,
-                                      relative_humidity, sample_grid)
+                                      flat_half_level_heights, relative_humidity, sample_grid)
 
 UTC = timezone.utc
 INIT = "2026-01-15T00:00Z"  # winter: snow in the north, sunrise inside the 12 hours
@@ -202,20 +201,25 @@ def test_model_tables_use_catalogue_names_and_sane_grids():
 
 
 def test_new_rows_lcc_ssr_model_levels_and_grib1():
-    for model, full in ((ICON_EU, tuple(range(55, 61))), (ICON_D2, tuple(range(58, 66)))):
+    for model in (ICON_EU, ICON_D2):
         rows = {r.var: r for r in model.fields if r.var in ("lcc", "ssr", "u_ml", "v_ml", "hhl")}
         assert (rows["lcc"].shortName, rows["lcc"].typeOfLevel, rows["lcc"].levels,
                 rows["lcc"].param) == ("CLCL", "unknown", None, "CLCL")
         assert (rows["ssr"].shortName, rows["ssr"].typeOfLevel, rows["ssr"].processing,
                 rows["ssr"].param) == ("avg_snswrf", "surface", Processing.AVG_SINCE_START,
                                        "ASOB_S")
+        # Model levels: no numbers in the table, each run's HHL decides (sources/icon.py).
         for var, short in (("u_ml", "u"), ("v_ml", "v")):
             assert (rows[var].shortName, rows[var].typeOfLevel, rows[var].levels) == (
-                short, "generalVerticalLayer", full)
-        # Half levels: those of the full levels, and the surface below the lowest one.
-        assert rows["hhl"].levels == full + (full[-1] + 1,)
-        assert (rows["hhl"].shortName, rows["hhl"].typeOfLevel, rows["hhl"].processing) == (
-            "HHL", "generalVertical", Processing.CONSTANT)
+                short, "generalVerticalLayer", RUN_LEVELS)
+        assert (rows["hhl"].shortName, rows["hhl"].typeOfLevel, rows["hhl"].processing,
+                rows["hhl"].levels) == ("HHL", "generalVertical", Processing.CONSTANT,
+                                        RUN_LEVELS)
+        # What the products can go without: CLCL, ASOB_S, CAPE_ML, VIS, the pressure levels.
+        optional = {(r.param, r.typeOfLevel) for r in model.fields if r.optional}
+        assert optional == {(p, "isobaricInhPa") for p in ("T", "U", "V", "FI")} | {
+            ("CLCL", "unknown"), ("ASOB_S", "surface"), ("CAPE_ML", "unknown")} | (
+            {("VIS", "surface")} if model is ICON_EU else set())
         assert all(r.edition is None for r in model.fields)
     grib1 = {(r.var, r.shortName, r.typeOfLevel) for r in IFS.fields if r.edition == 1}
     assert grib1 == {("t2m", "2t", "surface"), ("d2m", "2d", "surface"),
@@ -289,19 +293,25 @@ def test_files_are_laid_out_like_the_upstreams(runs, cache):
            ".grib2.bz2" in eu
     assert f"{base}/vmax_10m/icon-eu_europe_regular-lat-lon_single-level_2026011500_000_" \
            "VMAX_10M.grib2.bz2" not in eu  # interval fields start at the first step
-    assert (f"{base}/u/icon-eu_europe_regular-lat-lon_model-level_2026011500_012_60_U"
+    assert (f"{base}/u/icon-eu_europe_regular-lat-lon_model-level_2026011500_012_74_U"
             ".grib2.bz2") in eu
-    assert (f"{base}/v/icon-eu_europe_regular-lat-lon_model-level_2026011500_000_55_V"
+    assert (f"{base}/v/icon-eu_europe_regular-lat-lon_model-level_2026011500_000_73_V"
             ".grib2.bz2") in eu
-    assert (f"{base}/hhl/icon-eu_europe_regular-lat-lon_time-invariant_2026011500_61_HHL"
-            ".grib2.bz2") in eu
+    for lv in (1, 75):  # ICON-EU's 74 levels: half levels 1 (the top) to 75 (the surface)
+        assert (f"{base}/hhl/icon-eu_europe_regular-lat-lon_time-invariant_2026011500_{lv}_HHL"
+                ".grib2.bz2") in eu
     assert (f"{base}/clcl/icon-eu_europe_regular-lat-lon_single-level_2026011500_004_CLCL"
             ".grib2.bz2") in eu
     assert (f"{base}/asob_s/icon-eu_europe_regular-lat-lon_single-level_2026011500_000_ASOB_S"
             ".grib2.bz2") in eu
-    constants = [p for p in products_of(ICON_EU) if p.processing is Processing.CONSTANT]
-    assert len(constants) == 1 + 7  # HSURF, HHL on half levels 55-61
-    per_step = len(products_of(ICON_EU)) - len(constants)  # at 13 steps,
+    full = sorted(int(f.split("_")[-2]) for f in eu if "_model-level_2026011500_000_" in f
+                  and f.endswith("_U.grib2.bz2"))
+    assert full == list(range(full[0], 75)) and 60 < full[0] < 72
+    prods = products_of(ICON_EU, {"generalVertical": tuple(range(1, 76)),
+                                  "generalVerticalLayer": tuple(full)})
+    constants = [p for p in prods if p.processing is Processing.CONSTANT]
+    assert len(constants) == 1 + 75  # HSURF, HHL on every half level
+    per_step = len(prods) - len(constants)  # at 13 steps,
     assert len(eu) == 13 * per_step - 1 + len(constants)  # minus VMAX_10M at step 0
 
     d2_dir = cache / "sample" / "icon-d2" / "2026011500"
@@ -315,6 +325,8 @@ def test_files_are_laid_out_like_the_upstreams(runs, cache):
             "hsurf.grib2.bz2") in d2
     assert (f"{base}/u/icon-d2_germany_regular-lat-lon_model-level_2026011500_007_65_u"
             ".grib2.bz2") in d2
+    assert (f"{base}/hhl/icon-d2_germany_regular-lat-lon_time-invariant_2026011500_000_1_"
+            "hhl.grib2.bz2") in d2
     assert (f"{base}/hhl/icon-d2_germany_regular-lat-lon_time-invariant_2026011500_000_66_"
             "hhl.grib2.bz2") in d2
     assert (f"{base}/asob_s/icon-d2_germany_regular-lat-lon_single-level_2026011500_001_2d_"
@@ -384,6 +396,10 @@ def test_every_table_row_is_present_at_every_step_as_decoded(runs, mid):
         if row.edition not in (None, 2):
             continue  # GRIB1 encodings (IFS's dissemination): the sample writes GRIB2 only
         levels = row.levels or (SINGLE_LEVEL.get(row.shortName, 0),)
+        if row.levels == RUN_LEVELS:  # the run's own: some, the same at every step
+            levels = sorted({m.level for m in run.msgs if m.short_name == row.shortName
+                             and m.type_of_level == row.typeOfLevel})
+            assert levels, row
         for minute in expected_minutes(run, row):
             for level in levels:
                 assert (row.shortName, row.typeOfLevel, level, minute) in seen, (
@@ -1017,9 +1033,10 @@ def test_low_cloud_stays_below_total_cloud_and_net_shortwave_follows_an_albedo(r
 
 
 def _model_levels(run: Run) -> tuple[tuple[int, ...], tuple[int, ...], dict, np.ndarray]:
-    """(full levels, half levels, {half level: HHL}, HSURF) of an ICON run."""
-    full = run.model.field_for("u_ml").levels
-    half = run.model.field_for("hhl").levels
+    """(full levels of the wind, half levels, {half level: HHL}, HSURF) of an ICON run."""
+    full = tuple(sorted({m.level for m in run.msgs if m.short_name == "u"
+                         and m.type_of_level == "generalVerticalLayer"}))
+    half = tuple(sorted({m.level for m in run.msgs if m.short_name == "HHL"}))
     return full, half, {lv: run.get("HHL", 0, lv) for lv in half}, run.get("HSURF", 0)
 
 
@@ -1034,11 +1051,15 @@ def test_half_levels_follow_the_terrain_and_full_levels_lie_between_them(runs, m
     np.testing.assert_allclose(hhl[half[-1]], hsurf, atol=0.1)
     for upper, lower in zip(half, half[1:]):
         assert (hhl[upper] - hhl[lower] > 5.0).all(), (upper, lower)
-    # Over flat terrain at sea level: the ICON level heights of the template.
+    # Every half level of the real count (ICON-EU 74 levels, ICON-D2 65), the top at about
+    # 22-26 km; over flat terrain at sea level the ICON level heights of the template.
+    assert half == tuple(range(1, {"icon-eu": 76, "icon-d2": 67}[mid]))
     flat = hsurf == 0.0
     assert flat.sum() > 10
+    assert 21000.0 < hhl[1][flat].min() < 27000.0
     for lv in half:
-        np.testing.assert_allclose(hhl[lv][flat], HALF_LEVEL_HEIGHTS[mid][lv], atol=0.05)
+        np.testing.assert_allclose(hhl[lv][flat], flat_half_level_heights(mid)[lv - 1],
+                                   rtol=1e-5, atol=0.05)
     # Full level L lies between half levels L and L+1; the lowest at about 10 m.
     agl = {}
     for lv in full:
@@ -1047,12 +1068,13 @@ def test_half_levels_follow_the_terrain_and_full_levels_lie_between_them(runs, m
         agl[lv] = z - hsurf
     assert np.abs(agl[full[-1]][flat] - 10.0).max() < 0.05
     assert (agl[full[-1]] > 5.0).all() and (agl[full[-1]] < 10.05).all()
+    # Written: the levels spanning 10-300 m at every cell and one above them.
+    span = full[1]
+    assert (agl[span] >= 300.0).all() and agl[span + 1].min() < 300.0
     # Terrain-following, compressed smoothly over the mountains: lower above high ground.
-    top = agl[full[0]]
-    assert 370.0 < top[flat].min() and top[flat].max() < 400.0
+    top = agl[span]
     high = hsurf > 1000.0
     assert high.any() and top[high].max() < top[flat].min()
-    assert (top > 0.35 * top[flat].min()).all()
 
 
 @pytest.mark.parametrize("mid", ["icon-eu", "icon-d2"])

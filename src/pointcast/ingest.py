@@ -466,7 +466,7 @@ STEP_TYPES = {
 
 def _matches(row: GribField, msg: Message) -> bool:
     return (row.shortName == msg.shortName and row.typeOfLevel == msg.typeOfLevel
-            and (row.levels is None or msg.level in row.levels)
+            and (not row.levels or msg.level in row.levels)  # None, RUN_LEVELS: any
             and (row.edition is None or row.edition == msg.edition)
             and msg.stepType in STEP_TYPES[row.processing])
 

@@ -455,9 +455,13 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
                 temp_h.append(above)
                 temp_v.append(values["t_pl"][:, k])
     if "u_ml" in values and "hhl" in values:
-        # ICON model levels: full level L lies halfway between half levels L and L + 1.
+        # ICON model levels, whatever their numbers (each run's own, sources/icon.py): full
+        # level L lies halfway between half levels L and L + 1 (HHL, above sea level); a full
+        # level whose half levels the run lacks has no height and is left out.
         half = {int(lv): k for k, lv in enumerate(ds.hlev.values)}
         for k, level in enumerate(ds.mlev.values):
+            if int(level) not in half or int(level) + 1 not in half:
+                continue
             top, bottom = values["hhl"][half[int(level)]], values["hhl"][half[int(level) + 1]]
             above = (0.5 * (top + bottom) - orog).astype(np.float64)
             wind_h.append(np.broadcast_to(above, (t_len, p_len)))

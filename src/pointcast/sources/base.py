@@ -34,7 +34,9 @@ class GribField:
     var: str  # canonical name in the catalogue
     shortName: str  # ecCodes shortName as decoded (DWD local names included)
     typeOfLevel: str
-    levels: tuple[int, ...] | None = None  # None: a single-level field
+    # None: a single-level field; RUN_LEVELS: the levels each run carries (ICON's model levels,
+    # chosen from the run's own HHL, sources/icon.py), whatever their numbers.
+    levels: tuple[int, ...] | None = None
     processing: Processing = Processing.INSTANT
     scale: float = 1.0  # canonical = raw * scale + offset (after de-accumulation)
     offset: float = 0.0
@@ -42,6 +44,12 @@ class GribField:
     fine: bool = False  # published on the model's fine (sub-hourly) steps too
     param: str | None = None  # upstream parameter name where it differs (DWD file names)
     edition: int | None = None  # GRIB edition this encoding belongs to (None: any)
+    # The products can go without it: a run whose upstream lacks the field is used without it.
+    optional: bool = False
+
+
+# ``GribField.levels`` of a row whose levels each run decides.
+RUN_LEVELS: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

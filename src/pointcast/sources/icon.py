@@ -42,7 +42,9 @@ height coordinate (SLEVE) numbered from the model top: full levels 1..N hold U a
 levels 1..N+1 their boundaries, N+1 being the surface. DWD encodes both on the "generalized
 vertical height coordinate" (GRIB2 code table 4.5, 150) with the vertical-grid header
 (``genVertHeightCoords`` 1: ``nlev`` = number of half levels, ``numberOfVGridUsed``,
-``uuidOfVGrid``; NV = 6):
+``uuidOfVGrid``; NV = 6). ``nlev`` is what the CDI library, ICON's GRIB writer, calls the
+"number of half levels of a generalized Z-axis" (``zaxisDefNlevRef``, which ICON's output
+sets to ``nlevp1``):
 
 * U, V on full level L: first fixed surface 150 / L, second 150 / L+1. ecCodes decodes
   ``u``/``v`` (paramId 131/132), typeOfLevel ``generalVerticalLayer``, level L.
@@ -56,17 +58,47 @@ The files: ``<param>/icon-eu_europe_regular-lat-lon_model-level_<YYYYMMDDHH>_<SS
 .grib2.bz2`` and ``hhl/icon-d2_germany_regular-lat-lon_time-invariant_<YYYYMMDDHH>_000_<L>_hhl
 .grib2.bz2`` (level numbers not zero-padded; ICON-D2 parameter names in lower case).
 
-Only the lowest levels are in the tables, enough to span the ground to about 400 m above
-it: ICON-EU full levels 55-60 (about 10-377 m over flat terrain; half levels 55-61) and ICON-D2
-full levels 58-65 (about 10-393 m; half levels 58-66). The heights over flat terrain at sea
-level (``HALF_LEVEL_HEIGHTS``) follow ICON's level distribution (``mo_init_vgrid``,
-``itype_laydistr`` 1): ``a(k) = H (2/pi arccos(((k-1)/N)**s))**x``, with ``x`` such that
-the lowest layer is ``min_lay_thckn`` = 20 m thick. ICON-D2: N = 65, H = 22 km, s = 0.65;
-ICON-EU is nested in the global ICON and shares the lowest 60 of its 90 layers (global
-N = 90, H = 75 km, s = 0.9). Over orography the levels follow the terrain and are compressed
-smoothly upwards (SLEVE decay, ``SLEVE_DECAY``): ``HHL = HSURF + a + HSURF * (b(a) - 1)``
-with ``b(a) = sinh((H/d)**n - (a/d)**n) / sinh((H/d)**n)``, d = 4 km, n = 1.2, H = 22 km.
-Should DWD change the vertical grid (number of levels), the level numbers below change with it.
+**Which levels: chosen from each run's HHL, not from a table.** ICON-EU has 74 full levels
+(75 half levels; 60 before DWD raised the global model from 90 to 120 levels) and ICON-D2 65
+(66): DWD's "Database Reference for the Global and Regional ICON and ICON-EPS Forecasting
+System" (version 2.3.1, 2024; its appendix tabulates the half-level heights over zero
+orography), DWD's ICON-D2 description ("65 atmosphere levels"), and the public decoders that
+read these trees (Open-Meteo ``Sources/App/Icon/Icon.swift``, ``numberOfModelFullLevels``:
+ICON 120 "was 90", ICON-EU 74 "was 60", ICON-D2 65). The counts have changed before, so the
+rows of the model-level fields name no level numbers (``levels=RUN_LEVELS``): a run's levels
+are read from the run. The HTTP source (``remote.plan_model_levels``) fetches HHL of half
+level 1, which every count has, reads the number of half levels from its vertical-grid header
+(``nlev``), fetches HHL from the surface half level upwards until ``hub_levels`` finds the
+full levels that span the hub heights (``config.HUB_HEIGHT_RANGE_M``, 10-300 m) at every
+cell, and then asks for U and V on those full levels only. The 10 m wind is the profile's
+bottom, so the lowest full level (about 10 m) and the levels up to the first one at or above
+300 m everywhere are enough; over mountains the levels are compressed (SLEVE), so that first
+level is chosen where the terrain is highest. The decoder takes whatever levels the files
+carry, and interpolation puts each full level halfway between its half levels' HHL values
+above the surface, whatever their numbers.
+
+The sample source writes the real counts (``LEVEL_COUNTS``) with heights over flat terrain
+from ICON's level distribution (``mo_init_vgrid``, ``itype_laydistr`` 1): ``a(k) = H (2/pi
+arccos(((k-1)/N)**s))**x``, with ``x`` such that the lowest layer is ``min_lay_thckn`` = 20 m
+thick (``VERTICAL_GRIDS``). ICON-D2: N = 65, H = 22 km, s = 0.65; ICON-EU is nested in the
+global ICON and shares the lowest 74 of its 120 layers (global N = 120, H = 75 km, s = 0.9:
+assumed, not DWD's operational namelist, which the sample does not need: a reader only sees
+HHL). Over orography the levels follow the terrain and are compressed smoothly upwards (SLEVE
+decay, ``SLEVE_DECAY``): ``HHL = HSURF + a + HSURF * (b(a) - 1)`` with ``b(a) = sinh((H/d)**n -
+(a/d)**n) / sinh((H/d)**n)``, d = 4 km, n = 1.2, H = 22 km.
+
+**Optional rows.** A row marked ``optional`` (``OPTIONAL_PARAMS``, and every pressure-level
+row) is a field the products can go without: CLCL and ASOB_S (no product element reads them),
+CAPE_ML (``codes.weather_type`` reads a missing CAPE as 0: no thunderstorm or shower class from
+that model), VIS (not in the v1 trees, see below; the blend takes it from IFS) and T, U, V and
+FI on pressure levels (the profile then comes from the 10 m wind, the model levels and, for
+temperature, the lapse rate). The legacy trees carry all of them for both models: public
+downloaders read ``clcl``, ``cape_ml`` and ``t``/``u``/``v``/``fi`` on pressure levels of both
+(Open-Meteo's ``IconVariableDownloadable.swift``) and ``asob_s`` of ICON-D2; but an independent
+replica of the v1 tree held only a subset, and a tree can lack a field on any day. The HTTP
+source drops a missing optional file from the run with a note (``remote.py``), and the decoder
+yields no variable for a row without messages. The other rows are required: without one of
+them the model is not used for that cycle.
 
 **DWD's v1 scheme (native icosahedral grids).** From 30 November 2026 DWD publishes ICON-EU and
 ICON-D2 only below ``https://opendata.dwd.de/weather/nwp/v1/``, on the models' native
@@ -97,40 +129,65 @@ differ, and a row with no message in a run (VIS in v1) simply yields no variable
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from .base import (GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid, Upstream,
-                   hours)
+import numpy as np
+
+from .base import (RUN_LEVELS, GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid,
+                   Upstream, hours)
 
 G = 9.80665
 
 PRESSURE_LEVELS: tuple[int, ...] = (1000, 950, 925, 850, 700)  # hPa
 
-# Height (m) of the lowest half levels above the ground over flat terrain at sea level, by DWD
-# half-level number (see the module docstring for their origin). The last one is the surface.
-HALF_LEVEL_HEIGHTS: dict[str, dict[int, float]] = {
-    "icon-eu": {55: 436.49, 56: 318.34, 57: 216.52, 58: 131.88, 59: 65.68, 60: 20.0, 61: 0.0},
-    "icon-d2": {58: 432.42, 59: 353.59, 60: 280.60, 61: 213.75, 62: 153.44, 63: 100.28,
-                64: 55.21, 65: 20.0, 66: 0.0},
+# Full levels of each model as DWD runs it (module docstring). Only the sample source uses
+# them: a reader learns a run's count from its HHL (``nlev`` = the number of half levels).
+LEVEL_COUNTS: dict[str, int] = {"icon-eu": 74, "icon-d2": 65}
+
+
+@dataclass(frozen=True)
+class VerticalGrid:
+    """ICON's level distribution over flat terrain (``mo_init_vgrid``, ``itype_laydistr`` 1)
+    of the column a model's levels are the lowest ``LEVEL_COUNTS`` of."""
+
+    levels: int  # N, full levels of the whole column
+    top_m: float  # H
+    stretch: float  # s
+    lowest_layer_m: float = 20.0  # min_lay_thckn
+
+
+VERTICAL_GRIDS: dict[str, VerticalGrid] = {
+    "icon-eu": VerticalGrid(120, 75000.0, 0.9),  # the global column it is nested in
+    "icon-d2": VerticalGrid(65, 22000.0, 0.65),
 }
 # SLEVE decay of the orography's imprint with height: (decay scale m, exponent, top m).
 SLEVE_DECAY: tuple[float, float, float] = (4000.0, 1.2, 22000.0)
-# Number of half levels of the whole column (GRIB key ``nlev`` of the model-level fields).
-NUMBER_OF_HALF_LEVELS: dict[str, int] = {"icon-eu": 61, "icon-d2": 66}
 
 
-def model_levels(model_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(full levels, half levels) of ``model_id`` in the tables, top first."""
-    half = tuple(sorted(HALF_LEVEL_HEIGHTS[model_id]))
-    return half[:-1], half
+def hub_levels(hhl: Mapping[int, np.ndarray], top_m: float) -> tuple[int, ...] | None:
+    """The full levels, top first, from the lowest one up to the first one whose height above
+    the ground is at least ``top_m`` at every cell, from ``hhl``: half-level heights above sea
+    level (NaN where a cell has none) by half-level number, the largest number being the
+    surface and the others a contiguous run above it. None when the run of half levels does
+    not reach that high yet."""
+    surface = max(hhl)
+    ground = np.asarray(hhl[surface], dtype=np.float64)
+    for level in range(surface - 1, min(hhl) - 1, -1):
+        if level not in hhl:
+            raise ValueError(f"HHL of half level {level} is missing below half level {min(hhl)}")
+        mid = 0.5 * (np.asarray(hhl[level], np.float64) + np.asarray(hhl[level + 1], np.float64))
+        agl = mid - ground
+        if np.isfinite(agl).any() and np.nanmin(agl) >= top_m:
+            return tuple(range(level, surface))
+    return None
 
 _I, _A, _M, _X, _C = (Processing.INSTANT, Processing.ACCUM_SINCE_START,
                       Processing.AVG_SINCE_START, Processing.INTERVAL, Processing.CONSTANT)
 
 
 def _fields(model_id: str, *, vis: bool, fine: bool) -> tuple[GribField, ...]:
-    full, half = model_levels(model_id)
     rows = [
         GribField("t2m", "2t", "heightAboveGround", param="T_2M"),
         GribField("d2m", "2d", "heightAboveGround", param="TD_2M"),
@@ -163,12 +220,18 @@ def _fields(model_id: str, *, vis: bool, fine: bool) -> tuple[GribField, ...]:
         GribField("v_pl", "v", "isobaricInhPa", PRESSURE_LEVELS, param="V"),
         # Geopotential (m2 s-2) -> geopotential height (m).
         GribField("z_pl", "z", "isobaricInhPa", PRESSURE_LEVELS, scale=1.0 / G, param="FI"),
-        # The lowest model levels (wind at hub heights) and their half-level heights.
-        GribField("u_ml", "u", "generalVerticalLayer", full, param="U"),
-        GribField("v_ml", "v", "generalVerticalLayer", full, param="V"),
-        GribField("hhl", "HHL", "generalVertical", half, processing=_C, param="HHL"),
+        # The model levels that span the hub heights (chosen per run from HHL, see the module
+        # docstring) and their half-level heights above sea level.
+        GribField("u_ml", "u", "generalVerticalLayer", RUN_LEVELS, param="U"),
+        GribField("v_ml", "v", "generalVerticalLayer", RUN_LEVELS, param="V"),
+        GribField("hhl", "HHL", "generalVertical", RUN_LEVELS, processing=_C, param="HHL"),
     ]
-    return tuple(rows)
+    return tuple(replace(r, optional=r.param in OPTIONAL_PARAMS
+                         or r.typeOfLevel == "isobaricInhPa") for r in rows)
+
+
+# Single-level fields a product can go without (module docstring); the pressure levels too.
+OPTIONAL_PARAMS = frozenset({"CLCL", "ASOB_S", "CAPE_ML", "VIS"})
 
 
 # Level types of the v1 paths (``lvt1``), by ecCodes typeOfLevel.

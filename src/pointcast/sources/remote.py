@@ -22,6 +22,12 @@ What it does, for every model alike:
   ``uuidOfHGrid`` (read from the run's first file) in ``<cache>/http/grids/<uuid>/``: every
   later run on that grid takes them from there and sends no request for them. They are
   returned first among the run's files, where ``ingest.decode`` finds them.
+* **model levels** (ICON: rows with ``levels=RUN_LEVELS``): chosen per run from its HHL
+  before the rest is fetched (``plan_model_levels``): HHL of half level 1 gives the number of
+  levels, HHL from the surface up the heights, and U/V are asked for on the levels spanning
+  the hub heights only.
+* **optional rows** (``GribField.optional``): a file only optional rows read that no mirror
+  has (404) is dropped at once with a note instead of being retried until the deadline.
 * **cache**: ``<cache>/http/<model>/<YYYYMMDDHH>/<path>`` holds the downloaded messages, with
   the index (``.index``/``.idx`` beside, as upstream) and a ``.json`` record of the byte ranges
   taken; a run fully fetched gets a ``complete`` marker. A re-run finds the run complete
@@ -53,10 +59,14 @@ from typing import Any
 
 import eccodes
 import httpx
+import numpy as np
 
 from .. import __version__
-from ..ingest import CELL_CENTRE_ROWS, CellGridKey, index_file
-from .base import FetchedRun, GribField, Layout, Mirror, ModelSpec, Processing, RunRef, Upstream
+from ..config import HUB_HEIGHT_RANGE_M
+from ..ingest import CELL_CENTRE_ROWS, CellGridKey, index_file, plain_grib
+from .base import (RUN_LEVELS, FetchedRun, GribField, Layout, Mirror, ModelSpec, Processing,
+                   RunRef, Upstream)
+from .icon import hub_levels
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +197,7 @@ class RemoteFile:
     path: str  # data file, relative to a mirror's URL
     index_path: str | None
     first_step_h: float
+    optional: bool = False  # only optional rows' messages: a run can go without it
 
 
 def run_files(layout: Layout, model: ModelSpec, init: datetime,
@@ -196,13 +207,16 @@ def run_files(layout: Layout, model: ModelSpec, init: datetime,
     out: list[RemoteFile] = []
     seen: set[str] = set()
 
-    def add(tmpl_vars: dict[str, Any], step_min: int) -> None:
+    def add(tmpl_vars: dict[str, Any], step_min: int, optional: bool = False) -> None:
         path = tmpl_vars.pop("path", layout.path).format(init=init, **tmpl_vars)
         if path in seen:
+            if not optional:  # a file some required row reads is required
+                at = next(i for i, f in enumerate(out) if f.path == path)
+                out[at] = replace(out[at], optional=False)
             return
         seen.add(path)
         index = layout.index_path.format(init=init, **tmpl_vars) if layout.index_path else None
-        out.append(RemoteFile(path, index, step_min / 60))
+        out.append(RemoteFile(path, index, step_min / 60, optional))
 
     if layout.step_groups is not None:
         hours_ = {m // 60 for m in minutes}
@@ -221,13 +235,15 @@ def run_files(layout: Layout, model: ModelSpec, init: datetime,
         for row in model.fields:
             # Constants exist at step 0 only; a maximum over the interval before the step
             # (DWD's VMAX_10M) has no step 0.
+            # The levels of RUN_LEVELS rows are planned per run (plan_model_levels).
             if (row.processing is Processing.CONSTANT and m != 0) or (m % 60 and not row.fine) \
-                    or (row.processing is Processing.INTERVAL and m == 0):
+                    or (row.processing is Processing.INTERVAL and m == 0) \
+                    or row.levels == RUN_LEVELS:
                 continue
             for level in row.levels or (None,):
                 extra = layout.path_vars(row, level, m)
                 if extra is not None:
-                    add({**base, **extra}, m)
+                    add({**base, **extra}, m, row.optional)
     return out
 
 
@@ -243,6 +259,100 @@ def cell_centre_files(layout: Layout, init: datetime) -> dict[str, RemoteFile]:
             out[row.param] = RemoteFile(extra.pop("path", layout.path).format(
                 init=init, step=0, minute=0, **extra), None, 0.0)
     return out
+
+
+# Half levels whose HHL is asked for at once while looking for the hub heights' levels.
+HHL_BATCH = 4
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """The model levels of a run (``plan_model_levels``): what was learnt from its HHL and the
+    files of the chosen levels."""
+
+    half_levels: int  # the column's number of half levels (``nlev``)
+    full: tuple[int, ...]  # the full levels chosen, top first
+    hhl: tuple[Path, ...]  # the HHL files of their half levels, fetched
+    files: tuple[RemoteFile, ...]  # the other RUN_LEVELS rows' files on the full levels
+
+
+def plan_model_levels(layout: Layout, model: ModelSpec, init: datetime,
+                      steps: tuple[timedelta, ...], get) -> LevelPlan | None:
+    """Plan the files of the rows whose levels each run decides (``RUN_LEVELS``: ICON's model
+    levels, sources/icon.py) where ``layout`` names one file per field; None otherwise.
+
+    ``get(files)`` fetches ``RemoteFile``s and returns their local paths. The HHL row's file of
+    half level 1 (the top, which every vertical grid has) gives the number of half levels
+    (``nlev``); HHL is then fetched from the surface half level upwards, ``HHL_BATCH`` levels
+    at a time, until ``icon.hub_levels`` finds the full levels that span the hub heights
+    (``config.HUB_HEIGHT_RANGE_M``) at every cell. The other rows (U, V) get the files of
+    those full levels at every step."""
+    rows = [r for r in model.fields if r.levels == RUN_LEVELS]
+    if not rows or layout.path_vars is None:
+        return None
+    heights = [r for r in rows if r.var == "hhl"]
+    if len(heights) != 1:
+        raise ValueError(f"{model.id}: rows of levels chosen per run need one 'hhl' row")
+
+    def file(row: GribField, level: int, minute: int) -> RemoteFile | None:
+        extra = layout.path_vars(row, level, minute)
+        if extra is None:
+            return None
+        return RemoteFile(extra.pop("path", layout.path).format(
+            init=init, step=minute // 60, minute=minute % 60, **extra), None, minute / 60)
+
+    def hhl_files(levels: list[int]) -> list[RemoteFile]:
+        files = [file(heights[0], lv, 0) for lv in levels]
+        if None in files:
+            raise ValueError(f"{model.id}: layout {layout.name!r} names no HHL file")
+        return files
+
+    top = get(hhl_files([1]))[0]
+    nlev = _hhl(top)[0]
+    hhl: dict[int, np.ndarray] = {}
+    paths: dict[int, Path] = {}
+    full, above = None, nlev + 1  # the half levels fetched so far lie below ``above``
+    while full is None and above > 1:
+        batch = list(range(above - 1, max(above - 1 - HHL_BATCH, 0), -1))
+        for lv, path in zip(batch, get(hhl_files(batch))):
+            got, hhl[lv] = _hhl(path, lv)
+            if got != nlev:
+                raise SourceUnavailable(f"{path}: HHL of {got} half levels, half level 1 has "
+                                        f"{nlev}")
+            paths[lv] = path
+        full, above = hub_levels(hhl, HUB_HEIGHT_RANGE_M[1]), batch[-1]
+    if full is None:
+        raise SourceUnavailable(f"{model.id} {init:%Y-%m-%d %H} UTC: no model level reaches "
+                                f"{HUB_HEIGHT_RANGE_M[1]:g} m above the ground at every cell "
+                                f"(HHL of {nlev} half levels)")
+    minutes = sorted({int(s.total_seconds() // 60) for s in steps})
+    levelled = [f for r in rows if r is not heights[0] and r.processing is not Processing.CONSTANT
+                for m in minutes if not (m % 60 and not r.fine)
+                for lv in full if (f := file(r, lv, m)) is not None]
+    return LevelPlan(nlev, full, tuple(paths[lv] for lv in (*full, full[-1] + 1)),
+                     tuple(levelled))
+
+
+def _hhl(path: Path, level: int | None = None) -> tuple[int, np.ndarray]:
+    """(number of half levels ``nlev``, heights with NaN where missing) of the HHL message in
+    ``path``, checked to be of half level ``level`` when given."""
+    with open(plain_grib(path), "rb") as f:
+        h = eccodes.codes_grib_new_from_file(f)
+    if h is None:
+        raise SourceUnavailable(f"{path}: no GRIB message")
+    try:
+        if eccodes.codes_get_string(h, "typeOfLevel") != "generalVertical":
+            raise SourceUnavailable(f"{path}: not a half-level (generalVertical) field")
+        if level is not None and eccodes.codes_get_long(h, "level") != level:
+            raise SourceUnavailable(f"{path}: HHL of half level "
+                                    f"{eccodes.codes_get_long(h, 'level')}, not {level}")
+        nlev = eccodes.codes_get_long(h, "nlev")
+        values = eccodes.codes_get_values(h)
+        if eccodes.codes_get_long(h, "bitmapPresent"):
+            values[values == eccodes.codes_get_double(h, "missingValue")] = np.nan
+    finally:
+        eccodes.codes_release(h)
+    return nlev, values
 
 
 def _floor_run(model: ModelSpec, when: datetime) -> datetime:
@@ -448,7 +558,9 @@ class HttpSource:
                     files = run_files(layout, model, init, steps)
                     delay = self.retry_seconds
                     while True:
-                        state, mirror = self._state(client, up, files, deadline)
+                        # a run is complete without its optional files
+                        state, mirror = self._state(
+                            client, up, [f for f in files if not f.optional] or files, deadline)
                         if state != "partial" or time.monotonic() + delay > deadline:
                             break
                         logger.info("%s %s (%s): run still being published, waiting %.0f s",
@@ -494,8 +606,10 @@ class HttpSource:
                 done = json.loads(marker.read_text())
             except (OSError, ValueError):
                 done = {}
+            dropped = set(done.get("dropped", []))
             paths = tuple(Path(cache) / "http" / p for p in done.get("grid", [])) \
-                + tuple(run_dir / p for p in record["files"])
+                + tuple(run_dir / p for p in record["files"] if p not in dropped) \
+                + tuple(run_dir / p for p in done.get("levels", []))
             if {k: done.get(k) for k in record} == record and all(p.exists() for p in paths):
                 return FetchedRun(run=run, files=paths, notes=(
                     f"{model.id} {init:%Y-%m-%d %H} UTC: {len(paths)} files from the cache "
@@ -506,36 +620,60 @@ class HttpSource:
         progress = _Progress(what, len(files) + len(centres), logger, self.progress)
         deadline = self._deadline()
         used: dict[str, int] = {}
+        dropped: list[str] = []
         lock = threading.Lock()
 
-        def one(f: RemoteFile, dest: Path) -> Path:
-            dest, nbytes, mirror = self._fetch_file(client, model, up, layout, f, dest,
-                                                   deadline)
+        def one(f: RemoteFile, dest: Path) -> Path | None:
+            try:
+                dest, nbytes, mirror = self._fetch_file(client, model, up, layout, f, dest,
+                                                       deadline)
+            except _Missing:  # an optional file no mirror has (required ones are retried)
+                with lock:
+                    dropped.append(f.path)
+                progress.step(0, cached=False)
+                return None
             with lock:
                 if mirror:
                     used[mirror] = used.get(mirror, 0) + 1
             progress.step(nbytes, cached=not mirror)
             return dest
 
+        def get(fs: list[RemoteFile]) -> list[Path]:
+            progress.total += len(fs)
+            return list(pool.map(one, fs, [run_dir / f.path for f in fs]))
+
         try:
             with self._client() as client, ThreadPoolExecutor(
                     self.connections, thread_name_prefix=f"fetch-{model.id}") as pool:
-                paths = tuple(pool.map(one, files, [run_dir / f.path for f in files]))
+                plan = plan_model_levels(layout, model, init, run.steps, get)
+                levels = () if plan is None else plan.hhl + tuple(get(list(plan.files)))
+                paths = tuple(p for p in pool.map(one, files, [run_dir / f.path for f in files])
+                              if p is not None)
                 grid = _cell_centres(centres, paths[0], Path(cache) / "http" / "grids", one)
         finally:
             progress.close()
         tmp = marker.with_name(f"complete.{os.getpid()}.tmp")
         grid_rel = [p.relative_to(Path(cache) / "http").as_posix() for p in grid]
-        tmp.write_text(json.dumps(dict(record, grid=grid_rel, mirrors=used,
-                                       bytes=progress.bytes)) + "\n")
+        tmp.write_text(json.dumps(dict(
+            record, grid=grid_rel, dropped=sorted(dropped), mirrors=used, bytes=progress.bytes,
+            levels=[p.relative_to(run_dir).as_posix() for p in levels])) + "\n")
         os.replace(tmp, marker)
-        paths = grid + paths
+        paths = grid + paths + levels
         note = (f"{model.id} {init:%Y-%m-%d %H} UTC ({layout.name}): {len(paths)} files, "
                 f"{progress.bytes / 1e6:.1f} MB downloaded from "
                 f"{', '.join(f'{m} ({n})' for m, n in used.items()) or 'nowhere'}, "
                 f"{progress.cached} from the cache; {up.licence}")
-        logger.info("%s", note)
-        return FetchedRun(run=run, files=paths, notes=(note,))
+        notes = [note]
+        if plan is not None:
+            notes.append(f"{model.id}: {plan.half_levels - 1} model levels; full levels "
+                         f"{plan.full[0]}-{plan.full[-1]} span the hub heights (HHL)")
+        if dropped:
+            notes.append(f"{model.id}: {len(dropped)} optional file(s) not published, the run "
+                         f"is used without them: {', '.join(sorted(dropped)[:5])}"
+                         + (" ..." if len(dropped) > 5 else ""))
+        for n in notes:
+            logger.info("%s", n)
+        return FetchedRun(run=run, files=paths, notes=tuple(notes))
 
     def _fetch_file(self, client, model: ModelSpec, up: Upstream, layout: Layout,
                     f: RemoteFile, dest: Path, deadline: float) -> tuple[Path, int, str]:
@@ -563,8 +701,8 @@ class HttpSource:
         def with_mirror(mirror: Mirror):
             return mirror.name, attempt(mirror)
 
-        name, (data, index_text, ranges) = self._retrying(f.path, up.mirrors, deadline,
-                                                          with_mirror)
+        name, (data, index_text, ranges) = self._retrying(
+            f.path, up.mirrors, deadline, with_mirror, retry_missing=not f.optional)
         _atomic_write(dest, data)
         if local_index is not None and index_text is not None:
             _atomic_write(local_index, index_text.encode())

@@ -31,10 +31,13 @@ writes what they write, byte for byte in format if not in content:
   messages, the quarter hours ``SSS-1``:15, :30, :45 and ``SSS``:00 (the ``000`` file holds
   step 0 only), so the hourly file names are unchanged and a reader that only wants hours
   takes the last message. ASOB_S and CLCL are hourly in ICON-D2 too (one message per
-  file). **Model levels**: U and V on the lowest full levels
-  (ICON-EU 55-60, ICON-D2 58-65) at every step, HHL on their half levels once, on the
-  generalized vertical height coordinate with DWD's vertical-grid header (``nlev``,
-  ``numberOfVGridUsed`` 4, a synthetic ``uuidOfVGrid``), see ``sources/icon.py``.
+  file). **Model levels**: the real counts (ICON-EU 74 full levels, ICON-D2 65), HHL on
+  every half level once (1..75, 1..66), U and V at every step on the lowest full levels: those
+  a reader picks from this HHL to span the hub heights, and one more above (a real tree has
+  every level; the numbers follow from the heights: ICON-EU 61-74 at the default scale, where
+  its terrain reaches 4 km). On the generalized vertical height coordinate with DWD's
+  vertical-grid header (``nlev`` = the number of half levels, ``numberOfVGridUsed`` 4, a
+  synthetic ``uuidOfVGrid``), see ``sources/icon.py``.
 * JMA MSM as JMA's surface GPV ("Lsurf"): one file per range of steps holding every field of
   those steps, ``Z__C_RJTD_<YYYYMMDDhh>0000_MSM_GPV_Rjp_Lsurf_FH<aa>-<bb>_grib2.bin`` with
   FH00-15, FH16-33 and FH34-39 for every run and FH40-51, FH52-78 for the 00/12 UTC runs,
@@ -93,6 +96,7 @@ area and steps give byte-identical files.
 from __future__ import annotations
 
 import bz2
+import functools
 import hashlib
 import json
 import logging
@@ -110,9 +114,10 @@ import eccodes
 import numpy as np
 
 from ..catalogue import variable
-from .base import FetchedRun, GribField, ModelSpec, Processing, RunRef
-from .icon import (CELL_CENTRES, HALF_LEVEL_HEIGHTS, NATIVE_GRIDS, NOT_IN_V1,
-                   NUMBER_OF_HALF_LEVELS, SLEVE_DECAY, legacy_path, v1_path)
+from ..config import HUB_HEIGHT_RANGE_M
+from .base import RUN_LEVELS, FetchedRun, GribField, ModelSpec, Processing, RunRef
+from .icon import (CELL_CENTRES, LEVEL_COUNTS, NATIVE_GRIDS, NOT_IN_V1, SLEVE_DECAY,
+                   VERTICAL_GRIDS, hub_levels, legacy_path, v1_path)
 from .msm import file_group as msm_file_group
 from .msm import file_name as msm_file_name
 
@@ -120,8 +125,9 @@ log = logging.getLogger(__name__)
 
 # Part of the cached run's fingerprint: bump it when the files written change, so that
 # runs cached by an older version are rewritten (2: CLCL, ASOB_S, ICON model levels, HHL;
-# 3: JMA MSM, East Asian weather and orography, orographic lift, the wider default area).
-GENERATOR = "pointcast-sample/3"  # (GFS added without a bump: no earlier file changed)
+# 3: JMA MSM, East Asian weather and orography, orographic lift, the wider default area;
+# 4: ICON's real level counts, HHL on every half level).
+GENERATOR = "pointcast-sample/4"  # (GFS added without a bump: no earlier file changed)
 SYNTHETIC_NOTE = ("SYNTHETIC DATA: written by pointcast's embedded sample source from an "
                   "analytic weather model; this is not a real forecast.")
 
@@ -150,6 +156,8 @@ JMA_PACKING = "grid_simple"
 JMA_BITS = 12
 # ICON model-level wind is written at every step up to this lead time (hours; None: all).
 MODEL_LEVEL_HOURS: int | None = None
+# Full levels written above those that span the hub heights (see Weather).
+EXTRA_MODEL_LEVELS = 1
 
 # ------------------------------------------------------------------------------------------
 # Grids actually written: the operational grid, cropped to the area, every Nth row/column.
@@ -546,16 +554,34 @@ def _orography(lat: np.ndarray, lon: np.ndarray, land: np.ndarray, landfrac: np.
     return np.where(land, h, 0.0)
 
 
+@functools.lru_cache(maxsize=None)
+def flat_half_level_heights(model_id: str) -> tuple[float, ...]:
+    """Heights (m) of the half levels 1..N+1 of ``model_id`` over flat terrain at sea level,
+    N = ``icon.LEVEL_COUNTS``: ICON's level distribution ``a(k) = H (2/pi arccos(((k-1)/M)
+    **s))**x`` over the column of ``icon.VERTICAL_GRIDS`` (M levels), ``x`` found by bisection
+    so that the lowest layer is ``lowest_layer_m`` thick; a nest (ICON-EU) takes the lowest N
+    layers of that column."""
+    g, n = VERTICAL_GRIDS[model_id], LEVEL_COUNTS[model_id]
+    k = np.arange(g.levels + 1, dtype=np.float64)  # k - 1 of half levels 1..M+1
+    base = 2.0 / math.pi * np.arccos((k / g.levels) ** g.stretch)
+    lo, hi = 0.5, 10.0  # the lowest layer thins as x grows
+    for _ in range(100):
+        x = 0.5 * (lo + hi)
+        lo, hi = (x, hi) if g.top_m * base[-2] ** x > g.lowest_layer_m else (lo, x)
+    a = g.top_m * base ** x
+    return tuple(float(v) for v in a[g.levels - n:])
+
+
 def half_level_height(model_id: str, level: int, orog: np.ndarray) -> np.ndarray:
     """Height above sea level (m) of ICON half level ``level`` over the surface height
-    ``orog``: the flat-terrain height ``a`` of the level (``icon.HALF_LEVEL_HEIGHTS``) on top
+    ``orog``: the flat-terrain height ``a`` of the level (``flat_half_level_heights``) on top
     of the terrain, whose imprint decays upwards as in ICON's SLEVE coordinate,
     ``z = a + b(a) orog`` with ``b(a) = sinh((H/d)**n - (a/d)**n) / sinh((H/d)**n)``. The
     lowest half level is the surface itself; above it the layers are thinner over mountains
-    (the lowest 436 m of ICON-EU's flat column shrink to 300 m over 2000 m of orography).
-    ICON also keeps very thin layers from getting thinner still over high terrain; the
-    sample does not (its orography is smooth)."""
-    a = HALF_LEVEL_HEIGHTS[model_id][level]
+    (the lowest 469 m of ICON-EU's flat column shrink to about 320 m over 2000 m of
+    orography). ICON also keeps very thin layers from getting thinner still over high terrain;
+    the sample does not (its orography is smooth)."""
+    a = flat_half_level_heights(model_id)[level - 1]
     d, n, top = SLEVE_DECAY
     b = math.sinh((top / d) ** n - (a / d) ** n) / math.sinh((top / d) ** n)
     return (a + b * np.asarray(orog, dtype=np.float64)).astype(np.float32)
@@ -759,20 +785,22 @@ class Weather:
         self.t_lapse = (LAPSE * self.orog).astype(f4)
         self.clear_alt = (1.0 + 0.06 * np.clip(self.orog, 0.0, 4000.0) / 1000.0).astype(f4)
         self.cape_base = (0.25 + 0.25 * (1.0 - lf)).astype(f4)
-        # ICON model levels in the table: half-level heights above sea level (HHL) and the
-        # height of each full level above the ground (halfway between its half levels).
+        # ICON model levels: half-level heights above sea level (HHL) of the whole column and
+        # the height above the ground (halfway between its half levels) of each full level
+        # the wind is written on: those a reader picks from this HHL to span the hub heights
+        # (``icon.hub_levels``) and ``EXTRA_MODEL_LEVELS`` above them (a real tree has all).
         self.hhl: dict[int, np.ndarray] = {}
         self.full_agl: dict[int, np.ndarray] = {}
-        half = sorted({lv for r in model.fields if r.var == "hhl" for lv in r.levels or ()})
-        full = sorted({lv for r in model.fields if r.var in ("u_ml", "v_ml")
-                       for lv in r.levels or ()})
-        if half:
+        self.run_levels: dict[str, tuple[int, ...]] = {}
+        if any(r.levels == RUN_LEVELS for r in model.fields):
+            half = range(1, LEVEL_COUNTS[model.id] + 2)
             self.hhl = {lv: half_level_height(model.id, lv, self.orog) for lv in half}
+            span = hub_levels(self.hhl, HUB_HEIGHT_RANGE_M[1])
+            full = tuple(range(max(1, span[0] - EXTRA_MODEL_LEVELS), span[-1] + 1))
             for lv in full:
-                if lv not in self.hhl or lv + 1 not in self.hhl:
-                    raise ValueError(f"{model.id}: full level {lv} lacks its half levels")
                 self.full_agl[lv] = (0.5 * (self.hhl[lv] + self.hhl[lv + 1]) - self.orog
                                      ).astype(f4)
+            self.run_levels = {"generalVertical": tuple(half), "generalVerticalLayer": full}
 
     # -- the state at the surface ----------------------------------------------------------
 
@@ -1083,18 +1111,25 @@ LEVELLED = ("isobaricInhPa", "generalVerticalLayer", "generalVertical")
 MODEL_LEVEL_TYPES = ("generalVerticalLayer", "generalVertical")
 
 
-def products_of(model: ModelSpec) -> list[Product]:
+def products_of(model: ModelSpec, run_levels: Mapping[str, tuple[int, ...]] | None = None
+                ) -> list[Product]:
     """The distinct messages behind a model's table (a message several rows map to, such as
     ICON's ASWDIR_S or IFS's 10u, is written once). Rows of another GRIB edition than 2
-    (IFS's GRIB1 encodings) are not written: the sample writes GRIB2 only."""
+    (IFS's GRIB1 encodings) are not written: the sample writes GRIB2 only. The levels of
+    ``RUN_LEVELS`` rows are ``run_levels[typeOfLevel]`` (``Weather.run_levels``)."""
     groups: dict[tuple, list[GribField]] = {}
     for row in model.fields:
         if row.edition not in (None, 2):
             continue
-        for level in row.levels or (None,):
+        levels = row.levels
+        if levels == RUN_LEVELS:
+            levels = (run_levels or {}).get(row.typeOfLevel, ())
+            if not levels:
+                continue
+        for level in levels or (None,):
             # A row over several levels of one name (GFS ``u`` at 80 and 100 m) is one
             # message per level, whatever the level type.
-            levelled = row.typeOfLevel in LEVELLED or len(row.levels or ()) > 1
+            levelled = row.typeOfLevel in LEVELLED or len(levels or ()) > 1
             key = (row.shortName, row.param or row.shortName, row.typeOfLevel,
                    level if levelled else None)
             groups.setdefault(key, []).append(row)
@@ -1534,10 +1569,10 @@ def vertical_grid(model: ModelSpec) -> tuple[int, int, str] | None:
     coordinate, ``ivctype`` 2, as ICON writes it) and ``uuidOfVGrid`` (a fixed hash of the
     model id here; DWD's is the UUID of its HHL field, which a reader pairs the model-level
     fields with)."""
-    if model.id not in NUMBER_OF_HALF_LEVELS:
+    if model.id not in LEVEL_COUNTS:
         return None
     uuid = hashlib.md5(f"pointcast-sample {model.id} vertical grid".encode()).hexdigest()
-    return NUMBER_OF_HALF_LEVELS[model.id], 4, uuid
+    return LEVEL_COUNTS[model.id] + 1, 4, uuid
 
 
 def model_level_minutes(main: list[int]) -> set[int]:
@@ -1602,7 +1637,7 @@ def _icon_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weathe
 
     pending: dict[Product, list[bytes]] = {}  # 15-minute messages waiting for their hour file
     try:
-        for p, minute, main_step, msg in _icon_messages(run, model, weather, enc, products_of(model), fine):
+        for p, minute, main_step, msg in _icon_messages(run, model, weather, enc, products_of(model, weather.run_levels), fine):
             if p.processing is Processing.CONSTANT:
                 writer.write(path(p, None), msg, compress=True)
                 continue
@@ -1626,7 +1661,7 @@ def _icon_v1_files(run: RunRef, model: ModelSpec, grid: "CellGrid", weather: Wea
     ``v1/`` + ``icon.v1_path`` (ICON-D2's quarter hours in files of their own), the cell
     centres as CLAT/CLON and the constants (HSURF, HHL) at step 0."""
     init = run.init
-    prods = [p for p in products_of(model) if p.param not in NOT_IN_V1]
+    prods = [p for p in products_of(model, weather.run_levels) if p.param not in NOT_IN_V1]
     enc = _icon_encoder(run, model, grid, DWD_V1_PACKING)
 
     def path(p: Product, minute: int) -> str:
