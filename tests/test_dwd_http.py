@@ -36,8 +36,8 @@ def at(text: str) -> datetime:
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
     """DWD's tree: ICON-EU 00 and 06 UTC in v1 (one grid), 12 UTC in the legacy tree only;
-    ICON-D2 00 UTC in v1 and 03 UTC half published (its last file kept aside), with a
-    parameter no table asks for beside the wanted ones."""
+    ICON-D2 00 UTC in v1 and 03 UTC still being published (its last step, every field of
+    it, kept aside), with a parameter no table asks for beside the wanted ones."""
     base = tmp_path_factory.mktemp("dwd")
     root = base / "tree"
     samples = {}
@@ -53,8 +53,11 @@ def tree(tmp_path_factory):
     foreign = d2 / "RELHUM_2M" / "r" / "2026-11-20T00:00" / "s" / "PT001H00M.grib2"
     foreign.parent.mkdir(parents=True)
     shutil.copyfile(d2 / "T_2M" / "r" / "2026-11-20T00:00" / "s" / "PT001H00M.grib2", foreign)
-    last = samples["icon-d2", "03"][1][-1]
-    last.rename(base / "held.grib2")
+    held = base / "held"
+    held.mkdir()
+    for f in samples["icon-d2", "03"][1]:
+        if f.name == f"PT{H_D2:03d}H00M.grib2":
+            f.rename(held / f"{f.parent.parent.parent.parent.name}.grib2")
     return {"root": root, "samples": samples}
 
 
@@ -94,7 +97,7 @@ def gets(mirror: Mirror, pattern: str = "") -> list[str]:
 def test_icon_d2_newest_complete_run_wanted_files_only_and_same_values(tree, mirror, tmp_path):
     src = source(mirror, H_D2)
     run = src.discover(ICON_D2, at("2026-11-20T04:10"))
-    # 03 UTC was waited for (its last file is missing), then 00 UTC taken and the note says so
+    # 03 UTC was waited for (its last step is missing), then 00 UTC taken and the note says so
     assert run.init == at("2026-11-20T00:00") and run.source == "mirror/v1"
     assert len(run.notes) == 1 and "03 UTC (v1) was still being published" in run.notes[0]
     heads = [unquote(r.path) for r in mirror.requests if r.method == "HEAD"]
@@ -131,7 +134,7 @@ def test_icon_eu_cell_centres_fetched_once_per_grid(tree, mirror, tmp_path):
     src = source(mirror, H_EU)
     first = src.fetch(src.discover(ICON_EU, at("2026-11-20T05:00")), ICON_EU, tmp_path)
     assert first.run.init == at("2026-11-20T00:00")
-    assert [p for p in gets(mirror) if "/p/CLAT/" in p or "/p/CLON/" in p] == [
+    assert sorted(p for p in gets(mirror) if "/p/CLAT/" in p or "/p/CLON/" in p) == [
         "/dwd/v1/m/icon-eu/p/CLAT/r/2026-11-20T00:00/s/PT000H00M.grib2",
         "/dwd/v1/m/icon-eu/p/CLON/r/2026-11-20T00:00/s/PT000H00M.grib2"]
     uuid = index_file(first.files[2])[0].grid.uuid
