@@ -352,14 +352,15 @@ progress = false"""
         # IFS (the model reaching the horizon) missing: nothing is published, the reason is given
         cfg3 = _config(tmp_path / "no-ifs", sources.replace(mirror.url("ecmwf"), mirror.url("empty")))
         state = cycle(str(cfg3), now=now, return_state=True)
-        assert state.is_failed() and "the last published run stays served" in state.message
+        assert state.is_failed() and "no product can be built" in state.message
+        assert "no run has been published yet" in state.message and "stays served" not in state.message
         assert not (cfg3.parent / "output" / "current").exists()
         # ... and where a run is served, it stays served (the first cycle's output root)
         current = (root / "current").resolve()
         served = sorted((p.relative_to(current), p.stat().st_size) for p in current.rglob("*"))
         _config(cfg.parent, sources.replace(mirror.url("ecmwf"), mirror.url("empty")))
         state = cycle(str(cfg), now=at("2026-11-20T08:00"), return_state=True)
-        assert state.is_failed() and "the last published run stays served" in state.message
+        assert state.is_failed() and f"the previously published run {run_id} stays served" in state.message
         assert (root / "current").readlink().name == run_id
         assert sorted((p.relative_to(current), p.stat().st_size) for p in current.rglob("*")) == served
 
