@@ -449,7 +449,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             for pid, reason in unbuilt.items():
                 carried[pid] = publish.carry_product(cfg.output.root, writer, pid)
                 log.warning("%s cannot be built this cycle (%s): %s", pid, reason,
-                            "the files of the served run's are carried over" if carried[pid]
+                            "the served run's files of it are carried over" if carried[pid]
                             else "it is absent from this run (no served run has it)")
             report = validate_run(quote(cfg), quote(outputs))
     synthetic = any(r.synthetic for r in runs.values())
