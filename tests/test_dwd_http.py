@@ -23,6 +23,7 @@ from pointcast import ingest
 from pointcast.config import load_config
 from pointcast.ingest import decode, index_file
 from pointcast.sources import ICON_D2, ICON_EU, make_source
+from pointcast.sources import remote
 from pointcast.sources.remote import HttpSource, cell_centre_files, run_files
 
 UTC = timezone.utc
@@ -175,6 +176,39 @@ def test_404_on_v1_files_is_retried_and_a_dead_mirror_skipped(mirror, tmp_path):
                               for f in fetched.files[:2]]
     ds = decode(fetched.files, ICON_EU.fields, model="icon-eu")
     assert np.isfinite(ds.t2m.sel(time="2026-11-20T01:00").values).all()
+
+
+def test_a_field_the_tree_does_not_publish_is_dropped_in_seconds(mirror, tmp_path, monkeypatch):
+    """ICON-D2 00 UTC without model level 65 of V at any step (a tree that does not carry
+    that level), with a deadline of 5 minutes: discovery takes the run at once (the other
+    parameters of its last step are there, while a run still being written misses its last
+    step for every parameter); the fetch, on two connections, gets every other file before
+    it asks for a missing one again, and drops the field with a note within seconds."""
+    monkeypatch.setattr(remote, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
+    src = source(mirror, H_D2, wait_minutes=5, connections=2)
+    gone = r"/p/V/lvt1/150/lv1/65/"
+    for method in ("HEAD", "GET"):
+        mirror.fail(gone, "404", times=None, method=method)
+    t0 = time.monotonic()
+    run = src.discover(ICON_D2, at("2026-11-20T02:10"))
+    assert run.init == at("2026-11-20T00:00") and run.notes == ()
+    assert run_files(ICON_D2.upstream.layouts[0], ICON_D2, run.init, run.steps)[-1].field == "V level 65"
+    fetched = src.fetch(run, ICON_D2, tmp_path)
+    assert time.monotonic() - t0 < 60
+    (note,) = [n for n in fetched.notes if "not published" in n]
+    assert f"dropped: V level 65 ({H_D2 * 1 + 1} files)" in note
+    requests = mirror.gets()
+    missing = [i for i, r in enumerate(requests) if re.search(gone, unquote(r.path))]
+    others = [i for i, r in enumerate(requests) if not re.search(gone + "|/p/CL(AT|ON)/", unquote(r.path))]
+    paths = [requests[i].path for i in missing]
+    retries = [i for i, p in zip(missing, paths) if paths.index(p) != missing.index(i)]
+    assert len(set(paths)) == H_D2 + 1 and retries and min(retries) > max(others)
+    assert all(requests[i].status == 404 for i in missing)
+    assert not [f for f in fetched.files if re.search(gone, f.as_posix())]
+    # the cache remembers what is not published: a re-run asks for nothing, says the same
+    mirror.reset()
+    again = source(mirror, H_D2).fetch(run, ICON_D2, tmp_path)
+    assert again.files == fetched.files and mirror.gets() == [] and note in again.notes
 
 
 def test_legacy_tree_is_the_fallback(tree, mirror, tmp_path):

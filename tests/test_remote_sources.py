@@ -19,7 +19,7 @@ from conftest import ROOT
 from mirror import Mirror, add_foreign_message, publish_sample
 from pointcast.config import ConfigError, load_config
 from pointcast.ingest import decode
-from pointcast.sources import GFS, IFS, MODELS, MSM, make_source
+from pointcast.sources import GFS, IFS, MODELS, MSM, make_source, remote
 from pointcast.sources.remote import (HttpSource, SourceUnavailable, byte_ranges, parse_index,
                                       run_files)
 
@@ -363,6 +363,45 @@ progress = false"""
         assert state.is_failed() and f"the previously published run {run_id} stays served" in state.message
         assert (root / "current").readlink().name == run_id
         assert sorted((p.relative_to(current), p.stat().st_size) for p in current.rglob("*")) == served
+
+
+def test_cycle_survives_a_missing_file_and_a_corrupt_one(cycle_tree, prefect_harness, tmp_path,
+                                                        monkeypatch):
+    """MSM's FH16-33 file is not published (404 on every request) while the run's last file
+    is: MSM is dropped within seconds though its deadline is 5 minutes, the product falls back
+    to IFS alone, the manifest and the failure say why. Then the file is corrupt on every
+    answer: MSM is dropped at its deadline, the product again from IFS."""
+    from flows.cycle import cycle
+
+    monkeypatch.setattr(remote, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
+    now = at("2026-11-19T20:00")
+    with Mirror(cycle_tree["root"]) as mirror:
+        sources = f"""[sources.ecmwf]
+type = "http"
+base_url = "{mirror.url('ecmwf')}"
+horizon_hours = 240
+wait_minutes = 0.05
+retry_seconds = 0.1
+[sources.jma]
+type = "http"
+base_url = "{mirror.url('jma')}"
+wait_minutes = {{wait}}
+retry_seconds = 0.1
+progress = false"""
+        cache = f'cache = "{tmp_path / "cache"}"\n'
+        for case, fault, wait in (("missing", "404", 5), ("corrupt", "corrupt", 0.05)):
+            mirror.reset()
+            mirror.fail(r"_FH16-33_grib2\.bin$", fault, times=None)
+            cfg = _config(tmp_path / case, sources.format(wait=wait))
+            cfg.write_text(cfg.read_text().replace('root = "output"\n', 'root = "output"\n' + cache))
+            t0 = time.monotonic()
+            run_id = cycle(str(cfg), now=now)
+            assert time.monotonic() - t0 < 120
+            m = json.loads((cfg.parent / "output" / "runs" / run_id / "manifest.json").read_text())
+            assert list(m["dropped"]) == ["msm"] and m["products"]["japan"]["models"] == ["ifs"]
+            assert "FH16-33" in m["dropped"]["msm"] and "msm" not in m["models"]
+            assert ("is not published" if case == "missing" else "gave up at the deadline (0.05 min): mirror0: BadDownload") in m["dropped"]["msm"]
+            assert len(mirror.gets("_FH16-33_")) >= 2  # asked again before it was given up
 
 
 def test_live_configuration_points_at_the_real_upstreams():

@@ -648,7 +648,7 @@ class HttpSource:
                     raise self._gave_up(failing[0], len(failing) - 1)
                 absent += [item[0] for item, _ in again]  # "not found" up to the deadline
                 break
-            _logger().info("%s: %d files failed (%s), trying them again in %.0f s", model.id,
+            _logger().info("%s: %d files failed (%s), trying them again in %.3g s", model.id,
                            len(again), again[0][1], delay)
             time.sleep(delay)
             delay = min(delay * 2, MAX_BACKOFF_S)
