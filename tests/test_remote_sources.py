@@ -157,6 +157,7 @@ def test_msm_run_being_published_is_waited_for_then_an_older_one_used(tree, mirr
     assert time.monotonic() - t0 >= 0.02 * 60 * 0.5  # it waited for the 03 UTC run
     assert run.init == at("2026-11-20T00:00")
     assert len(run.notes) == 1 and "03 UTC" in run.notes[0] and "still being published" in run.notes[0]
+    assert run.notes[0].endswith("the older run 2026-11-20 00 UTC is used")
     fetched = src.fetch(run, MSM, tmp_path)
     assert [f.name for f in fetched.files] == [
         "Z__C_RJTD_20261120000000_MSM_GPV_Rjp_Lsurf_FH00-15_grib2.bin",
@@ -166,6 +167,15 @@ def test_msm_run_being_published_is_waited_for_then_an_older_one_used(tree, mirr
     ours, theirs = values(fetched.files, MSM), values(sample_files(tree, "msm", "2026112000"), MSM)
     for k in theirs:
         np.testing.assert_array_equal(ours[k], theirs[k])
+
+
+def test_no_older_run_is_claimed_when_there_is_none(mirror):
+    """Only the 03 UTC run is looked at, and it is still being published at the deadline:
+    the source gives up saying so, and does not claim an older run is used."""
+    with pytest.raises(SourceUnavailable) as err:
+        source(mirror, "jma", horizon_hours=20, lookback_runs=1).discover(MSM, at("2026-11-20T04:30"))
+    assert "03 UTC (lsurf) was still being published at the deadline" in str(err.value)
+    assert "older run" not in str(err.value)
 
 
 def test_msm_run_completing_during_the_wait_is_taken(tree, mirror):
