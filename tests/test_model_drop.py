@@ -14,7 +14,6 @@ from pathlib import Path
 import eccodes
 import numpy as np
 import pytest
-import xarray as xr
 
 from opscycle import EU_POINTS, HEAD, JAPAN_POINTS, archived, served_run
 
