@@ -22,7 +22,7 @@ from pathlib import Path
 
 import dask
 import numpy as np
-from prefect import flow, get_run_logger, task
+from prefect import allow_failure, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
@@ -81,15 +81,38 @@ def fetch(cfg: Config, run: RunRef) -> FetchedRun:
     return fetched
 
 
+class ModelFailed(RuntimeError):
+    """A model's run could not be decoded or extracted: the model is dropped from the cycle."""
+
+
 @task(cache_policy=NO_CACHE)
 def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, heights: list[float],
-                   groups: list[tuple[int, list[float]]]):
+                   groups: list[tuple[int, list[float]]], complete: bool):
     """The model's run at ``points``: the points of every list using it, one after the other,
-    each list (``groups``: its number of points and heights) profiled at its own heights."""
+    each list (``groups``: its number of points and heights) profiled at its own heights.
+    ``complete``: the model ends a product's blend, so every variable of its table must be in
+    the run (nothing after it supplies one it lacks); otherwise a variable it lacks comes from
+    the next model of the blend. Anything else that fails raises ``ModelFailed``, naming what."""
     model = MODELS[fetched.run.model]
-    ds = decode(fetched.files, model.fields, model=model.id,
-                attrs={"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)})
-    out = interp.extract(ds, points, heights, groups)  # on the flow's dask scheduler (dask_scheduler)
+    try:
+        ds = decode(fetched.files, model.fields, model=model.id,
+                    attrs={"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)})
+    except Exception as e:
+        raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e
+    lacking = sorted({row.var for row in model.fields} - set(ds.data_vars))
+    if lacking and complete:
+        raise ModelFailed(f"{model.id}: the run's files hold no field for {', '.join(lacking)}, "
+                          f"and no model after it in the blend would supply them")
+    if lacking:
+        _logger().warning("%s: the run's files hold no field for %s: the next model of the "
+                          "blend supplies them", model.id, ", ".join(lacking))
+    try:
+        out = interp.extract(ds, points, heights, groups)  # on the flow's dask scheduler (dask_scheduler)
+    except KeyError as e:
+        raise ModelFailed(f"{model.id}: extraction needs {e}, which the decoded run does not "
+                          f"hold") from e
+    except Exception as e:
+        raise ModelFailed(f"{model.id}: extraction failed: {type(e).__name__}: {e}") from e
     _logger().info("%s: decoded %d variables on %d times, extracted %d points", model.id,
                    len(ds.data_vars), ds.sizes["time"], len(points))
     return out
@@ -357,18 +380,26 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     # The last model of a product's blend must reach the end of that product's horizon.
     needed = {m: timedelta(hours=max([pc.horizon_hours for pc in cfg.products.values()
                                       if pc.models[-1] == m], default=0)) for m in models}
-    # Sources are asked at once (one may wait for a run being published); a model whose
-    # source gave up is dropped where the products can do without it (_without).
+    # Sources are asked at once (one may wait for a run being published). A model whose
+    # source gave up, or whose run does not decode, is dropped where the products can do
+    # without it; a product that cannot (its last model is dropped) keeps the files of the
+    # served run (_without, publish.carry_product).
     dropped: dict[str, str] = {}
+    unbuilt: dict[str, str] = {}  # product -> why it cannot be built this cycle
     runs = _available({m: discover.submit(quote(cfg), m, now, needed[m]) for m in models}, dropped)
-    cfg = _without(cfg, dropped)
+    cfg = _without(cfg, dropped, unbuilt)
+    if not cfg.products:
+        raise RuntimeError(_nothing_published(cfg, unbuilt))
+    runs = {m: runs[m] for m in runs if any(m in pc.models for pc in cfg.products.values())}
     run_id = _run_id(cfg, runs)
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return run_id
 
     fetched = _available({m: fetch(quote(cfg), runs[m], return_state=True) for m in runs}, dropped)
-    cfg = _without(cfg, dropped)
+    cfg = _without(cfg, dropped, unbuilt)
+    if not cfg.products:
+        raise RuntimeError(_nothing_published(cfg, unbuilt))
     runs = {m: runs[m] for m in fetched}
     # A model's messages are read once: one extraction at every points list that uses it
     # (products sharing a list share its points), each list then takes its points and heights.
@@ -380,6 +411,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                for f, pids in groups.items()}
     users = {m: [f for f, pids in groups.items() if any(m in cfg.products[p].models for p in pids)]
              for m in fetched}
+    ends = {pc.models[-1] for pc in cfg.products.values()}
     extracted: dict[Path, dict] = {f: {} for f in groups}
     model_info = {m: {"init": iso(r.init), "source": r.source, "synthetic": r.synthetic,
                       "steps": len(r.steps), "horizon_hours": max(r.steps) / timedelta(hours=1)}
@@ -388,7 +420,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     for pid, pc in cfg.products.items():
         blend_heights = tuple(PRODUCTS[pid].heights(pc))
         blends.setdefault((pc.points_file, pc.models, pc.max_lead_hours, blend_heights), []).append(pid)
-    outputs = {}
+    outputs, carried = {}, {}
     with dask_scheduler(cfg):  # one scheduler (one cluster) for every extraction of the cycle
         # The models are decoded one after the other in the background, in the order the
         # blends first need them, and a blend is built as soon as its models are in: the last
@@ -400,7 +432,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points),
                                                 sorted({h for f in users[m] for h in heights[f]}),
                                                 [(len(point_sets[f]), heights[f]) for f in users[m]],
-                                                wait_for=previous)
+                                                m in ends, wait_for=[allow_failure(f) for f in previous])
             previous = [decoding[m]]
         updated = datetime.now(timezone.utc).replace(microsecond=0)
         # The products write their files into the run's staging tree as they render them: a
@@ -408,17 +440,32 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id))
         with _cleaned_up(writer, cfg.output.root, run_id):
             for (points_file, models, _, _), pids in blends.items():
-                for m in (m for m in models if m not in extracted[points_file]):
-                    out, first = decoding[m].result(), 0
+                for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
+                    out = _available({m: decoding[m]}, dropped).get(m)
+                    if out is None:  # dropped: _without takes it out of the blend
+                        continue
+                    first = 0
                     for f in users[m]:
                         part = out.isel(point=slice(first, first + len(point_sets[f])))
                         extracted[f][m] = part.sel(height=heights[f]) if "height" in part.dims else part
                         first += len(point_sets[f])
+                cfg = _without(cfg, dropped, unbuilt)
+                pids = [pid for pid in pids if pid in cfg.products]
+                if not pids:
+                    continue
+                models = cfg.products[pids[0]].models
                 basetime = runs[models[0]].init
                 ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
                                  models={m: model_info[m] for m in models})
                 outputs.update(build_blend(quote(cfg), pids, quote(extracted[points_file]),
                                            quote(point_sets[points_file]), ctx, quote(writer)))
+            if not outputs:
+                raise RuntimeError(_nothing_published(cfg, unbuilt))
+            for pid, reason in unbuilt.items():
+                carried[pid] = publish.carry_product(cfg.output.root, writer, pid)
+                log.warning("%s cannot be built this cycle (%s): %s", pid, reason,
+                            "the served run's files of it are carried over" if carried[pid]
+                            else "it is absent from this run (no served run has it)")
             report = validate_run(quote(cfg), quote(outputs))
             outputs, corrections = postprocess_run(quote(cfg), quote(outputs), quote(writer))
     synthetic = any(r.synthetic for r in runs.values())
@@ -426,14 +473,18 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         "run_id": run_id, "created": iso(updated), "synthetic": synthetic,
         "notice": ("SYNTHETIC: produced from the embedded sample source; not a real forecast."
                    if synthetic else "Produced from real model runs."),
-        "models": model_info,
+        "models": {m: info for m, info in model_info.items() if m not in dropped},
         "products": {pid: {"basetime": iso(runs[pc.models[0]].init), "models": list(pc.models),
                            "horizon_hours": pc.horizon_hours, "freqs": list(pc.freqs),
                            "points": len(pc.points), "seams_t2m": outputs[pid].checks.get("seams", [])}
-                     for pid, pc in cfg.products.items()},
+                     for pid, pc in cfg.products.items()}
+        | {pid: {**entry, "carried_because": unbuilt[pid]}
+           for pid, entry in carried.items() if entry is not None},
     }
-    manifest.update(dropped=dropped, source_notes={m: [*runs[m].notes, *fetched[m].notes]
-                                                   for m in runs})
+    manifest.update(dropped=dropped,
+                    absent={pid: unbuilt[pid] for pid, entry in carried.items() if entry is None},
+                    source_notes={m: [*runs[m].notes, *fetched[m].notes] for m in runs})
+    report["carried"] = {pid: entry["carried_from"] for pid, entry in carried.items() if entry}
     manifest["postprocess"] = corrections
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
     return run_id
@@ -451,25 +502,42 @@ def _available(results: dict, dropped: dict[str, str]) -> dict:
         if state.is_completed():
             out[m] = state.result()
         else:
-            dropped[m] = str(state.result(raise_on_failure=False))
+            dropped[m] = _reason(state.result(raise_on_failure=False))
             _logger().warning("%s dropped from this cycle: %s", m, dropped[m])
     return out
 
 
-def _without(cfg: Config, dropped: dict[str, str]) -> Config:
+def _reason(exc) -> str:
+    """Why a stage failed, for the manifest and the log: the message of the pipeline's own
+    errors (they say what and where), the kind and message of anything else."""
+    if isinstance(exc, (SourceUnavailable, ModelFailed)) or not isinstance(exc, BaseException):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _without(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str]) -> Config:
     """``cfg`` with the dropped models taken out of the products. A product that loses its
-    last model (the one reaching its horizon) cannot be made: the cycle stops, publishing
-    nothing, and the last published run stays served."""
+    last model (the one reaching its horizon) cannot be built: it is taken out too, and
+    ``unbuilt`` says why (the cycle carries its files over from the served run)."""
     if not dropped:
         return cfg
     products = {}
     for pid, pc in cfg.products.items():
         if pc.models[-1] in dropped:
             m = pc.models[-1]
-            raise RuntimeError(f"{pid} needs {m}, which is unavailable ({dropped[m]}); nothing is "
-                               f"published this cycle, the last published run stays served")
+            unbuilt.setdefault(pid, f"needs {m}, which is dropped: {dropped[m]}")
+            continue
         products[pid] = replace(pc, models=tuple(m for m in pc.models if m not in dropped))
     return replace(cfg, products=products)
+
+
+def _nothing_published(cfg: Config, unbuilt: dict[str, str]) -> str:
+    """The failure of a cycle that can build no product: what stays served."""
+    served = publish.current_run(cfg.output.root)
+    why = "; ".join(f"{pid} {reason}" for pid, reason in unbuilt.items())
+    return (f"no product can be built this cycle ({why}); nothing is published, "
+            + (f"the previously published run {served} stays served" if served
+               else "and no run has been published yet"))
 
 
 def _run_id(cfg: Config, runs: dict[str, RunRef]) -> str:

@@ -23,6 +23,7 @@ from pointcast import ingest
 from pointcast.config import load_config
 from pointcast.ingest import decode, index_file
 from pointcast.sources import ICON_D2, ICON_EU, make_source
+from pointcast.sources import remote
 from pointcast.sources.remote import HttpSource, cell_centre_files, run_files
 
 UTC = timezone.utc
@@ -36,8 +37,8 @@ def at(text: str) -> datetime:
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
     """DWD's tree: ICON-EU 00 and 06 UTC in v1 (one grid), 12 UTC in the legacy tree only;
-    ICON-D2 00 UTC in v1 and 03 UTC half published (its last file kept aside), with a
-    parameter no table asks for beside the wanted ones."""
+    ICON-D2 00 UTC in v1 and 03 UTC still being published (its last step, every field of
+    it, kept aside), with a parameter no table asks for beside the wanted ones."""
     base = tmp_path_factory.mktemp("dwd")
     root = base / "tree"
     samples = {}
@@ -53,11 +54,11 @@ def tree(tmp_path_factory):
     foreign = d2 / "RELHUM_2M" / "r" / "2026-11-20T00:00" / "s" / "PT001H00M.grib2"
     foreign.parent.mkdir(parents=True)
     shutil.copyfile(d2 / "T_2M" / "r" / "2026-11-20T00:00" / "s" / "PT001H00M.grib2", foreign)
-    # the file discovery looks for last (the model levels are planned at fetch)
-    init = at("2026-11-20T03:00")
-    last = run_files(ICON_D2.upstream.layouts[0], ICON_D2, init,
-                     tuple(timedelta(hours=h) for h in range(H_D2 + 1)))[-1]
-    (root / "dwd" / unquote(last.path)).rename(base / "held.grib2")
+    held = base / "held"
+    held.mkdir()
+    for f in samples["icon-d2", "03"][1]:
+        if f.name == f"PT{H_D2:03d}H00M.grib2":
+            f.rename(held / f"{f.parent.parent.parent.parent.name}.grib2")
     return {"root": root, "samples": samples}
 
 
@@ -102,7 +103,7 @@ def gets(mirror: Mirror, pattern: str = "") -> list[str]:
 def test_icon_d2_newest_complete_run_wanted_files_only_and_same_values(tree, mirror, tmp_path):
     src = source(mirror, H_D2)
     run = src.discover(ICON_D2, at("2026-11-20T04:10"))
-    # 03 UTC was waited for (its last file is missing), then 00 UTC taken and the note says so
+    # 03 UTC was waited for (its last step is missing), then 00 UTC taken and the note says so
     assert run.init == at("2026-11-20T00:00") and run.source == "mirror/v1"
     assert len(run.notes) == 1 and "03 UTC (v1) was still being published" in run.notes[0]
     heads = [unquote(r.path) for r in mirror.requests if r.method == "HEAD"]
@@ -150,7 +151,7 @@ def test_icon_eu_cell_centres_fetched_once_per_grid(tree, mirror, tmp_path):
     src = source(mirror, H_EU)
     first = src.fetch(src.discover(ICON_EU, at("2026-11-20T05:00")), ICON_EU, tmp_path)
     assert first.run.init == at("2026-11-20T00:00")
-    assert [p for p in gets(mirror) if "/p/CLAT/" in p or "/p/CLON/" in p] == [
+    assert sorted(p for p in gets(mirror) if "/p/CLAT/" in p or "/p/CLON/" in p) == [
         "/dwd/v1/m/icon-eu/p/CLAT/r/2026-11-20T00:00/s/PT000H00M.grib2",
         "/dwd/v1/m/icon-eu/p/CLON/r/2026-11-20T00:00/s/PT000H00M.grib2"]
     uuid = index_file(first.files[2])[0].grid.uuid
@@ -197,6 +198,39 @@ def test_404_on_v1_files_is_retried_and_a_dead_mirror_skipped(mirror, tmp_path):
                               for f in fetched.files[:2]]
     ds = decode(fetched.files, ICON_EU.fields, model="icon-eu")
     assert np.isfinite(ds.t2m.sel(time="2026-11-20T01:00").values).all()
+
+
+def test_a_field_the_tree_does_not_publish_is_dropped_in_seconds(mirror, tmp_path, monkeypatch):
+    """ICON-D2 00 UTC without model level 65 of V at any step (a tree that does not carry
+    that level), with a deadline of 5 minutes: discovery takes the run at once (the other
+    parameters of its last step are there, while a run still being written misses its last
+    step for every parameter); the fetch, on two connections, gets every other file before
+    it asks for a missing one again, and drops the field with a note within seconds."""
+    monkeypatch.setattr(remote, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
+    src = source(mirror, H_D2, wait_minutes=5, connections=2)
+    gone = r"/p/V/lvt1/150/lv1/65/"
+    for method in ("HEAD", "GET"):
+        mirror.fail(gone, "404", times=None, method=method)
+    t0 = time.monotonic()
+    run = src.discover(ICON_D2, at("2026-11-20T02:10"))
+    assert run.init == at("2026-11-20T00:00") and run.notes == ()
+    assert run_files(ICON_D2.upstream.layouts[0], ICON_D2, run.init, run.steps)[-1].field == "V level 65"
+    fetched = src.fetch(run, ICON_D2, tmp_path)
+    assert time.monotonic() - t0 < 60
+    (note,) = [n for n in fetched.notes if "not published" in n]
+    assert f"dropped: V level 65 ({H_D2 * 1 + 1} files)" in note
+    requests = mirror.gets()
+    missing = [i for i, r in enumerate(requests) if re.search(gone, unquote(r.path))]
+    others = [i for i, r in enumerate(requests) if not re.search(gone + "|/p/CL(AT|ON)/", unquote(r.path))]
+    paths = [requests[i].path for i in missing]
+    retries = [i for i, p in zip(missing, paths) if paths.index(p) != missing.index(i)]
+    assert len(set(paths)) == H_D2 + 1 and retries and min(retries) > max(others)
+    assert all(requests[i].status == 404 for i in missing)
+    assert not [f for f in fetched.files if re.search(gone, f.as_posix())]
+    # the cache remembers what is not published: a re-run asks for nothing, says the same
+    mirror.reset()
+    again = source(mirror, H_D2).fetch(run, ICON_D2, tmp_path)
+    assert again.files == fetched.files and mirror.gets() == [] and note in again.notes
 
 
 def test_legacy_tree_is_the_fallback(tree, mirror, tmp_path):

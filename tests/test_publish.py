@@ -552,3 +552,51 @@ def test_archive_crash_during_first_write_leaves_no_store(tmp_path, monkeypatch)
     path = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"))
     assert read(path).sizes["init_time"] == 1
     assert not list((tmp_path / "zarr").glob(".*.tmp-*"))
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_a_product_carried_over_keeps_the_served_bytes(tmp_path, kind):
+    """carry_product puts the served run's files of a product into a new run's staging tree
+    (hard links on a local root, copies from an object store), returns its manifest entry
+    with the run that built it, and nothing when no served run has the product."""
+    import secrets
+
+    root = tmp_path if kind == "local" else f"memory://pointcast-{secrets.token_hex(4)}/out"
+    japan = {"japan/index.json": b'{"product": "japan"}', "japan/tokyo.json": b'{"lat": 35.68}'}
+
+    def publish(run_id: str, carry: str | None = None) -> dict:
+        writer = pub.TreeWriter(pub.new_run_dir(root, run_id))
+        products = {"eu-short": {"basetime": run_id}}
+        for rel, data in {**files_for(run_id), **({} if carry else japan)}.items():
+            writer.put(rel, data)
+        if carry:
+            products[carry] = pub.carry_product(root, writer, carry)
+        else:
+            products["japan"] = {"basetime": run_id}
+        writer.finish()
+        pub.publish_run(root, writer.staging, run_id, {"products": products}, {"ok": True}, True)
+        return products
+
+    def read(run_id: str, rel: str) -> bytes:
+        if kind == "local":
+            return (tmp_path / "runs" / run_id / "json" / rel).read_bytes()
+        fs, base = pub._fs(root)
+        return fs.cat_file(f"{base}/runs/{run_id}/json/{rel}")
+
+    writer = pub.TreeWriter(pub.new_run_dir(root, "r0"))
+    assert pub.carry_product(root, writer, "japan") is None  # nothing served yet
+    writer.abort()
+    publish("r1")
+    assert publish("r2", carry="japan")["japan"] == {"basetime": "r1", "carried_from": "r1"}
+    assert publish("r3", carry="japan")["japan"] == {"basetime": "r1", "carried_from": "r1"}
+    assert pub.current_run(root) == "r3"
+    for rel, data in japan.items():
+        assert read("r3", rel) == data
+        if kind == "local":
+            assert os.path.samefile(tmp_path / "runs" / "r1" / "json" / rel,
+                                    tmp_path / "runs" / "r3" / "json" / rel)
+            assert (tmp_path / "runs" / "r3" / "json" / f"{rel}.gz").is_file()
+    assert read("r3", "eu-short/1H/paris.json").count(b"r3") == 1
+    writer = pub.TreeWriter(pub.new_run_dir(root, "r4"))
+    assert pub.carry_product(root, writer, "global") is None  # the served run lacks it
+    writer.abort()

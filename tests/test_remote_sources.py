@@ -20,7 +20,7 @@ from conftest import ROOT
 from mirror import Mirror, add_foreign_message, publish_sample
 from pointcast.config import ConfigError, load_config
 from pointcast.ingest import decode
-from pointcast.sources import GFS, IFS, MODELS, MSM, make_source
+from pointcast.sources import GFS, IFS, MODELS, MSM, make_source, remote
 from pointcast.sources.remote import (HttpSource, SourceUnavailable, byte_ranges, parse_index,
                                       run_files)
 
@@ -158,6 +158,7 @@ def test_msm_run_being_published_is_waited_for_then_an_older_one_used(tree, mirr
     assert time.monotonic() - t0 >= 0.02 * 60 * 0.5  # it waited for the 03 UTC run
     assert run.init == at("2026-11-20T00:00")
     assert len(run.notes) == 1 and "03 UTC" in run.notes[0] and "still being published" in run.notes[0]
+    assert run.notes[0].endswith("the older run 2026-11-20 00 UTC is used")
     fetched = src.fetch(run, MSM, tmp_path)
     assert [f.name for f in fetched.files] == [
         "Z__C_RJTD_20261120000000_MSM_GPV_Rjp_Lsurf_FH00-15_grib2.bin",
@@ -167,6 +168,15 @@ def test_msm_run_being_published_is_waited_for_then_an_older_one_used(tree, mirr
     ours, theirs = values(fetched.files, MSM), values(sample_files(tree, "msm", "2026112000"), MSM)
     for k in theirs:
         np.testing.assert_array_equal(ours[k], theirs[k])
+
+
+def test_no_older_run_is_claimed_when_there_is_none(mirror):
+    """Only the 03 UTC run is looked at, and it is still being published at the deadline:
+    the source gives up saying so, and does not claim an older run is used."""
+    with pytest.raises(SourceUnavailable) as err:
+        source(mirror, "jma", horizon_hours=20, lookback_runs=1).discover(MSM, at("2026-11-20T04:30"))
+    assert "03 UTC (lsurf) was still being published at the deadline" in str(err.value)
+    assert "older run" not in str(err.value)
 
 
 def test_msm_run_completing_during_the_wait_is_taken(tree, mirror):
@@ -353,16 +363,56 @@ progress = false"""
         # IFS (the model reaching the horizon) missing: nothing is published, the reason is given
         cfg3 = _config(tmp_path / "no-ifs", sources.replace(mirror.url("ecmwf"), mirror.url("empty")))
         state = cycle(str(cfg3), now=now, return_state=True)
-        assert state.is_failed() and "the last published run stays served" in state.message
+        assert state.is_failed() and "no product can be built" in state.message
+        assert "no run has been published yet" in state.message and "stays served" not in state.message
         assert not (cfg3.parent / "output" / "current").exists()
         # ... and where a run is served, it stays served (the first cycle's output root)
         current = (root / "current").resolve()
         served = sorted((p.relative_to(current), p.stat().st_size) for p in current.rglob("*"))
         _config(cfg.parent, sources.replace(mirror.url("ecmwf"), mirror.url("empty")))
         state = cycle(str(cfg), now=at("2026-11-20T08:00"), return_state=True)
-        assert state.is_failed() and "the last published run stays served" in state.message
+        assert state.is_failed() and f"the previously published run {run_id} stays served" in state.message
         assert (root / "current").readlink().name == run_id
         assert sorted((p.relative_to(current), p.stat().st_size) for p in current.rglob("*")) == served
+
+
+def test_cycle_survives_a_missing_file_and_a_corrupt_one(cycle_tree, prefect_harness, tmp_path,
+                                                        monkeypatch):
+    """MSM's FH16-33 file is not published (404 on every request) while the run's last file
+    is: MSM is dropped within seconds though its deadline is 5 minutes, the product falls back
+    to IFS alone, the manifest and the failure say why. Then the file is corrupt on every
+    answer: MSM is dropped at its deadline, the product again from IFS."""
+    from flows.cycle import cycle
+
+    monkeypatch.setattr(remote, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
+    now = at("2026-11-19T20:00")
+    with Mirror(cycle_tree["root"]) as mirror:
+        sources = f"""[sources.ecmwf]
+type = "http"
+base_url = "{mirror.url('ecmwf')}"
+horizon_hours = 240
+wait_minutes = 0.05
+retry_seconds = 0.1
+[sources.jma]
+type = "http"
+base_url = "{mirror.url('jma')}"
+wait_minutes = {{wait}}
+retry_seconds = 0.1
+progress = false"""
+        cache = f'cache = "{tmp_path / "cache"}"\n'
+        for case, fault, wait in (("missing", "404", 5), ("corrupt", "corrupt", 0.05)):
+            mirror.reset()
+            mirror.fail(r"_FH16-33_grib2\.bin$", fault, times=None)
+            cfg = _config(tmp_path / case, sources.format(wait=wait))
+            cfg.write_text(cfg.read_text().replace('root = "output"\n', 'root = "output"\n' + cache))
+            t0 = time.monotonic()
+            run_id = cycle(str(cfg), now=now)
+            assert time.monotonic() - t0 < 120
+            m = json.loads((cfg.parent / "output" / "runs" / run_id / "manifest.json").read_text())
+            assert list(m["dropped"]) == ["msm"] and m["products"]["japan"]["models"] == ["ifs"]
+            assert "FH16-33" in m["dropped"]["msm"] and "msm" not in m["models"]
+            assert ("is not published" if case == "missing" else "gave up at the deadline (0.05 min): mirror0: BadDownload") in m["dropped"]["msm"]
+            assert len(mirror.gets("_FH16-33_")) >= 2  # asked again before it was given up
 
 
 def test_live_configuration_points_at_the_real_upstreams():

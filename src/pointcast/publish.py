@@ -72,6 +72,7 @@ __all__ = [
     "PublishRefused",
     "append_archive",
     "archive_stores",
+    "carry_product",
     "current_run",
     "new_run_dir",
     "publish_run",
@@ -517,6 +518,56 @@ def current_run(root: Path | str) -> str | None:
     if len(parts) != 2 or parts[0] != RUNS:
         raise PublishError(f"{link} -> {target!r}: expected 'runs/<run-id>'")
     return parts[1]
+
+
+def carry_product(root: Path | str, writer: TreeWriter, product: str) -> dict | None:
+    """Put the files of ``product`` of the served run into ``writer``'s staging tree, for a
+    cycle that could not build it (the model reaching its horizon failed): its last good
+    forecast stays served beside the products the cycle built. Local roots link the files
+    (published files never change, and the staging tree is on the same file system), URL
+    roots copy them. They are counted as ``writer``'s (``TreeWriter.adopt``), so ``finish``
+    makes them durable with the rest; they were validated and archived when first published,
+    and are neither again.
+
+    Returns the served run's manifest entry of the product with ``carried_from`` (the run
+    that built it: the served run, or the one it carried the product from), or None when
+    nothing is served or the served run does not have the product."""
+    run = current_run(root)
+    if run is None:
+        return None
+    if is_url(root):
+        fs, base = _fs(root)
+        src = f"{base}/{RUNS}/{run}"
+        try:
+            entry = json.loads(fs.cat_file(f"{src}/manifest.json")).get("products", {}).get(product)
+        except FileNotFoundError:
+            return None
+        tree = f"{src}/{JSON_DIR}/{product}"
+        files = {p[len(tree) + 1:]: p for p in fs.find(tree)} if entry and fs.exists(tree) else {}
+    else:
+        src = Path(root) / RUNS / run
+        entry = json.loads((src / "manifest.json").read_bytes()).get("products", {}).get(product)
+        files = (_tree_files(src / JSON_DIR / product)
+                 if entry and (src / JSON_DIR / product).is_dir() else {})
+    if not files:
+        return None
+    dirs = {str(writer.staging), str(writer.base)}
+    for rel, path in sorted(files.items()):
+        dest = writer.path(f"{product}/{rel}")
+        if str(dest.parent) not in dirs:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dirs.update(str(d) for d in dest.parents if writer.staging in d.parents)
+        if is_url(root):
+            fs.get_file(path, str(dest))
+        else:
+            try:
+                os.link(path, dest)
+            except OSError:  # a file system without hard links
+                shutil.copyfile(path, dest)
+    writer.adopt([f"{product}/{rel}" for rel in files if not (writer.gzip and rel.endswith(".gz"))],
+                 dirs)
+    log.info("%s: the files of run %s carried into the new run", product, run)
+    return {**entry, "carried_from": entry.get("carried_from", run)}
 
 
 def _swap_current(root: Path, run_id: str) -> None:

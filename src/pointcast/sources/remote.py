@@ -4,18 +4,25 @@ One generic source reads each model's ``Upstream`` table (``sources/ifs.py``, ``
 ``msm.py``, ``icon.py``): mirrors in priority order and layouts (URL templates) tried in order.
 What it does, for every model alike:
 
-* **discover**: walks back from the newest run due at ``now`` to the first run whose last file
-  (its index where the layout has one, the data file otherwise) exists on a mirror. A run whose
-  first file exists but not its last is still being published: it is polled (with backoff)
-  until it completes or the deadline (``wait_minutes``) passes; then discovery takes the
-  previous complete run and says so in the run's notes.
+* **discover**: walks back from the newest run due at ``now`` to the first run whose last step
+  exists on a mirror: its last file (its index where the layout has one, the data file
+  otherwise) or, on a one-file-per-field layout, the file of any parameter at that step (a
+  parameter the tree does not publish must not hide the run). A run whose first step exists
+  but not its last is still being published: it is polled (with backoff) until it completes or
+  the deadline (``wait_minutes``) passes; then discovery looks for an older complete run, and
+  the run's notes say which was skipped and which is used.
 * **fetch**: per file, the index (ECMWF ``.index`` JSON lines, wgrib2 ``.idx``) is read and only
   the messages of the model's table are downloaded, with ``Range`` requests, adjacent messages
   in one request. Files without an index (JMA's Lsurf files) are downloaded whole. A download
   counts only when its length is the index's (or ``Content-Length``) and every message in it
   decodes with ecCodes; otherwise (404, 5xx, timeouts, truncated or corrupt bodies) the next
-  mirror is tried, then all of them again after a backoff (``retry_seconds``, doubling up to
-  60 s) until the run's deadline, when the source gives up with ``SourceUnavailable``.
+  mirror is tried. The files are fetched in passes over the connections: a file no mirror
+  gave is tried again in the next pass, after a backoff (``retry_seconds``, doubling up to
+  60 s), so a failing file never holds a connection while it waits. A file every mirror
+  answers "not found" for ``MISSING_MINUTES`` is not published: on a one-file-per-field
+  layout, a field all of whose files are missing is dropped with a note (the cycle then
+  decides whether the model can do without it); any other hole, or any other failure left at
+  the run's deadline, ends with ``SourceUnavailable``.
 * **unstructured grids** (DWD's v1 trees): a layout with one file per field (``path_vars``)
   is also asked for the cell-centre rows of ``ingest.CELL_CENTRE_ROWS`` (CLAT, CLON) at step
   0; where it names files, they are fetched once per grid and kept by the grid's
@@ -72,6 +79,9 @@ log = logging.getLogger(__name__)
 
 UTC = timezone.utc
 MAX_BACKOFF_S = 60.0
+# A file every mirror answers "not found" for this long, while its run's last step is there,
+# is not published (a field the tree does not carry): decided in minutes, not at the deadline.
+MISSING_MINUTES = 3.0
 # The project has no public home page yet: the agent names the program and its version only.
 USER_AGENT = f"pointcast/{__version__} (point forecasts from open NWP data)"
 
@@ -87,6 +97,16 @@ class BadDownload(RuntimeError):
 
 class _Missing(RuntimeError):
     """404/410: not (yet) published on this mirror."""
+
+
+class _Failed(RuntimeError):
+    """A pass over the mirrors in which none succeeded: what each answered (``errors``), how
+    many said "not found" (``missing``) and whether all of them did (``everywhere``)."""
+
+    def __init__(self, what: str, errors: list[str], missing: int, mirrors: int):
+        super().__init__(f"{what}: {'; '.join(errors)}")
+        self.what, self.errors, self.missing = what, errors, missing
+        self.everywhere = missing == mirrors
 
 
 def _logger() -> logging.Logger | logging.LoggerAdapter:
@@ -198,6 +218,14 @@ class RemoteFile:
     index_path: str | None
     first_step_h: float
     optional: bool = False  # only optional rows' messages: a run can go without it
+    # The field a file of a one-file-per-field layout holds ("" where a file holds every
+    # field of its steps): its parameter and level.
+    param: str = ""
+    level: int | None = None
+
+    @property
+    def field(self) -> str:
+        return self.param if self.level is None else f"{self.param} level {self.level}"
 
 
 def run_files(layout: Layout, model: ModelSpec, init: datetime,
@@ -207,7 +235,8 @@ def run_files(layout: Layout, model: ModelSpec, init: datetime,
     out: list[RemoteFile] = []
     seen: set[str] = set()
 
-    def add(tmpl_vars: dict[str, Any], step_min: int, optional: bool = False) -> None:
+    def add(tmpl_vars: dict[str, Any], step_min: int, param: str = "",
+            level: int | None = None, optional: bool = False) -> None:
         path = tmpl_vars.pop("path", layout.path).format(init=init, **tmpl_vars)
         if path in seen:
             if not optional:  # a file some required row reads is required
@@ -216,7 +245,7 @@ def run_files(layout: Layout, model: ModelSpec, init: datetime,
             return
         seen.add(path)
         index = layout.index_path.format(init=init, **tmpl_vars) if layout.index_path else None
-        out.append(RemoteFile(path, index, step_min / 60, optional))
+        out.append(RemoteFile(path, index, step_min / 60, optional, param, level))
 
     if layout.step_groups is not None:
         hours_ = {m // 60 for m in minutes}
@@ -243,7 +272,7 @@ def run_files(layout: Layout, model: ModelSpec, init: datetime,
             for level in row.levels or (None,):
                 extra = layout.path_vars(row, level, m)
                 if extra is not None:
-                    add({**base, **extra}, m, row.optional)
+                    add({**base, **extra}, m, row.param or row.shortName, level, row.optional)
     return out
 
 
@@ -257,7 +286,7 @@ def cell_centre_files(layout: Layout, init: datetime) -> dict[str, RemoteFile]:
         extra = layout.path_vars(row, None, 0)
         if extra is not None:
             out[row.param] = RemoteFile(extra.pop("path", layout.path).format(
-                init=init, step=0, minute=0, **extra), None, 0.0)
+                init=init, step=0, minute=0, **extra), None, 0.0, row.param)
     return out
 
 
@@ -491,31 +520,43 @@ class HttpSource:
     def _deadline(self) -> float:
         return time.monotonic() + self.wait_minutes * 60.0
 
+    def _pass(self, what: str, mirrors: tuple[Mirror, ...], attempt):
+        """``attempt(mirror)`` on each mirror in priority order until one succeeds; raises
+        ``_Failed`` (what each mirror answered) when none does."""
+        errors, missing = [], 0
+        for mirror in mirrors:
+            try:
+                return attempt(mirror)
+            except _Missing:
+                errors.append(f"{mirror.name}: not found")
+                missing += 1
+            except (httpx.HTTPError, BadDownload) as exc:
+                errors.append(f"{mirror.name}: {type(exc).__name__}: {exc}")
+                log.debug("%s from %s: %s", what, mirror.url, exc)
+        raise _Failed(what, errors, missing, len(mirrors))
+
     def _retrying(self, what: str, mirrors: tuple[Mirror, ...], deadline: float, attempt, *,
                   retry_missing: bool = True):
-        """``attempt(mirror)`` on each mirror in priority order, all of them again after a
-        backoff, until one succeeds or the deadline passes. With ``retry_missing`` False a
-        pass in which some mirror answered "not found" (and none succeeded) ends at once
-        with ``_Missing``: only mirrors that all failed are worth waiting for."""
+        """``_pass`` again after a backoff until it succeeds or the deadline passes. With
+        ``retry_missing`` False a pass in which some mirror answered "not found" (and none
+        succeeded) ends at once with ``_Missing``: only mirrors that all failed are worth
+        waiting for."""
         delay = self.retry_seconds
         while True:
-            errors, missing = [], False
-            for mirror in mirrors:
-                try:
-                    return attempt(mirror)
-                except _Missing:
-                    errors.append(f"{mirror.name}: not found")
-                    missing = True
-                except (httpx.HTTPError, BadDownload) as exc:
-                    errors.append(f"{mirror.name}: {type(exc).__name__}: {exc}")
-                    log.debug("%s from %s: %s", what, mirror.url, exc)
-            if missing and not retry_missing:
-                raise _Missing(what)
-            if time.monotonic() + delay > deadline:
-                raise SourceUnavailable(f"{what}: gave up at the deadline ({self.wait_minutes:g} "
-                                        f"min): {'; '.join(errors)}")
+            try:
+                return self._pass(what, mirrors, attempt)
+            except _Failed as failed:
+                if failed.missing and not retry_missing:
+                    raise _Missing(what) from None
+                if time.monotonic() + delay > deadline:
+                    raise self._gave_up(failed) from None
             time.sleep(delay)
             delay = min(delay * 2, MAX_BACKOFF_S)
+
+    def _gave_up(self, failed: "_Failed", more: int = 0) -> SourceUnavailable:
+        return SourceUnavailable(f"{failed.what}: gave up at the deadline ({self.wait_minutes:g} "
+                                 f"min): {'; '.join(failed.errors)}"
+                                 + (f" (and {more} more files failing)" if more else ""))
 
     # -- discover ----------------------------------------------------------------------------
 
@@ -528,25 +569,45 @@ class HttpSource:
             raise _Missing(url)
         r.raise_for_status()
 
-    def _state(self, client, up: Upstream, files: list[RemoteFile],
-               deadline: float) -> tuple[str, str]:
-        """("complete" | "partial" | "absent", mirror name) of a run in one layout: its last
-        file exists, only its first, or neither."""
-        for state, f in (("complete", files[-1]), ("partial", files[0])):
+    def _published(self, client, up: Upstream, files: list[RemoteFile], deadline: float) -> str:
+        """The mirror holding a file of ``files`` ("" when none does), tried in order. On a
+        one-file-per-field layout, one file of each parameter: a parameter the tree does not
+        publish must not hide the others."""
+        seen: set[str] = set()
+        for f in files:
+            if f.param in seen:
+                continue
+            seen.add(f.param)
             try:
-                return state, self._retrying(
+                return self._retrying(
                     f"probe {f.index_path or f.path}", up.mirrors, deadline,
                     lambda m: self._exists(client, f"{m.url}/{f.index_path or f.path}") or m.name,
                     retry_missing=False)
             except _Missing:
-                pass
+                if not f.param:  # a file holds every field of its steps: one is enough
+                    break
+        return ""
+
+    def _state(self, client, up: Upstream, files: list[RemoteFile],
+               deadline: float) -> tuple[str, str]:
+        """("complete" | "partial" | "absent", mirror name) of a run in one layout: its last
+        step exists, only its first, or neither. A step exists when its file does, or on a
+        one-file-per-field layout the file of any of its parameters: a run still being written
+        misses its last steps for every parameter, while a parameter the tree does not
+        publish is missing at every step (fetch finds it "not published" and drops it)."""
+        last = [f for f in reversed(files) if f.first_step_h == files[-1].first_step_h]
+        first = [f for f in files if f.first_step_h == files[0].first_step_h]
+        for state, step in (("complete", last), ("partial", first)):
+            mirror = self._published(client, up, step, deadline)
+            if mirror:
+                return state, mirror
         return "absent", ""
 
     def discover(self, model: ModelSpec, now: datetime) -> RunRef:
         up = self.upstream(model)
         logger = _logger()
         deadline = self._deadline()
-        notes: list[str] = []
+        skipped: list[str] = []  # newer runs still being published at the deadline
         with self._client() as client:
             for init in candidate_runs(model, now, self.lookback_runs):
                 steps = self._steps(model, init)
@@ -563,25 +624,28 @@ class HttpSource:
                             client, up, [f for f in files if not f.optional] or files, deadline)
                         if state != "partial" or time.monotonic() + delay > deadline:
                             break
-                        logger.info("%s %s (%s): run still being published, waiting %.0f s",
-                                    model.id, f"{init:%Y-%m-%d %H}", layout.name, delay)
+                        logger.info("%s %s (%s): run still being published (its last step is "
+                                    "not there yet), waiting %.0f s", model.id,
+                                    f"{init:%Y-%m-%d %H}", layout.name, delay)
                         time.sleep(delay)
                         delay = min(delay * 2, MAX_BACKOFF_S)
                     if state == "complete":
                         logger.info("%s: run %s complete on %s (layout %s), %d files", model.id,
                                     f"{init:%Y-%m-%d %H} UTC", mirror, layout.name, len(files))
+                        notes = tuple(f"{s}: the older run {init:%Y-%m-%d %H} UTC is used"
+                                      for s in skipped)
                         return RunRef(model=model.id, init=init, steps=steps,
-                                      source=f"{self.name}/{layout.name}", notes=tuple(notes))
+                                      source=f"{self.name}/{layout.name}", notes=notes)
                     if state == "partial":
-                        notes.append(f"run {init:%Y-%m-%d %H} UTC ({layout.name}) was still being "
-                                     f"published at the deadline ({self.wait_minutes:g} min): "
-                                     f"an older run is used")
-                        logger.warning("%s: %s", model.id, notes[-1])
+                        skipped.append(f"run {init:%Y-%m-%d %H} UTC ({layout.name}) was still "
+                                       f"being published at the deadline "
+                                       f"({self.wait_minutes:g} min)")
+                        logger.warning("%s: %s; looking for an older run", model.id, skipped[-1])
                         break  # a run is published in one layout only
         raise SourceUnavailable(
             f"{model.id}: no complete run in the {self.lookback_runs} runs up to "
             f"{now:%Y-%m-%d %H:%M} UTC on {', '.join(m.url for m in up.mirrors)}"
-            + (f" ({'; '.join(notes)})" if notes else ""))
+            + (f" ({'; '.join(skipped)})" if skipped else ""))
 
     # -- fetch -------------------------------------------------------------------------------
 
@@ -601,84 +665,132 @@ class HttpSource:
         marker = run_dir / "complete"
         record = {"model": model.id, "init": init.isoformat(), "layout": layout.name,
                   "files": [f.path for f in files], "fields": _fields_key(model.fields)}
+        what = f"{model.id} {init:%Y-%m-%d %H} UTC"
         if marker.exists():
             try:
                 done = json.loads(marker.read_text())
             except (OSError, ValueError):
                 done = {}
-            dropped = set(done.get("dropped", []))
+            absent = set(done.get("absent", []))
             paths = tuple(Path(cache) / "http" / p for p in done.get("grid", [])) \
-                + tuple(run_dir / p for p in record["files"] if p not in dropped) \
+                + tuple(run_dir / p for p in record["files"] if p not in absent) \
                 + tuple(run_dir / p for p in done.get("levels", []))
             if {k: done.get(k) for k in record} == record and all(p.exists() for p in paths):
                 return FetchedRun(run=run, files=paths, notes=(
-                    f"{model.id} {init:%Y-%m-%d %H} UTC: {len(paths)} files from the cache "
-                    f"({done.get('mirrors')})",))
+                    f"{what}: {len(paths)} files from the cache ({done.get('mirrors')})",
+                    *_absent_notes(what, [f for f in files if f.path in absent])))
         logger = _logger()
-        what = f"{model.id} {init:%Y%m%d%H}"
         centres = cell_centre_files(layout, init)
-        progress = _Progress(what, len(files) + len(centres), logger, self.progress)
+        progress = _Progress(f"{model.id} {init:%Y%m%d%H}", len(files) + len(centres), logger,
+                             self.progress)
         deadline = self._deadline()
         used: dict[str, int] = {}
-        dropped: list[str] = []
-        lock = threading.Lock()
 
-        def one(f: RemoteFile, dest: Path) -> Path | None:
+        try:
+            with self._client() as client, ThreadPoolExecutor(
+                    self.connections, thread_name_prefix=f"fetch-{model.id}") as pool:
+                def download(todo: list[tuple[RemoteFile, Path]]):
+                    return self._download(client, pool, model, up, layout, todo, deadline,
+                                          progress, used)
+
+                def get(fs: list[RemoteFile]) -> list[Path]:  # required files (the level plan)
+                    progress.total += len(fs)
+                    got, gone = download([(f, run_dir / f.path) for f in fs])
+                    if gone:
+                        raise SourceUnavailable(f"{what}: {gone[0].path} is not published (not "
+                                                f"found on any mirror)")
+                    return [got[f.path] for f in fs]
+
+                plan = plan_model_levels(layout, model, init, run.steps, get)
+                levels = () if plan is None else plan.hhl + tuple(get(list(plan.files)))
+                got, absent = download([(f, run_dir / f.path) for f in files])
+                _check_absent(what, layout, files, absent)
+                paths = tuple(got[f.path] for f in files if f.path in got)
+                grid = _cell_centres(centres, paths[0], Path(cache) / "http" / "grids", download)
+        finally:
+            progress.close()
+        notes = _absent_notes(what, absent)
+        for note in notes:
+            logger.warning("%s", note)
+        if plan is not None:
+            notes += (f"{model.id}: {plan.half_levels - 1} model levels; full levels "
+                      f"{plan.full[0]}-{plan.full[-1]} span the hub heights (HHL)",)
+        tmp = marker.with_name(f"complete.{os.getpid()}.tmp")
+        grid_rel = [p.relative_to(Path(cache) / "http").as_posix() for p in grid]
+        tmp.write_text(json.dumps(dict(record, grid=grid_rel, mirrors=used, bytes=progress.bytes,
+                                       absent=[f.path for f in absent],
+                                       levels=[p.relative_to(run_dir).as_posix() for p in levels]))
+                       + "\n")
+        os.replace(tmp, marker)
+        paths = grid + paths + levels
+        note = (f"{what} ({layout.name}): {len(paths)} files, "
+                f"{progress.bytes / 1e6:.1f} MB downloaded from "
+                f"{', '.join(f'{m} ({n})' for m, n in used.items()) or 'nowhere'}, "
+                f"{progress.cached} from the cache; {up.licence}")
+        logger.info("%s", note)
+        return FetchedRun(run=run, files=paths, notes=(note, *notes))
+
+    def _download(self, client, pool: ThreadPoolExecutor, model: ModelSpec, up: Upstream,
+                  layout: Layout, todo: list[tuple[RemoteFile, Path]], deadline: float,
+                  progress: "_Progress", used: dict[str, int]
+                  ) -> tuple[dict[str, Path], list[RemoteFile]]:
+        """Fetch the files of ``todo`` (file, cache path) in passes: a pass tries each pending
+        file once on every mirror, on the pool's connections; the files that failed wait for
+        the next pass, after a backoff, so that a failing file never holds a connection while
+        it waits. A file every mirror answers "not found" for ``MISSING_MINUTES`` (or until the
+        deadline, if sooner) is not published: it is returned apart, with the local paths of
+        the others by remote path. Any other failure left at the deadline raises
+        ``SourceUnavailable``."""
+        done: dict[str, Path] = {}
+        absent: list[RemoteFile] = []
+        missing_since: dict[str, float] = {}
+        grace = min(MISSING_MINUTES, self.wait_minutes) * 60.0
+        lock = threading.Lock()
+        delay = self.retry_seconds
+
+        def one(item: tuple[RemoteFile, Path]) -> Path | _Failed:
             try:
-                dest, nbytes, mirror = self._fetch_file(client, model, up, layout, f, dest,
-                                                       deadline)
-            except _Missing:  # an optional file no mirror has (required ones are retried)
-                with lock:
-                    dropped.append(f.path)
-                progress.step(0, cached=False)
-                return None
+                dest, nbytes, mirror = self._fetch_file(client, model, up, layout, *item)
+            except _Failed as failed:
+                return failed
             with lock:
                 if mirror:
                     used[mirror] = used.get(mirror, 0) + 1
             progress.step(nbytes, cached=not mirror)
             return dest
 
-        def get(fs: list[RemoteFile]) -> list[Path]:
-            progress.total += len(fs)
-            return list(pool.map(one, fs, [run_dir / f.path for f in fs]))
-
-        try:
-            with self._client() as client, ThreadPoolExecutor(
-                    self.connections, thread_name_prefix=f"fetch-{model.id}") as pool:
-                plan = plan_model_levels(layout, model, init, run.steps, get)
-                levels = () if plan is None else plan.hhl + tuple(get(list(plan.files)))
-                paths = tuple(p for p in pool.map(one, files, [run_dir / f.path for f in files])
-                              if p is not None)
-                grid = _cell_centres(centres, paths[0], Path(cache) / "http" / "grids", one)
-        finally:
-            progress.close()
-        tmp = marker.with_name(f"complete.{os.getpid()}.tmp")
-        grid_rel = [p.relative_to(Path(cache) / "http").as_posix() for p in grid]
-        tmp.write_text(json.dumps(dict(
-            record, grid=grid_rel, dropped=sorted(dropped), mirrors=used, bytes=progress.bytes,
-            levels=[p.relative_to(run_dir).as_posix() for p in levels])) + "\n")
-        os.replace(tmp, marker)
-        paths = grid + paths + levels
-        note = (f"{model.id} {init:%Y-%m-%d %H} UTC ({layout.name}): {len(paths)} files, "
-                f"{progress.bytes / 1e6:.1f} MB downloaded from "
-                f"{', '.join(f'{m} ({n})' for m, n in used.items()) or 'nowhere'}, "
-                f"{progress.cached} from the cache; {up.licence}")
-        notes = [note]
-        if plan is not None:
-            notes.append(f"{model.id}: {plan.half_levels - 1} model levels; full levels "
-                         f"{plan.full[0]}-{plan.full[-1]} span the hub heights (HHL)")
-        if dropped:
-            notes.append(f"{model.id}: {len(dropped)} optional file(s) not published, the run "
-                         f"is used without them: {', '.join(sorted(dropped)[:5])}"
-                         + (" ..." if len(dropped) > 5 else ""))
-        for n in notes:
-            logger.info("%s", n)
-        return FetchedRun(run=run, files=paths, notes=tuple(notes))
+        while todo:
+            outcomes = list(pool.map(one, todo))
+            now = time.monotonic()
+            again: list[tuple[tuple[RemoteFile, Path], _Failed]] = []
+            for item, out in zip(todo, outcomes):
+                if not isinstance(out, _Failed):
+                    done[item[0].path] = out
+                elif out.everywhere and (item[0].optional  # a run can go without it
+                                         or now - missing_since.setdefault(item[0].path, now) >= grace):
+                    absent.append(item[0])
+                else:
+                    again.append((item, out))
+            if not again:
+                break
+            if now + delay > deadline:
+                failing = [out for _, out in again if not out.everywhere]
+                if failing:
+                    raise self._gave_up(failing[0], len(failing) - 1)
+                absent += [item[0] for item, _ in again]  # "not found" up to the deadline
+                break
+            _logger().info("%s: %d files failed (%s), trying them again in %.3g s", model.id,
+                           len(again), again[0][1], delay)
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF_S)
+            todo = [item for item, _ in again]
+        return done, absent
 
     def _fetch_file(self, client, model: ModelSpec, up: Upstream, layout: Layout,
-                    f: RemoteFile, dest: Path, deadline: float) -> tuple[Path, int, str]:
-        """Download one file's wanted messages (or the whole file) into the cache at ``dest``:
-        (local path, bytes downloaded, mirror name or "" when it came from the cache)."""
+                    f: RemoteFile, dest: Path) -> tuple[Path, int, str]:
+        """Download one file's wanted messages (or the whole file) into the cache at ``dest``,
+        one pass over the mirrors (``_Failed`` when none gives it): (local path, bytes
+        downloaded, mirror name or "" when it came from the cache)."""
         meta = dest.with_name(dest.name + ".json")
         local_index = dest.with_name(Path(f.index_path).name) if f.index_path else None
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -689,20 +801,16 @@ class HttpSource:
         elif local_index is None and dest.exists() and _meta(meta).get("bytes") == dest.stat().st_size:
             return dest, 0, ""
 
-        def attempt(mirror: Mirror) -> tuple[bytes, str | None, list]:
+        def attempt(mirror: Mirror) -> tuple[str, bytes, str | None, list]:
             index_text, ranges = None, [(0, None)]
             if f.index_path:
                 index_text = self._get(client, f"{mirror.url}/{f.index_path}").text
                 ranges = self._select(model, up, layout, index_text)
             data = self._get_ranges(client, f"{mirror.url}/{f.path}", ranges, whole=not f.index_path)
             check_grib(bz2.decompress(data) if layout.compression == "bz2" else data)
-            return data, index_text, ranges
+            return mirror.name, data, index_text, ranges
 
-        def with_mirror(mirror: Mirror):
-            return mirror.name, attempt(mirror)
-
-        name, (data, index_text, ranges) = self._retrying(
-            f.path, up.mirrors, deadline, with_mirror, retry_missing=not f.optional)
+        name, data, index_text, ranges = self._pass(f.path, up.mirrors, attempt)
         _atomic_write(dest, data)
         if local_index is not None and index_text is not None:
             _atomic_write(local_index, index_text.encode())
@@ -762,23 +870,67 @@ class HttpSource:
 
 
 def _cell_centres(files: dict[str, RemoteFile], first: Path, grids: Path,
-                  fetch_one) -> tuple[Path, ...]:
+                  download) -> tuple[Path, ...]:
     """The cell-centre ``files`` (``cell_centre_files``) of the unstructured grid the run's
     ``first`` file is on: from ``grids/<uuidOfHGrid>/`` when an earlier run fetched them,
-    otherwise fetched into it with ``fetch_one(file, dest)``. () on a regular grid."""
+    otherwise fetched into it with ``download`` (``HttpSource._download``). () on a regular
+    grid."""
     grid = index_file(first)[0].grid if files else None
     if not isinstance(grid, CellGridKey):
         return ()
+    todo = [(f, grids / grid.uuid / f"{param}.grib2") for param, f in files.items()]
+    got, absent = download(todo)
+    if absent:
+        raise SourceUnavailable(f"{absent[0].path}: the cell centres of grid {grid.uuid} are not "
+                                f"published (not found on any mirror)")
     out = []
-    for param, f in files.items():
-        dest = fetch_one(f, grids / grid.uuid / f"{param}.grib2")
-        got = index_file(dest)[0].grid
-        if got != grid:
+    for f, dest in todo:
+        got_grid = index_file(dest)[0].grid
+        if got_grid != grid:
             dest.unlink()
-            raise SourceUnavailable(f"{f.path}: cell centres of grid {got}, the run's fields "
+            raise SourceUnavailable(f"{f.path}: cell centres of grid {got_grid}, the run's fields "
                                     f"are on grid {grid}")
         out.append(dest)
     return tuple(out)
+
+
+def _check_absent(what: str, layout: Layout, files: list[RemoteFile],
+                  absent: list[RemoteFile]) -> None:
+    """Files of a run found complete that no mirror has (``absent``) are fields the tree
+    does not publish when, on a one-file-per-field layout, every file of their field is
+    absent (those are dropped: `_absent_notes`). Anything else is a run with holes: raise
+    ``SourceUnavailable``, which drops the model from the cycle."""
+    if not absent:
+        return
+    if layout.path_vars is None:
+        raise SourceUnavailable(f"{what}: {absent[0].path} is not published (not found on any "
+                                f"mirror, while the run's last step is)"
+                                + (f", nor {len(absent) - 1} more files" if len(absent) > 1 else ""))
+    planned: dict[str, int] = {}
+    for f in files:
+        planned[f.field] = planned.get(f.field, 0) + 1
+    missing: dict[str, list[RemoteFile]] = {}
+    for f in absent:
+        missing.setdefault(f.field, []).append(f)
+    for field_, gone in missing.items():
+        if len(gone) != planned[field_]:
+            raise SourceUnavailable(f"{what}: {field_}: {len(gone)} of its {planned[field_]} files "
+                                    f"are not published (not found on any mirror), e.g. "
+                                    f"{gone[0].path}")
+    if len(absent) == len(files):
+        raise SourceUnavailable(f"{what}: none of the run's files is published")
+
+
+def _absent_notes(what: str, absent: list[RemoteFile]) -> tuple[str, ...]:
+    """What the fetch of a run dropped: the fields the tree does not publish."""
+    fields: dict[str, int] = {}
+    for f in absent:
+        fields[f.field] = fields.get(f.field, 0) + 1
+    if not fields:
+        return ()
+    return (f"{what}: not published by the tree (not found on any mirror while the run's "
+            f"other fields are), dropped: "
+            + ", ".join(f"{k} ({n} file{'s' * (n > 1)})" for k, n in fields.items()),)
 
 
 def _fields_key(fields: tuple[GribField, ...]) -> str:
