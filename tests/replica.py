@@ -213,20 +213,19 @@ _PROTOTYPES: dict[tuple, int] = {}
 TIME_KEYS = ("forecastTime", "stepRange")
 
 
-def encode(base: int, keys: list[tuple[str, object]], values: np.ndarray) -> bytes:
-    """A message: ``base`` with ``keys`` set in order, then ``values``. The message's kind
-    (every key but the time) is kept as a prototype for the next message of that kind."""
+def encode(base: int, keys: list[tuple[str, object]], values: np.ndarray, bits: int = 16) -> bytes:
+    """A message: ``base`` with ``keys`` set in order, then ``values`` in at most ``bits``
+    bits. A handle per kind of message (every key but the time) is kept and reused: only the
+    time and values change (and the bit width, which complex packing narrows to the last
+    values')."""
     times = [kv for kv in keys if kv[0] in TIME_KEYS]
     keys = [kv for kv in keys if kv[0] not in TIME_KEYS]
-    proto = _PROTOTYPES.get((base, *keys))
-    if proto is None:
-        proto = _PROTOTYPES[(base, *keys)] = _with(eccodes.codes_clone(base), keys)
-    h = _with(eccodes.codes_clone(proto), times)
-    try:
-        eccodes.codes_set_values(h, np.ascontiguousarray(values, dtype=float).ravel())
-        return eccodes.codes_get_message(h)
-    finally:
-        eccodes.codes_release(h)
+    h = _PROTOTYPES.get((base, *keys))
+    if h is None:
+        h = _PROTOTYPES[(base, *keys)] = _with(eccodes.codes_clone(base), keys)
+    _with(h, times + [("bitsPerValue", bits)])
+    eccodes.codes_set_values(h, np.ascontiguousarray(values, dtype=float).ravel())
+    return eccodes.codes_get_message(h)
 
 
 def _with(h: int, keys) -> int:
@@ -425,7 +424,8 @@ def write_gfs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0) ->
 
         def add(name, where, keys, vals, time=None):
             msgs.append((name, where, time or when,
-                         encode(base, keys + step_keys(step, None) if time is None else keys, vals)))
+                         encode(base, keys + step_keys(step, None) if time is None else keys, vals,
+                                bits=24)))
 
         hag = lambda m: level(103, m)  # noqa: E731
         u, v = atm.u10(lat, lon, t), atm.v10(lat, lon, t)
@@ -486,24 +486,24 @@ class IconModel:
     lon: tuple[float, float]
     spacing: float  # degrees between the replica's cells
     levels: int  # full levels (half levels: levels + 1)
+    written: int  # the lowest model levels written (the real tree has all of them)
     pressure: tuple[int, ...]  # hPa, a subset of DWD's
     hourly_to: int
     horizon: int
     quarter_hours: bool  # ICON-D2's 15-minute precipitation and radiation
 
 
-ICON_EU = IconModel("icon-eu", 27, (29.5, 70.5), (-23.5, 62.5), 1.0, 74,
+ICON_EU = IconModel("icon-eu", 27, (29.5, 70.5), (-23.5, 62.5), 1.0, 74, 20,
                     (1000, 950, 925, 850, 700, 500), 78, 120, False)
-ICON_D2 = IconModel("icon-d2", 47, (43.18, 58.08), (-3.94, 20.34), 0.4, 65,
+ICON_D2 = IconModel("icon-d2", 47, (43.18, 58.08), (-3.94, 20.34), 0.4, 65, 16,
                     (1000, 975, 950, 850, 700, 500), 48, 48, True)
-ICON_LOWEST = 16  # model levels written, counted from the ground
 
 
-def icon_half_heights(n_full: int) -> dict[int, float]:
+def icon_half_heights(n_full: int, written: int) -> dict[int, float]:
     """Height above ground of half levels (DWD numbering, n_full + 1 = the ground) for the
-    lowest ICON_LOWEST + 1 of them: a 20 m lowest layer, each layer 10 % thicker upwards."""
+    lowest ``written`` + 1 of them: a 20 m lowest layer, each layer 10 % thicker upwards."""
     out, z = {n_full + 1: 0.0}, 0.0
-    for i in range(ICON_LOWEST):
+    for i in range(written):
         z += 20.0 * 1.1 ** i
         out[n_full - i] = z
     return out
@@ -543,7 +543,7 @@ def write_icon(root: Path, atm: Atmosphere, init: datetime, model: IconModel) ->
         eccodes.codes_set_string(h, k, v) if isinstance(v, str) else eccodes.codes_set(h, k, v)
     h0 = hours_of(init, atm.t0)
     orog = atm.orog(lat, lon)
-    half = icon_half_heights(model.levels)
+    half = icon_half_heights(model.levels, model.written)
     quarters = atm.ssrd_quarters(lat, lon, h0 + model.horizon)
     n = 0
 
@@ -614,7 +614,7 @@ def write_icon(root: Path, atm: Atmosphere, init: datetime, model: IconModel) ->
             put("U", param(0, 2, 2) + lev + mins(m), u * prof, m, 100, p * 100)
             put("V", param(0, 2, 3) + lev + mins(m), v * prof, m, 100, p * 100)
             put("FI", param(0, 3, 4) + lev + mins(m), z * G, m, 100, p * 100)
-        for k in range(model.levels - ICON_LOWEST + 1, model.levels + 1):
+        for k in range(model.levels - model.written + 1, model.levels + 1):
             prof = atm.profile((half[k] + half[k + 1]) / 2.0)
             lev = hybrid + level(150, k, 0, 150, k + 1) + vgrid
             put("U", param(0, 2, 2) + lev + mins(m), u * prof, m, 150, k)
