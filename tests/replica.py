@@ -710,12 +710,24 @@ def relative_humidity(t, td):
     return 100.0 * es(td) / es(t)
 
 
-def publish(root: Path, atm: Atmosphere, init: datetime) -> dict[str, int]:
-    """The whole replica under ``root``: ``ecmwf/``, ``noaa/``, ``dwd/``, ``jma/``."""
-    return {
-        "ifs": write_ifs(root / "ecmwf", atm, init),
-        "gfs": write_gfs(root / "noaa", atm, init),
-        "icon-eu": write_icon(root / "dwd", atm, init, ICON_EU),
-        "icon-d2": write_icon(root / "dwd", atm, init, ICON_D2),
-        "msm": write_msm(root / "jma", atm, init),
-    }
+def _write(job: tuple[str, Path, Atmosphere, datetime]) -> int:
+    name, root, atm, init = job
+    if name == "ifs":
+        return write_ifs(root / "ecmwf", atm, init)
+    if name == "gfs":
+        return write_gfs(root / "noaa", atm, init)
+    if name == "msm":
+        return write_msm(root / "jma", atm, init)
+    return write_icon(root / "dwd", atm, init, {"icon-eu": ICON_EU, "icon-d2": ICON_D2}[name])
+
+
+def publish(root: Path, atm: Atmosphere, init: datetime, processes: int = 2) -> dict[str, int]:
+    """The whole replica under ``root``: ``ecmwf/``, ``noaa/``, ``dwd/``, ``jma/``; the models
+    are written in ``processes`` forked processes. Returns the messages written per model."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    names = ["icon-eu", "ifs", "icon-d2", "gfs", "msm"]  # longest first
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
+        counts = pool.map(_write, [(n, root, atm, init) for n in names])
+        return dict(zip(names, counts))

@@ -21,6 +21,7 @@ import functools
 import json
 import math
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -41,7 +42,7 @@ UTC = timezone.utc
 INIT = datetime(2026, 11, 20, 0, tzinfo=UTC)
 NOW = datetime(2026, 11, 20, 2, 30, tzinfo=UTC)
 PREFIXES = {"ecmwf": "ecmwf", "noaa": "noaa", "dwd": "dwd", "jma": "jma"}
-CYCLE_TIMEOUT_S = 240  # a cycle that waits for files the replica lacks fails here
+CYCLE_TIMEOUT_S = 300  # a cycle still waiting for files (DWD's 404s) by then fails the test
 
 TOL = {"temp": 0.3, "wind": 0.3, "dir": 3.0, "hpa": 0.5, "rh": 3.0, "cloud": 5.0,
        "prec": 0.05, "rad": 2.0, "vis": 50.0, "density": 0.005, "pop": 1.0, "feel": 0.5}
@@ -281,7 +282,7 @@ class Report:
                 self.bad[op, element].append((math.inf, where, got, want))
             return
         err = angle_diff(got, want) if element.startswith(("windir", "wnddir_deg")) else abs(got - want)
-        if not err <= tol:
+        if not err <= tol + 1e-6:
             self.bad[op, element].append((err, where, got, round(want, 3)))
 
     def summary(self) -> str:
@@ -290,7 +291,8 @@ class Report:
             rows = self.bad[key]
             worst = max(rows, key=lambda r: r[0])
             lines.append(f"{key[0]} {key[1]}: {len(rows)}/{self.n[key]} off, worst {worst[0]:.3g} "
-                         f"at {worst[1]} (got {worst[2]}, want {worst[3]})")
+                         f"at {worst[1]} (got {worst[2]}, want {worst[3]}); first: "
+                         + "; ".join(f"{w} got {g} want {x}" for _, w, g, x in rows[:3]))
         return "\n".join(lines)
 
 
@@ -426,7 +428,8 @@ def check_srf(rep: Report, op: str, product: str, body: dict, p: dict):
             chk("feelidx", stable(feelidx, (at_c, TOL["feel"])), None)
     # mrf: local days of the zone, each holding the hours that start on it
     for e in wx["mrf"]:
-        day0 = datetime.fromisoformat(e["date"])  # local midnight; zones here keep no DST
+        # Local midnight. No zone changes its offset between 20 November and 4 December.
+        day0 = datetime.fromisoformat(e["date"])
         start = max(hours(day0.astimezone(UTC)), 0.0)
         hrs = list(np.arange(start, hours(day0.astimezone(UTC)) + 24.0, 1.0))
         where = f"{p['id']} {e['date']}"
@@ -434,8 +437,10 @@ def check_srf(rep: Report, op: str, product: str, body: dict, p: dict):
         rep.check(op, "maxtemp", e.get("maxtemp"), max(temps), TOL["temp"], where)
         rep.check(op, "mintemp", e.get("mintemp"), min(temps), TOL["temp"], where)
         rep.check(op, "pop", e.get("pop"), 100.0 * max(float(atm.wet(h)) for h in hrs), TOL["pop"], where)
-        if "prec" in e:
-            rep.check(op, "prec", e["prec"], tr.prec(hrs[0], hrs[-1] + 1), TOL["prec"] * len(hrs) / 6, where)
+        if "prec" in e:  # 0.05 mm per native interval the day holds
+            intervals = math.ceil(sum(1.0 / native_block(h) for h in hrs))
+            rep.check(op, "prec", e["prec"], tr.prec(hrs[0], hrs[-1] + 1), TOL["prec"] * intervals,
+                      where)
         if "rhum" in e:
             rep.check(op, "rhum", e["rhum"], float(np.mean([tr.rh(h) for h in hrs])), TOL["rh"], where)
         if "solrad" in e:
@@ -656,10 +661,12 @@ def test_decode_reads_the_replica_as_the_atmosphere(model, tmp_path):
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "issue 24 fixes not merged yet: JMA multi-field messages (only the first field decodes), "
-    "GFS DSWRF 0/4/192 not in sources/gfs.py, IFS tcc in 0-1 read as %, ICON-D2 has no 925 hPa "
-    "(fetch retries the 404s to the deadline), ICON level numbers from a 60-level table, the "
-    "IFS gust window; see the assertion message for what this run found"))
+    "issue 24 fixes not merged yet. On main: ICON-D2 has no 925 hPa in DWD's tree and fetch "
+    "retries the 404s to the 30-minute deadline (the cycle does not finish); MSM multi-field "
+    "messages decode as prmsl only; GFS DSWRF (0/4/192) is dropped, so global solrad comes from "
+    "IFS 3-hourly means; IFS tcc in 0-1 is read as %. Found by this test, in the products: wx "
+    "day/night judged at the start of the hour (products/wx.py, HOUR / 2 is 0 h in numpy); "
+    "dawn radiation dropped where the clear-sky mean is <= 1 W/m2 (interp._clearsky)"))
 def test_live_configuration_publishes_the_truth(tmp_path, prefect_harness):
     from test_server import live_server
 
@@ -667,10 +674,12 @@ def test_live_configuration_publishes_the_truth(tmp_path, prefect_harness):
     tree = tmp_path / "tree"
     written = replica.publish(tree, atm, INIT)
     t_written = time.monotonic()
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with Mirror(tree) as mirror:
         cfg = live_config(tmp_path / "config", mirror)
         done = run_cycle(cfg, tmp_path / "prefect")
         served = sorted({r.path.split("/")[1] for r in mirror.requests})
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t_cycle = time.monotonic()
     assert not isinstance(done, str), f"the cycle did not finish: {done}"
     assert done.returncode == 0, f"the cycle failed:\n{done.stdout[-6000:]}"
@@ -705,8 +714,7 @@ def test_live_configuration_publishes_the_truth(tmp_path, prefect_harness):
                 assert r.status_code == 200, r.text
                 check_windpack(rep, r.json(), eu, hub)
         for p in points("global.csv"):
-            r = client.get("/api/v2/global/wx", params={"latlon": f"{p['lat']}/{p['lon']}",
-                                                        "tz": "Etc/UTC"})
+            r = client.get("/api/v2/global/wx", params={"latlon": f"{p['lat']}/{p['lon']}"})
             assert r.status_code == 200, r.text
             check_srf(rep, "global", "global", r.json(), p)
         for p in points("japan.csv"):
@@ -714,6 +722,7 @@ def test_live_configuration_publishes_the_truth(tmp_path, prefect_harness):
             assert r.status_code == 200, r.text
             check_srf(rep, "japan", "japan", r.json(), p)
     t_end = time.monotonic()
-    print(f"replica {t_written - t_start:.0f} s ({written}), cycle {t_cycle - t_written:.0f} s, "
-          f"queries {t_end - t_cycle:.0f} s; {sum(rep.n.values())} values compared")
+    cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+    print(f"replica {t_written - t_start:.0f} s ({written}), cycle {t_cycle - t_written:.0f} s "
+          f"({cpu:.0f} s CPU), queries {t_end - t_cycle:.0f} s; {sum(rep.n.values())} values compared")
     assert not rep.bad, "elements off the truth:\n" + rep.summary()
