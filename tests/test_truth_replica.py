@@ -728,7 +728,10 @@ def compare_all(root: Path) -> Report:
     "messages decode as prmsl only; GFS DSWRF (0/4/192) is dropped, so global solrad comes from "
     "IFS 3-hourly means; IFS tcc in 0-1 is read as %. Found by this test, in the products: wx "
     "day/night judged at the start of the hour (products/wx.py, HOUR / 2 is 0 h in numpy); "
-    "dawn radiation dropped where the clear-sky mean is <= 1 W/m2 (interp._clearsky)"))
+    "dawn radiation dropped where the clear-sky mean is <= 1 W/m2 (interp._clearsky); ICON-EU "
+    "wind at 10-200 m from model levels 55-60, 2-6 km up in a 74-level column (icon.py "
+    "HALF_LEVEL_HEIGHTS); global daily prec summed from hourly values rounded to 0.1 mm and, at "
+    "+5:45, over UTC hours (a day from 00:45 to 00:45)"))
 def test_live_configuration_publishes_the_truth(tmp_path, prefect_harness):
     t_start = time.monotonic()
     tree = tmp_path / "tree"
