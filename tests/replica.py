@@ -410,7 +410,9 @@ def write_ifs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0) ->
 GFS_STEPS = tuple(range(0, 121))
 
 
-def write_gfs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0) -> int:
+def write_gfs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0,
+              last: int = max(GFS_STEPS)) -> int:
+    """The GFS run at ``init`` to step ``last`` (h)."""
     base, lat, lon = regular_base("kwbc", 90.0, -90.0, 0.0, 360.0 - dres, dres, dres, init,
                                   [("subCentre", 0), ("tablesVersion", 2),
                                    ("localTablesVersion", 1),
@@ -419,11 +421,11 @@ def write_gfs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0) ->
     eccodes.codes_set(base, "bitsPerValue", 24)
     h0 = hours_of(init, atm.t0)
     orog = atm.orog(lat, lon)
-    quarters = atm.ssrd_quarters(lat, lon, h0 + max(GFS_STEPS))
+    quarters = atm.ssrd_quarters(lat, lon, h0 + last)
     run = root / f"gfs.{init:%Y%m%d}" / f"{init:%H}" / "atmos"
     run.mkdir(parents=True, exist_ok=True)
     n = 0
-    for step in GFS_STEPS:
+    for step in (s for s in GFS_STEPS if s <= last):
         t = h0 + step
         when = "anl" if step == 0 else f"{step} hour fcst"
         msgs: list[tuple[str, str, str, bytes]] = []
@@ -535,7 +537,9 @@ def v1_path(model: str, name: str, init: datetime, minutes: int, lvt: int | None
             f"PT{minutes // 60:03d}H{minutes % 60:02d}M.grib2")
 
 
-def write_icon(root: Path, atm: Atmosphere, init: datetime, model: IconModel) -> int:
+def write_icon(root: Path, atm: Atmosphere, init: datetime, model: IconModel,
+               last: int | None = None) -> int:
+    """The ICON run at ``init`` in DWD's v1 tree, to step ``last`` (h; the model's horizon)."""
     lat, lon = icon_cells(model)
     h = eccodes.codes_grib_new_from_samples("GRIB2")
     for k, v in [("centre", "edzw"), ("subCentre", 255), ("tablesVersion", 19),
@@ -551,7 +555,8 @@ def write_icon(root: Path, atm: Atmosphere, init: datetime, model: IconModel) ->
     h0 = hours_of(init, atm.t0)
     orog = atm.orog(lat, lon)
     half = icon_half_heights(model.levels, model.written)
-    quarters = atm.ssrd_quarters(lat, lon, h0 + model.horizon)
+    last = model.horizon if last is None else last
+    quarters = atm.ssrd_quarters(lat, lon, h0 + last)
     n = 0
 
     def put(name, keys, vals, minutes, lvt=None, lv=None):
@@ -574,10 +579,11 @@ def write_icon(root: Path, atm: Atmosphere, init: datetime, model: IconModel) ->
     for k, z in half.items():
         put("HHL", param(0, 3, 6) + hybrid + level(150, k, 0, 101) + vgrid + mins(0), orog + z,
             0, 150, k)
-    steps = sorted(set(range(0, model.hourly_to + 1)) | set(range(model.hourly_to, model.horizon + 1, 3)))
+    steps = sorted(s for s in set(range(0, model.hourly_to + 1))
+                   | set(range(model.hourly_to, model.horizon + 1, 3)) if s <= last)
     minutes = [s * 60 for s in steps]
     if model.quarter_hours:
-        quarter_only = [m for m in range(0, model.horizon * 60 + 1, 15) if m % 60]
+        quarter_only = [m for m in range(0, last * 60 + 1, 15) if m % 60]
     else:
         quarter_only = []
     for m in sorted(minutes + quarter_only):

@@ -527,11 +527,11 @@ def _msm_files(root):
 
 DECODED = {
     "ifs": (_ifs_files, replica.write_ifs, "ecmwf", ()),
-    "gfs": (_gfs_files, replica.write_gfs, "noaa", ()),
+    "gfs": (_gfs_files, replica.write_gfs, "noaa", (3.0, 13)),
     "icon-eu": (_dwd_files("icon-eu", {0, 1, 2, 78, 81, 84}), replica.write_icon, "dwd",
-                (replica.ICON_EU,)),
+                (replica.ICON_EU, 84)),
     "icon-d2": (_dwd_files("icon-d2", {k / 4 for k in range(9)}), replica.write_icon, "dwd",
-                (replica.ICON_D2,)),
+                (replica.ICON_D2, 2)),
     "msm": (_msm_files, replica.write_msm, "jma", ()),
 }
 
