@@ -146,3 +146,16 @@ def test_temperature_aloft_without_a_level_above_ground_follows_the_standard_lap
     # Point a: between 2 m (280 K) and the 1000 hPa level 110 m above ground (279 K).
     np.testing.assert_allclose(t[0, 1], 280.0 + (279.0 - 280.0) * 98.0 / 108.0, rtol=1e-6)
     np.testing.assert_allclose(t[1, 1:], 270.0 - 0.0065 * np.array([98.0, 198.0]), rtol=1e-6)
+
+
+def test_temperature_aloft_without_pressure_levels_follows_the_standard_lapse_rate():
+    """A model with no pressure levels at all (JMA MSM surface files): 100/200 m temperatures
+    are the 2 m temperature less 0.0065 K/m (0.637 K and 1.287 K below it), not NaN."""
+    t2m = np.array([[280.0, 270.0], [281.0, 271.0]])
+    values = {"t2m": t2m, "u10": np.ones((2, 2)), "v10": np.ones((2, 2))}
+    out = xr.Dataset(coords={"time": INIT + np.arange(2) * np.timedelta64(1, "h"), "point": ["a", "b"]})
+    heights = np.array([10.0, 100.0, 200.0])
+    interp._profiles(out, values, xr.Dataset(), np.zeros(2), heights, [(2, heights)])
+    t = out["air_temperature"].values  # (time, point, height)
+    np.testing.assert_allclose(t[..., 1], t2m - 0.637, rtol=1e-6)
+    np.testing.assert_allclose(t[..., 2], t2m - 1.287, rtol=1e-6)

@@ -478,8 +478,8 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
 
         columns = _by_rows(winds, wind_rows)
         cols_u, cols_v = columns[0::2], columns[1::2]
-    if len(temp_h) == 1:
-        temps = [_single_level(temp_h[0][..., np.newaxis], temp_v[0][..., np.newaxis], h) for h in heights]
+    if len(temp_h) == 1:  # no upper level at all (JMA MSM surface files)
+        temps = [np.full((t_len, p_len), np.nan) for _ in heights]
     else:
         temp_rows = _rows_with_levels(temp_v)
 
@@ -488,10 +488,11 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
             return physics.interp_linear_heights(tt, zt, heights)
 
         temps = [_on_rows(t, temp_rows, t_len) for t in _by_rows(temperatures, temp_rows)]
-        # No upper level above the ground (high terrain where every pressure level published
-        # is below the surface): the standard atmosphere's lapse rate from the 2 m temperature.
-        t2m = values["t2m"].astype(np.float64)
-        temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t) for t, h in zip(temps, heights)]
+    # No upper level above the ground (a model without pressure levels, or high terrain where
+    # every level published is below the surface): the standard atmosphere's lapse rate from
+    # the 2 m temperature.
+    t2m = values["t2m"].astype(np.float64)
+    temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t) for t, h in zip(temps, heights)]
     return {"wind_u": (wind_rows, cols_u), "wind_v": (wind_rows, cols_v),
             "air_temperature": (slice(None), temps)}
 
