@@ -159,3 +159,22 @@ def test_temperature_aloft_without_pressure_levels_follows_the_standard_lapse_ra
     t = out["air_temperature"].values  # (time, point, height)
     np.testing.assert_allclose(t[..., 1], t2m - 0.637, rtol=1e-6)
     np.testing.assert_allclose(t[..., 2], t2m - 1.287, rtol=1e-6)
+
+
+def test_wind_veering_between_steps_keeps_its_speed():
+    """A steady 10 m/s wind veering from south (u=0, v=10) to west (u=10, v=0) over 3 h:
+    interpolating u and v alone gives 7.07 m/s halfway; the speed stays 10 m/s, the direction
+    turns monotonically, and the components are exact at the steps."""
+    u = np.array([[0.0, 3.0], [10.0, 3.0]])
+    v = np.array([[10.0, 4.0], [0.0, 4.0]])
+    ds = point_ds("u10", u, [0, 3], interval=False)
+    ds["v10"] = (("time", "point"), v.astype(np.float32))
+    axis = base_axis(INIT, INIT + np.timedelta64(3, "h"))
+    out = resample(ds, axis, LATS, LONS)
+    speed = np.hypot(out.u10.values, out.v10.values)
+    np.testing.assert_allclose(speed[:, 0], 10.0, rtol=1e-5)
+    np.testing.assert_allclose(speed[:, 1], 5.0, rtol=1e-5)  # a steady wind stays as it is
+    np.testing.assert_allclose(out.u10.values[[0, -1], 0], [0.0, 10.0], atol=1e-5)
+    direction = physics.wind_direction(out.u10.values[:, 0], out.v10.values[:, 0])
+    assert direction[0] == pytest.approx(180.0) and direction[-1] == pytest.approx(270.0)
+    assert (np.diff(direction) > 0).all()

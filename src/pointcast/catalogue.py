@@ -112,6 +112,11 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
        nonnegative=True),
 )}
 
+# Eastward and northward components of one vector: resampled in time together, so that the
+# speed between two steps follows the speeds, not the chord between the two vectors.
+VECTORS: tuple[tuple[str, str], ...] = (("u10", "v10"), ("u", "v"), ("u_ml", "v_ml"),
+                                        ("u_pl", "v_pl"), ("wind_u", "wind_v"))
+
 
 def variable(name: str) -> Variable:
     try:

@@ -37,7 +37,7 @@ from scipy.interpolate import PchipInterpolator
 from scipy.spatial import Delaunay, cKDTree
 
 from . import physics
-from .catalogue import Elevation, Temporal, VARIABLES, variable
+from .catalogue import VECTORS, Elevation, Temporal, VARIABLES, variable
 
 BASE_STEP = np.timedelta64(15, "m")
 POP_RADIUS_KM = 25.0  # neighbourhood radius of the precipitation probability
@@ -607,8 +607,28 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
             res = np.where(res < 0, 0, res)
         out[name] = (arr.transpose("time", ...).dims, res.astype(np.float32), arr.attrs)
         out[name].attrs.pop("steps_minutes", None)
+    for u, v in VECTORS:
+        if u in out and v in out:
+            _keep_speed(ds, out, u, v)
     out.attrs.update(ds.attrs)
     return out
+
+
+def _keep_speed(ds: xr.Dataset, out: xr.Dataset, u: str, v: str) -> None:
+    """Rescale the resampled components of a vector to the speed resampled on its own.
+
+    Components interpolated one by one follow the chord between two vectors: where the wind
+    veers by 90 degrees at a steady 10 m/s, the speed halfway would be 7.1 m/s. The direction
+    stays that of the interpolated components, and the speed is the monotone cubic through the
+    speeds at the steps (no overshoot, exact at the steps)."""
+    uu, vv = (ds[n].transpose("time", ...).values.astype(np.float64) for n in (u, v))
+    speed = _pchip(ds.time.values, np.hypot(uu, vv), out.time.values)
+    ui, vi = (out[n].values.astype(np.float64) for n in (u, v))
+    chord = np.hypot(ui, vi)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = np.where(chord > 1e-6, speed / chord, 1.0)
+    out[u].values[:] = ui * factor
+    out[v].values[:] = vi * factor
 
 
 @functools.lru_cache(maxsize=2)
