@@ -178,3 +178,16 @@ def test_wind_veering_between_steps_keeps_its_speed():
     direction = physics.wind_direction(out.u10.values[:, 0], out.v10.values[:, 0])
     assert direction[0] == pytest.approx(180.0) and direction[-1] == pytest.approx(270.0)
     assert (np.diff(direction) > 0).all()
+
+
+def test_gust_covers_the_window_its_message_states():
+    """IFS to 90 h: the maximum at a 3-hourly step is that of the last hour only (stepRange
+    2-3, 5-6); then 3-hour windows. The last hour holds its maximum, the hours between two
+    windows the interpolation between the windows' maxima at their centres, the hours before
+    the first window the first window's: a last-hour gust is not spread over three hours."""
+    ds = point_ds("gust", [[12.0, 5.0], [18.0, 5.0], [15.0, 5.0]], [3, 6, 9])
+    ds.gust.attrs["starts_minutes"] = [120, 300, 360]
+    axis = base_axis(INIT, INIT + np.timedelta64(9, "h") - BASE_STEP)
+    hourly = aggregate(resample(ds, axis, LATS, LONS), INIT, np.timedelta64(1, "h"), 9).gust.values[:, 0]
+    between = [12.0 + 6.0 * (3.875 - 2.5) / 3.0, 12.0 + 6.0 * (4.875 - 2.5) / 3.0]
+    np.testing.assert_allclose(hourly, [12, 12, 12, *between, 18, 15, 15, 15], rtol=1e-6)

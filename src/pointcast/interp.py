@@ -391,8 +391,9 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     for name in out.data_vars:
         spec = variable(name)
         out[name].attrs.update(units=spec.units, long_name=spec.long_name)
-        if name in ds and "steps_minutes" in ds[name].attrs:
-            out[name].attrs["steps_minutes"] = ds[name].attrs["steps_minutes"]
+        for key in ("steps_minutes", "starts_minutes"):
+            if name in ds and key in ds[name].attrs:
+                out[name].attrs[key] = ds[name].attrs[key]
     if "pop" in out:
         out["pop"].attrs["steps_minutes"] = ds.tp.attrs["steps_minutes"]
     out.attrs.update(ds.attrs)
@@ -598,7 +599,9 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
             if kind is Temporal.ACCUMULATION:
                 res = _conserve(starts, ends, vals, times)
             elif kind is Temporal.INTERVAL_MAX:
-                res = _hold(starts, ends, vals, times)
+                if "starts_minutes" in arr.attrs:  # the windows the messages state
+                    starts = init + np.array(arr.attrs["starts_minutes"], dtype="timedelta64[m]")
+                res = _hold(starts, ends, vals, times, init)
             else:  # RADIATION
                 clear_fine = _clear_sky_steps(np.asarray(times, "datetime64[ns]").tobytes(),
                                               np.asarray(lats, float).tobytes(), np.asarray(lons, float).tobytes())
@@ -607,6 +610,7 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
             res = np.where(res < 0, 0, res)
         out[name] = (arr.transpose("time", ...).dims, res.astype(np.float32), arr.attrs)
         out[name].attrs.pop("steps_minutes", None)
+        out[name].attrs.pop("starts_minutes", None)
     for u, v in VECTORS:
         if u in out and v in out:
             _keep_speed(ds, out, u, v)
@@ -687,9 +691,27 @@ def _conserve(starts, ends, amounts, times) -> np.ndarray:
     return np.where(_bcast_t(ok, amounts), res, np.nan)
 
 
-def _hold(starts, ends, vals, times) -> np.ndarray:
+def _hold(starts, ends, vals, times, init) -> np.ndarray:
+    """Maxima over windows -> the 15-minute steps: a step inside a window holds the window's
+    maximum. A step between two windows (IFS to 90 h states the last hour of a 3-hour step;
+    DWD's VMAX_10M the last hour where ICON-EU is 3-hourly) has no maximum of its own: it
+    takes the linear interpolation in time between the two windows' maxima, placed at their
+    centres, and a step before the first window (from the run's start) the first window's."""
     k, ok = _interval_index(starts, ends, times)
-    return np.where(_bcast_t(ok, vals), vals[k], np.nan)
+    res = np.where(_bcast_t(ok, vals), vals[k], np.nan)
+    mid = times + BASE_STEP.astype("timedelta64[s]") / 2
+    after = np.searchsorted(starts, mid, side="right")  # the first window starting after mid
+    gap = ~ok & (times >= init) & (after < len(ends)) & (times + BASE_STEP <= starts[np.clip(after, 0, len(ends) - 1)])
+    gap &= (after == 0) | (times >= ends[np.clip(after - 1, 0, None)])
+    if gap.any():
+        a = np.clip(after[gap] - 1, 0, None)
+        b = after[gap]
+        centre = starts + (ends - starts) / 2
+        span = (centre[b] - centre[a]) / np.timedelta64(1, "s")
+        w = np.where(span > 0, (mid[gap] - centre[a]) / np.timedelta64(1, "s") / np.where(span > 0, span, 1), 1.0)
+        w = np.clip(w, 0.0, 1.0)
+        res[gap] = (1 - _bcast_t(w, vals[a])) * vals[a] + _bcast_t(w, vals[a]) * vals[b]
+    return res
 
 
 def _clearsky(starts, ends, means, times, clear_fine, lats, lons) -> np.ndarray:
