@@ -191,3 +191,33 @@ def test_gust_covers_the_window_its_message_states():
     hourly = aggregate(resample(ds, axis, LATS, LONS), INIT, np.timedelta64(1, "h"), 9).gust.values[:, 0]
     between = [12.0 + 6.0 * (3.875 - 2.5) / 3.0, 12.0 + 6.0 * (4.875 - 2.5) / 3.0]
     np.testing.assert_allclose(hourly, [12, 12, 12, *between, 18, 15, 15, 15], rtol=1e-6)
+
+
+def _grid_tp(amounts, steps_min):
+    """tp (time, lat, lon) on a 0.1 degree grid around Paris, the same amount in every cell."""
+    lat, lon = np.arange(48.0, 49.71, 0.1), np.arange(1.5, 3.21, 0.1)
+    times = INIT + np.array(steps_min, dtype="timedelta64[m]")
+    data = np.asarray(amounts, dtype=np.float32)[:, None, None] * np.ones((1, len(lat), len(lon)), np.float32)
+    ds = xr.Dataset({"tp": (("time", "lat", "lon"), data, {"steps_minutes": list(steps_min)}),
+                     "t2m": (("time", "lat", "lon"), np.full_like(data, 280.0))},
+                    coords={"time": times.astype("datetime64[ns]"), "lat": lat, "lon": lon})
+    ds.attrs["init"] = str(INIT.astype("datetime64[s]")) + "+00:00"
+    return ds
+
+
+def test_precipitation_probability_is_for_one_hour_whatever_the_model_interval():
+    """pop is the share of neighbourhood cells with at least 0.1 mm in the hour: quarter hours
+    (ICON-D2) are summed into their hour first, and an amount over 3 hours (IFS) counts as
+    spread evenly (0.1 mm in each hour: 0.3 mm)."""
+    points = interp.PointSet(np.array(["paris"]), np.array([48.85]), np.array([2.35]), np.array([np.nan]))
+    # Hour 1: 0.08 mm in one quarter (wet by a 15-minute threshold, dry over the hour);
+    # hour 2: 0.03 mm in each quarter (0.12 mm: wet).
+    quarters = _grid_tp([0.0, 0.0, 0.08, 0.0, 0.03, 0.03, 0.03, 0.03], [15 * k for k in range(1, 9)])
+    out = interp.extract(quarters, points, [10.0])
+    assert out.pop.attrs["steps_minutes"] == [60, 120]
+    np.testing.assert_allclose(out.pop.values[[3, 7], 0], [0.0, 100.0])
+    hourly = aggregate(resample(out, base_axis(INIT, INIT + np.timedelta64(2, "h") - BASE_STEP), LATS[:1], LONS[:1]),
+                       INIT, np.timedelta64(1, "h"), 2)
+    np.testing.assert_allclose(hourly.pop.values[:, 0], [0.0, 100.0])
+    three = interp.extract(_grid_tp([0.29, 0.3], [180, 360]), points, [10.0])
+    np.testing.assert_allclose(three.pop.values[:, 0], [0.0, 100.0])

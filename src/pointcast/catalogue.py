@@ -108,7 +108,7 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
        "northward_wind"),
     _v("air_temperature", "K", "air temperature at height above ground", (170.0, 340.0), S,
        "air_temperature", Elevation.LAPSE),
-    _v("pop", "%", "neighbourhood probability of precipitation >= 0.1 mm/h", (0.0, 100.0), M,
+    _v("pop", "%", "neighbourhood probability of at least 0.1 mm of precipitation in the hour", (0.0, 100.0), M,
        nonnegative=True),
 )}
 

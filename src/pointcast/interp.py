@@ -317,15 +317,50 @@ def intervals(steps_minutes: Sequence[int], init: np.datetime64) -> tuple[np.nda
     return np.concatenate([[init], ends[:-1]]), ends
 
 
-def _interval_hours(times: np.ndarray, steps_minutes: Sequence[int], init: np.datetime64) -> np.ndarray:
-    """Length in hours of the interval ending at each time, for a variable's own steps."""
+def _pop_windows(times: np.ndarray, steps_minutes: Sequence[int], init: np.datetime64
+                 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The windows the precipitation probability is taken over, for the rows ``times`` of a
+    dataset whose precipitation has its own steps: each window's length in hours and its first
+    row, at the row where it ends (NaN and -1 at the other rows), and the windows' ends in
+    minutes. Intervals of an hour or longer are windows of their own; intervals shorter than
+    an hour (ICON-D2's quarter hours) are summed into the clock hour they end in, and an hour
+    they do not fill is left out."""
     starts, ends = intervals(steps_minutes, init)
-    lengths = dict(zip(ends, (ends - starts) / np.timedelta64(1, "h")))
-    return np.array([lengths.get(t, np.nan) for t in times], dtype=np.float32)
+    row = {int(t): k for k, t in enumerate(times.astype("datetime64[ns]").view(np.int64))}
+    hour = np.timedelta64(1, "h")
+    groups: dict[np.datetime64, list[int]] = {}
+    for i, (start, end) in enumerate(zip(starts, ends)):
+        label = end if end - start >= hour else init + -((init - end) // hour) * hour
+        groups.setdefault(label, []).append(i)
+    hours = np.full(len(times), np.nan, dtype=np.float32)
+    first = np.full(len(times), -1, dtype=np.int64)
+    out = []
+    for label, members in groups.items():
+        length = sum(ends[i] - starts[i] for i in members)
+        if ends[members[-1]] != label or length < hour:
+            continue  # an hour its quarter hours do not fill
+        last = row[int(ends[members[-1]].astype("datetime64[ns]").astype(np.int64))]
+        hours[last] = length / hour
+        first[last] = row[int(ends[members[0]].astype("datetime64[ns]").astype(np.int64))]
+        out.append(int((label - init) / np.timedelta64(1, "m")))
+    return hours, first, out
+
+
+def _window_chunks(first: np.ndarray, chunks: tuple[int, ...]) -> tuple[int, ...]:
+    """Time chunks near ``chunks`` in which no window (rows first..last) is split."""
+    cut = np.zeros(len(first) + 1, dtype=bool)
+    cut[[0, len(first)]] = True
+    cut[1:-1] = True
+    for last in np.flatnonzero(first >= 0):
+        cut[first[last] + 1:last + 1] = False
+    bounds = np.flatnonzero(cut)
+    wanted = np.cumsum(chunks)[:-1]
+    keep = sorted({0, len(first), *(bounds[np.searchsorted(bounds, w)] for w in wanted)})
+    return tuple(int(b - a) for a, b in zip(keep, keep[1:]) if b > a)
 
 
 def _pop_block(block: np.ndarray, idx: np.ndarray, mask: np.ndarray, hours: np.ndarray,
-               block_info=None) -> np.ndarray:
+               first: np.ndarray, block_info=None) -> np.ndarray:
     t0 = block_info[0]["array-location"][0][0] if block_info else 0
     flat = block.reshape(block.shape[0], -1)
     cells = mask.sum(axis=1)
@@ -333,8 +368,11 @@ def _pop_block(block: np.ndarray, idx: np.ndarray, mask: np.ndarray, hours: np.n
     for k in range(block.shape[0]):
         if not np.isfinite(hours[t0 + k]):
             continue
-        amounts = flat[k][idx]
-        wet = (mask & (amounts >= POP_THRESHOLD_MM_H * hours[t0 + k])).sum(axis=1)
+        rows = flat[first[t0 + k] - t0:k + 1]
+        amounts = rows.sum(axis=0)[idx] if len(rows) > 1 else rows[0][idx]
+        # An amount spread evenly over an interval longer than an hour, as precipitation is
+        # resampled: at least 0.1 mm in each of its hours.
+        wet = (mask & (amounts >= POP_THRESHOLD_MM_H * max(float(hours[t0 + k]), 1.0))).sum(axis=1)
         complete = (cells > 0) & ~np.isnan(np.where(mask, amounts, 0.0)).any(axis=1)
         out[k] = np.where(complete, 100.0 * wet / np.maximum(cells, 1), np.nan)
     return out
@@ -363,11 +401,12 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                                      new_axis=data.ndim - nd, dtype=np.float32,
                                      chunks=data.chunks[:-nd] + ((len(points),),))
     if "tp" in ds:
-        hours = _interval_hours(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
-        lazy["pop"] = ds.tp.data.map_blocks(_pop_block, s.near_idx, s.near_mask, hours,
-                                            drop_axis=list(range(1, 1 + nd)), new_axis=1,
-                                            dtype=np.float32,
-                                            chunks=(ds.tp.data.chunks[0], (len(points),)))
+        hours, first, pop_steps = _pop_windows(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
+        tp = ds.tp.data if isinstance(ds.tp.data, da.Array) else da.from_array(ds.tp.data)
+        tp = tp.rechunk({0: _window_chunks(first, tp.chunks[0])})
+        lazy["pop"] = tp.map_blocks(_pop_block, s.near_idx, s.near_mask, hours, first,
+                                    drop_axis=list(range(1, 1 + nd)), new_axis=1, dtype=np.float32,
+                                    chunks=(tp.chunks[0], (len(points),)))
     # The graph is already one task chain per message; optimising its ~10^4 layers costs more
     # than it saves on threads. On dask.distributed, where every task pays a scheduler round
     # trip, fusing the chains halves the time (bench/README.md).
@@ -395,7 +434,7 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
             if name in ds and key in ds[name].attrs:
                 out[name].attrs[key] = ds[name].attrs[key]
     if "pop" in out:
-        out["pop"].attrs["steps_minutes"] = ds.tp.attrs["steps_minutes"]
+        out["pop"].attrs["steps_minutes"] = pop_steps
     out.attrs.update(ds.attrs)
     return out
 
