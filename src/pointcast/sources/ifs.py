@@ -116,7 +116,7 @@ FIELDS: tuple[GribField, ...] = (
     GribField("fdir", "fdir", "surface", processing=_A, per_second=True),
     GribField("tcc", "tcc", "entireAtmosphere"),
     GribField("vis", "vis", "surface"),
-    GribField("cape", "mucape", "mostUnstableParcel"),
+    GribField("cape_mu", "mucape", "mostUnstableParcel"),
     # Surface geopotential (m2 s-2) at step 0 -> surface height (m).
     GribField("orog", "z", "surface", processing=_C, scale=1.0 / G),
     GribField("t_pl", "t", "isobaricInhPa", PRESSURE_LEVELS),
