@@ -221,3 +221,32 @@ def test_precipitation_probability_is_for_one_hour_whatever_the_model_interval()
     np.testing.assert_allclose(hourly.pop.values[:, 0], [0.0, 100.0])
     three = interp.extract(_grid_tp([0.29, 0.3], [180, 360]), points, [10.0])
     np.testing.assert_allclose(three.pop.values[:, 0], [0.0, 100.0])
+
+
+def test_a_model_without_snowfall_gets_it_from_the_temperature_ramp():
+    """GFS and MSM publish no snowfall: extraction gives them precipitation times the snow
+    fraction at the mean of the 2 m temperatures bounding each interval (all snow at <= 0.5
+    degC, all rain at >= 2.5 degC): 1.5 degC on average is half snow."""
+    ds = _grid_tp([0.0, 2.0, 2.0], [0, 60, 120])
+    ds["t2m"].values[:] = np.array([273.15, 276.15, 278.15])[:, None, None]  # 0, 3, 5 degC
+    points = interp.PointSet(np.array(["paris"]), np.array([48.85]), np.array([2.35]), np.array([np.nan]))
+    out = interp.extract(ds, points, [10.0])
+    np.testing.assert_allclose(out.sf.values[1:, 0], [2.0 * 0.5, 0.0], atol=1e-5)  # means 1.5 and 4 degC
+    assert out.sf.attrs["steps_minutes"] == [0, 60, 120]
+
+
+def test_the_weather_type_reads_one_kind_of_cape_for_the_whole_horizon():
+    """Each model's CAPE is a canonical variable of its own parcel; the weather type reads the
+    most unstable parcel's, IFS's, and IFS ends every European blend of the shipped config."""
+    from pathlib import Path
+
+    from pointcast import codes
+    from pointcast.config import load_config
+    from pointcast.sources import MODELS
+
+    kinds = {m: [r.var for r in spec.fields if r.var.startswith("cape")] for m, spec in MODELS.items()}
+    assert kinds == {"ifs": ["cape_mu"], "icon-eu": ["cape_ml"], "icon-d2": ["cape_ml"],
+                     "gfs": ["cape_sb"], "msm": []}
+    assert codes.CAPE == "cape_mu"
+    cfg = load_config(Path(__file__).resolve().parents[1] / "config" / "live.toml")
+    assert all(pc.models[-1] == "ifs" for pid, pc in cfg.products.items() if pid.startswith("eu-"))

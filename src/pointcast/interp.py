@@ -427,6 +427,8 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     _profiles(out, values, ds, orog, np.asarray(heights, dtype=float),
               [(len(points), heights)] if groups is None else groups)
     _correct_elevation(out, points.elevation - orog)
+    if "sf" not in out and {"tp", "t2m"} <= set(out.data_vars):
+        _snowfall_from_temperature(out, ds)
     for name in out.data_vars:
         spec = variable(name)
         out[name].attrs.update(units=spec.units, long_name=spec.long_name)
@@ -437,6 +439,26 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
         out["pop"].attrs["steps_minutes"] = pop_steps
     out.attrs.update(ds.attrs)
     return out
+
+
+def _snowfall_from_temperature(out: xr.Dataset, ds: xr.Dataset) -> None:
+    """The snowfall of a model that publishes none (GFS, JMA MSM): its precipitation times the
+    snow fraction of the 2 m temperature ramp (``physics.snow_fraction``), at the mean of the
+    temperatures that bound each interval, so that every product takes its snow from the
+    model's snowfall by one rule (docs/method.md)."""
+    steps = ds.tp.attrs["steps_minutes"]
+    starts, ends = intervals(steps, init_time(ds))
+    times = out.time.values
+    at_end = np.searchsorted(times, ends)
+    at_start = np.clip(np.searchsorted(times, starts), 0, len(times) - 1)
+    t = out["t2m"].values.astype(np.float64)
+    t_end = t[at_end]
+    t_start = np.where((times[at_start] == starts)[:, None], t[at_start], np.nan)
+    mean = np.where(np.isnan(t_start), t_end, 0.5 * (t_start + t_end))
+    sf = np.full(out["tp"].shape, np.nan, dtype=np.float32)
+    sf[at_end] = out["tp"].values[at_end] * physics.snow_fraction(mean - 273.15)
+    out["sf"] = (("time", "point"), sf)
+    out["sf"].attrs["steps_minutes"] = list(steps)
 
 
 def _profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
