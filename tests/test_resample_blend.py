@@ -250,3 +250,11 @@ def test_the_weather_type_reads_one_kind_of_cape_for_the_whole_horizon():
     assert codes.CAPE == "cape_mu"
     cfg = load_config(Path(__file__).resolve().parents[1] / "config" / "live.toml")
     assert all(pc.models[-1] == "ifs" for pid, pc in cfg.products.items() if pid.startswith("eu-"))
+
+
+def test_quarter_hours_of_one_hour_stay_in_one_chunk():
+    """Rows 1-4 and 5-8 are two hours of quarter hours: chunks of 3 rows move their cuts to
+    the next hour's start, so a block holds its hours whole."""
+    first = np.array([-1, -1, -1, -1, 1, -1, -1, -1, 5])
+    assert interp._window_chunks(first, (3, 3, 3)) == (5, 4)
+    assert interp._window_chunks(np.array([0, 1, 2, 3]), (2, 2)) == (2, 2)  # hourly: unchanged

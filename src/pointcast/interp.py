@@ -348,9 +348,7 @@ def _pop_windows(times: np.ndarray, steps_minutes: Sequence[int], init: np.datet
 
 def _window_chunks(first: np.ndarray, chunks: tuple[int, ...]) -> tuple[int, ...]:
     """Time chunks near ``chunks`` in which no window (rows first..last) is split."""
-    cut = np.zeros(len(first) + 1, dtype=bool)
-    cut[[0, len(first)]] = True
-    cut[1:-1] = True
+    cut = np.ones(len(first) + 1, dtype=bool)  # where a chunk may start
     for last in np.flatnonzero(first >= 0):
         cut[first[last] + 1:last + 1] = False
     bounds = np.flatnonzero(cut)
