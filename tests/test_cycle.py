@@ -408,7 +408,7 @@ def test_schedule_deployment_runs_every_3_hours(published):
     assert [s.schedule.cron for s in deployment(offset).schedules] == ["40 1-23/3 * * *"]
 
 
-def test_the_last_model_must_reach_the_horizon_from_the_products_basetime():
+def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefect_harness):
     """ICON-D2's 03 UTC run is the basetime; IFS's run of the day before at 00 UTC (a
     fallback) reaches 360 h from its own start, 333 h from the basetime: short of eu-medium's
     336 h. The cycle looks again, from the basetime, and takes the 00 UTC run of the day."""
