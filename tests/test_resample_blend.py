@@ -258,3 +258,17 @@ def test_quarter_hours_of_one_hour_stay_in_one_chunk():
     first = np.array([-1, -1, -1, -1, 1, -1, -1, -1, 5])
     assert interp._window_chunks(first, (3, 3, 3)) == (5, 4)
     assert interp._window_chunks(np.array([0, 1, 2, 3]), (2, 2)) == (2, 2)  # hourly: unchanged
+
+
+def test_wind_direction_turns_the_short_way_across_the_branch_cut():
+    """From a wind blowing towards 179.4 degrees (math angle) to one towards -179.4: 1.1
+    degrees apart, not 358.9; numpy's unwrap also holds across missing samples."""
+    u = np.array([[-10.0, -10.0], [-10.0, -10.0]])
+    v = np.array([[0.1, 0.1], [-0.1, -0.1]])
+    ds = point_ds("u10", u, [0, 3], interval=False)
+    ds["v10"] = (("time", "point"), v.astype(np.float32))
+    out = resample(ds, base_axis(INIT, INIT + np.timedelta64(3, "h")), LATS, LONS)
+    assert (out.u10.values[:, 0] < -9.99).all()
+    angles = np.radians([[170.0], [np.nan], [-170.0], [175.0], [np.nan], [-100.0]])
+    finite = ~np.isnan(angles[:, 0])
+    np.testing.assert_allclose(interp._unwrapped(angles)[finite], np.unwrap(angles[finite], axis=0))

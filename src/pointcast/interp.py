@@ -646,10 +646,16 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
     """
     init = init_time(ds)
     out = xr.Dataset(coords={"time": times, **{c: ds[c] for c in ds.coords if c not in ("time",)}})
+    vectors = {n: pair for pair in VECTORS if set(pair) <= set(ds.data_vars) for n in pair}
+    paired: dict[str, np.ndarray] = {}  # the other component of a vector already resampled
     for name, arr in ds.data_vars.items():
         kind = VARIABLES[name].temporal
         values = arr.transpose("time", ...).values
-        if kind is Temporal.STATE:
+        if name in vectors:
+            if name not in paired:
+                paired.update(zip(vectors[name], _vector_pchip(ds, *vectors[name], times)))
+            res = paired.pop(name)
+        elif kind is Temporal.STATE:
             res = _pchip(ds.time.values, values, times)
         else:
             starts, ends = intervals(arr.attrs["steps_minutes"], init)
@@ -670,28 +676,36 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
         out[name] = (arr.transpose("time", ...).dims, res.astype(np.float32), arr.attrs)
         out[name].attrs.pop("steps_minutes", None)
         out[name].attrs.pop("starts_minutes", None)
-    for u, v in VECTORS:
-        if u in out and v in out:
-            _keep_speed(ds, out, u, v)
     out.attrs.update(ds.attrs)
     return out
 
 
-def _keep_speed(ds: xr.Dataset, out: xr.Dataset, u: str, v: str) -> None:
-    """Rescale the resampled components of a vector to the speed resampled on its own.
+def _vector_pchip(ds: xr.Dataset, u: str, v: str, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A vector's components at ``times`` from its speed and direction, each a monotone cubic.
 
     Components interpolated one by one follow the chord between two vectors: where the wind
-    veers by 90 degrees at a steady 10 m/s, the speed halfway would be 7.1 m/s. The direction
-    stays that of the interpolated components, and the speed is the monotone cubic through the
-    speeds at the steps (no overshoot, exact at the steps)."""
+    veers by 90 degrees at a steady 10 m/s, the speed halfway would be 7.1 m/s. The speed is
+    interpolated on its own (exact at the steps, no overshoot), and so is the direction, each
+    step's taken the short way round from the step before (a veer of more than 180 degrees
+    between two steps is read as a backing of less)."""
     uu, vv = (ds[n].transpose("time", ...).values.astype(np.float64) for n in (u, v))
-    speed = _pchip(ds.time.values, np.hypot(uu, vv), out.time.values)
-    ui, vi = (out[n].values.astype(np.float64) for n in (u, v))
-    chord = np.hypot(ui, vi)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        factor = np.where(chord > 1e-6, speed / chord, 1.0)
-    out[u].values[:] = ui * factor
-    out[v].values[:] = vi * factor
+    angle = _unwrapped(np.arctan2(vv, uu))
+    speed = _pchip(ds.time.values, np.hypot(uu, vv), times).astype(np.float32)
+    turned = _pchip(ds.time.values, angle, times).astype(np.float32)  # float32 is enough for a value
+    return speed * np.cos(turned), speed * np.sin(turned)
+
+
+def _unwrapped(angle: np.ndarray) -> np.ndarray:
+    """Angles (radians, time first) with 2 pi added or taken away so that each finite sample
+    differs from the series' previous finite one by at most pi (numpy's unwrap across gaps)."""
+    finite = np.isfinite(angle)
+    rows = np.arange(len(angle)).reshape((-1,) + (1,) * (angle.ndim - 1))
+    last = np.maximum.accumulate(np.where(finite, rows, -1), axis=0)
+    before = np.concatenate([np.full((1,) + angle.shape[1:], -1), last[:-1]])
+    prev = np.take_along_axis(angle, np.clip(before, 0, None), axis=0)
+    step = np.where(finite & (before >= 0), angle - prev, 0.0)
+    turn = np.cumsum((step + np.pi) % (2 * np.pi) - np.pi - step, axis=0)
+    return angle + turn
 
 
 @functools.lru_cache(maxsize=2)
