@@ -12,10 +12,12 @@ every later run on the same grid, reuses it.
 Resample puts every model on a 15-minute axis with each variable's own method from the
 catalogue, so that blending and the 30min/1H products see one regular axis:
 - states: monotone cubic (PCHIP) through the model's samples, no overshoot, no extrapolation;
+  a wind through its speeds and its directions (not u and v apart, whose chord is slower);
 - accumulations: the cumulative amount is interpolated linearly, so totals are kept exactly;
 - radiation: the interval's clear-sky index times the clear-sky mean of each sub-interval, so
   energy is kept and radiation is zero whenever the sun is down;
-- interval maxima (gust, neighbourhood probability): held over the sub-intervals.
+- interval maxima (gust, neighbourhood probability): held over the sub-intervals of the
+  window each message states (``_hold``).
 After resampling, interval values belong to the interval that *starts* at their time stamp.
 """
 
