@@ -27,7 +27,7 @@ the sample source writes. Points worth knowing:
   the length fixed to 3 h), so ``gust`` has two rows; exactly one of them is present at any
   step > 0 and none at step 0. The ``.index`` names the MARS parameter, ``10fg``, whatever the
   window (ecmwf-opendata users request ``param="10fg"`` at every step): the ``10fg3`` row has
-  ``param = "10fg"``. Decode keeps each window as its message states it (``starts_minutes``),
+  ``param = "10fg"``, and an index naming the window ``10fg3`` is read as well. Decode keeps each window as its message states it (``starts_minutes``),
   and resampling holds a maximum over its own window only (docs/method.md, "Wind gust").
 * ``tp`` and ``sf`` are metres (of water equivalent) accumulated from the start of the run
   (stepRange ``0-<step>``), ``ssrd``/``fdir`` J m-2 accumulated from the start.
@@ -48,8 +48,8 @@ client knows), one GRIB2 file per step with its ``.index`` (JSON lines: the MARS
 ``_offset``, ``_length``). The 06/18 UTC runs were published as stream ``scda`` (paths and
 file names ``.../scda/...-scda-fc``) before ECMWF moved all four runs to ``oper``: the
 ``oper`` layout is tried first, ``scda`` after it. An index entry is a row's message when its
-``param`` is the row's ``param`` (else its shortName) and its ``levtype`` (``pl`` or ``sfc``) and ``levelist``
-match (``index_wanted``). Data: CC-BY-4.0 (ECMWF open data).
+``param`` is the row's ``param`` or its shortName and its ``levtype`` (``pl`` or ``sfc``) and
+``levelist`` match (``index_wanted``). Data: CC-BY-4.0 (ECMWF open data).
 
 How a decoder combines rows (the convention the tables of all models follow): for a canonical
 variable, the value at (level, step) is the **sum over the rows of that variable whose message
@@ -133,7 +133,7 @@ FIELDS: tuple[GribField, ...] = (
 
 def index_wanted(entry: dict[str, Any], row: GribField) -> bool:
     """Whether an ECMWF ``.index`` entry is the message of ``row`` (GRIB2 rows only)."""
-    if row.edition == 1 or entry.get("param") != (row.param or row.shortName):
+    if row.edition == 1 or entry.get("param") not in (row.param, row.shortName):
         return False
     if row.typeOfLevel == "isobaricInhPa":
         return entry.get("levtype") == "pl" and int(entry.get("levelist", -1)) in (row.levels or ())
