@@ -53,23 +53,28 @@ def _retry_unless_unavailable(task, task_run, state) -> bool:
 
 
 @task(retries=2, retry_delay_seconds=5, retry_condition_fn=_retry_unless_unavailable)
-def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta) -> RunRef:
-    """Newest run of the model whose horizon reaches `needed` (walks back run by run)."""
+def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta,
+             until: datetime | None = None) -> RunRef:
+    """Newest run of the model whose horizon reaches `needed` from its start, or the time
+    `until` where given (a product's basetime plus its horizon; walks back run by run)."""
     model = MODELS[model_id]
     source = make_source(cfg.models[model_id].source, cfg.source_for(model_id))
+
+    def reaches(init: datetime, steps) -> bool:
+        return init + max(steps) >= (until or init + needed)
+
     # Runs too short for the horizon by design (IFS 06/18 UTC: 144 h) are not asked for, so
     # the source never waits for one still being published; the loop below catches the rest.
-    when = next((t for t in candidate_runs(model, now, 8) if max(run_steps(model, t)) >= needed),
-                now)
+    when = next((t for t in candidate_runs(model, now, 8) if reaches(t, run_steps(model, t))), now)
     for _ in range(8):
         run = source.discover(model, when)
-        if max(run.steps) >= needed:
+        if reaches(run.init, run.steps):
             _logger().info("%s: run %s from %s, %d steps to +%s", model_id, run.init.isoformat(),
                            run.source, len(run.steps), max(run.steps))
             return run
         when = run.init - timedelta(minutes=1)
     raise RuntimeError(f"{model_id}: no run reaching the {needed / timedelta(hours=1):g} h horizon "
-                       f"of the products it ends was found")
+                       f"of the products it ends{f' (to {until.isoformat()})' if until else ''} was found")
 
 
 @task(retries=3, retry_delay_seconds=[5, 30, 60], retry_condition_fn=_retry_unless_unavailable)
@@ -391,6 +396,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     if not cfg.products:
         raise RuntimeError(_nothing_published(cfg, unbuilt))
     runs = {m: runs[m] for m in runs if any(m in pc.models for pc in cfg.products.values())}
+    runs.update(_reaching_basetime(cfg, runs, now, needed))
     run_id = _run_id(cfg, runs)
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
@@ -488,6 +494,32 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     manifest["postprocess"] = corrections
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
     return run_id
+
+
+def _reaching_basetime(cfg: Config, runs: dict[str, RunRef], now: datetime,
+                       needed: dict[str, timedelta]) -> dict[str, RunRef]:
+    """Runs of the products' last models found again where the run found first ends before a
+    product's basetime (its first model's run) plus its horizon: an older run of the last
+    model (a fallback) would leave the product's last hours empty. Where none reaches, the
+    first run stays (validation then says which product falls short)."""
+    until: dict[str, datetime] = {}
+    for pc in cfg.products.values():
+        first, last = pc.models[0], pc.models[-1]
+        if first == last or not {first, last} <= runs.keys():
+            continue
+        end = runs[first].init + timedelta(hours=pc.horizon_hours)
+        if runs[last].init + max(runs[last].steps) < end:
+            until[last] = max(end, until.get(last, end))
+    found = {}
+    for m, end in until.items():
+        _logger().info("%s: run %s ends before %s, the horizon from the products' basetime: "
+                       "looking for a newer run", m, runs[m].init.isoformat(), end.isoformat())
+        state = discover(quote(cfg), m, now, needed[m], end, return_state=True)
+        if state.is_completed():
+            found[m] = state.result()
+        else:
+            _logger().warning("%s: %s", m, state.result(raise_on_failure=False))
+    return found
 
 
 def _available(results: dict, dropped: dict[str, str]) -> dict:

@@ -562,3 +562,12 @@ def test_config_error_pickles():
 
     err = pickle.loads(pickle.dumps(ConfigError("x.csv", 3, "lat", "not a number: 'a'")))
     assert str(err) == "x.csv:3: lat: not a number: 'a'" and err.line == 3
+
+
+def test_two_points_in_one_product_cell_are_refused(tmp_path):
+    """A point 11 m from Paris lies in Paris's 2 km cell: it would never be served."""
+    points = POINTS + "paris-2,Paris bis,48.8567,2.3522,35,120\n"
+    key = grids.grid_for("eu-medium").cell_key(48.8566, 2.3522)
+    expect_error(write(tmp_path, points=points), 4, "lat,lon",
+                 f"point 'paris-2' is in the same eu-medium grid cell {key} as point 'paris' (line 2)",
+                 file=tmp_path / "points.csv")

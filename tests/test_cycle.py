@@ -406,3 +406,26 @@ def test_schedule_deployment_runs_every_3_hours(published):
     assert [s.schedule.cron for s in dep.schedules] == ["0 0-23/3 * * *"]
     offset = load_config(_variant(cfg, "offset.toml", "offset_minutes = 0", "offset_minutes = 100"))
     assert [s.schedule.cron for s in deployment(offset).schedules] == ["40 1-23/3 * * *"]
+
+
+def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefect_harness):
+    """ICON-D2's 03 UTC run is the basetime; IFS's run of the day before at 00 UTC (a
+    fallback) reaches 360 h from its own start, 333 h from the basetime: short of eu-medium's
+    336 h. The cycle looks again, from the basetime, and takes the 00 UTC run of the day."""
+    from datetime import timedelta, timezone
+
+    from flows.cycle import _reaching_basetime
+    from pointcast.sources import IFS, run_steps
+    from pointcast.sources.base import RunRef
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "config" / "pointcast.toml")
+    utc = timezone.utc
+    basetime, old = datetime(2026, 1, 15, 3, tzinfo=utc), datetime(2026, 1, 14, 0, tzinfo=utc)
+    runs = {"icon-d2": RunRef("icon-d2", basetime, (timedelta(0),), "sample", True, True),
+            "ifs": RunRef("ifs", old, run_steps(IFS, old), "sample", True, True)}
+    found = _reaching_basetime(cfg, runs, basetime + timedelta(hours=2),
+                               {"ifs": timedelta(hours=336), "icon-d2": timedelta(0)})
+    assert list(found) == ["ifs"] and found["ifs"].init == datetime(2026, 1, 15, 0, tzinfo=utc)
+    # A run that reaches is not looked for again.
+    runs["ifs"] = found["ifs"]
+    assert _reaching_basetime(cfg, runs, basetime, {"ifs": timedelta(hours=336)}) == {}

@@ -150,3 +150,19 @@ def test_a_file_cut_inside_its_headers_is_an_error_not_a_hang(tmp_path):
     cut.write_bytes(whole[:30])  # inside section 1
     with pytest.raises(ingest.DecodeError):
         ingest.index_file(cut)
+
+
+def test_a_maximum_keeps_the_window_its_message_states(tmp_path):
+    """IFS's gust at 3-hourly steps: the last hour to 90 h (stepRange 2-3), 3 hours after
+    (90-93). Decode keeps each window's start (``starts_minutes``), not the previous step."""
+    from pointcast.sources.ifs import FIELDS
+
+    path = write(tmp_path / "gust.grib2", [
+        {"paramId": 49, "typeOfFirstFixedSurface": 103, "scaledValueOfFirstFixedSurface": 10,
+         "productDefinitionTemplateNumber": 8, "stepRange": r}
+        for r in ("2-3", "5-6", "89-90")] + [
+        {"paramId": 228028, "typeOfFirstFixedSurface": 103, "scaledValueOfFirstFixedSurface": 10,
+         "productDefinitionTemplateNumber": 8, "stepRange": "90-93"}])
+    ds = ingest.decode([path], [r for r in FIELDS if r.var == "gust"], model="ifs")
+    assert ds.gust.attrs["steps_minutes"] == [180, 360, 5400, 5580]
+    assert ds.gust.attrs["starts_minutes"] == [120, 300, 5340, 5400]

@@ -303,10 +303,13 @@ def test_weights_are_computed_once_per_grid_and_point_set(decoded, runs):
     t2m = first.t2m.sel(time="2026-11-20T01:00").values
     # Warsaw (21.0 E) lies east of ICON-D2's domain (20.5 E): no value, the next model's turn.
     assert np.isfinite(t2m[[0, 1, 3]]).all() and np.isnan(t2m[2])
-    # Precipitation probability from the neighbourhood of cells, on the model's steps.
+    # Precipitation probability from the neighbourhood of cells, for each hour: ICON-D2's
+    # quarter hours are summed into their hour first.
     pop = first.pop.values
     assert np.nanmin(pop) >= 0 and np.nanmax(pop) <= 100
-    assert np.isfinite(first.pop.sel(time="2026-11-20T00:15").values[[0, 1, 3]]).all()
+    assert np.isfinite(first.pop.sel(time="2026-11-20T01:00").values[[0, 1, 3]]).all()
+    assert np.isnan(first.pop.sel(time="2026-11-20T00:15").values).all()
+    assert first.pop.attrs["steps_minutes"][:2] == [60, 120]
 
 
 def test_extracted_values_follow_the_truth_at_the_points(decoded):

@@ -16,7 +16,7 @@ import xarray as xr
 from pointcast import codes
 from pointcast.grids import GLOBAL_5KM, grid_for
 from pointcast.products.global_wx import MRF_DAYS, SRF_HOURS, point_time_zone, read_hourly, render_zone
-from pointcast.products.wx import HOURLY_DECIMALS
+from pointcast.products.wx import HOURLY_DECIMALS, WHOLE_DAY
 
 from test_cycle import run_dir, serving
 
@@ -141,11 +141,15 @@ def test_daily_aggregation_across_a_daylight_saving_change(start, zone, lengths)
         elif day is not element["mrf"][0]:
             assert len(idx) == 24
         temp = hourly["temp"][idx, 0]
-        assert day["maxtemp"] == pytest.approx(temp.max()) and day["mintemp"] == pytest.approx(temp.min())
-        assert day["prec"] == pytest.approx(round(hourly["prec"][idx, 0].sum(), 1))
+        if day is element["mrf"][0] and datetime.fromisoformat(element["srf"][0]["date"]).hour != 0:
+            # A first day the forecast starts after its midnight: no whole-day values.
+            assert [day[k] for k in WHOLE_DAY] == [-9999] * len(WHOLE_DAY)
+        else:
+            assert day["maxtemp"] == pytest.approx(temp.max()) and day["mintemp"] == pytest.approx(temp.min())
+            assert day["prec"] == pytest.approx(round(hourly["prec"][idx, 0].sum(), 1))
+            assert day["rhum"] == int(np.round(hourly["rhum"][idx, 0].mean()))
+            assert day["solrad"] == pytest.approx(round(hourly["solrad"][idx, 0].mean(), 1))
         assert day["pop"] == int(hourly["pop"][idx, 0].max())
-        assert day["rhum"] == int(np.round(hourly["rhum"][idx, 0].mean()))
-        assert day["solrad"] == pytest.approx(round(hourly["solrad"][idx, 0].mean(), 1))
         assert day["wx"] == int(codes.wx_daily(hourly["wx"][idx, 0]))
     assert len(offsets) == 2  # the change is inside the 14 days
     srf_offsets = {datetime.fromisoformat(e["date"]).utcoffset() for e in element["srf"]}
@@ -235,9 +239,14 @@ def test_global_objects_follow_the_spec(published):
         days = [datetime.fromisoformat(e["date"]) for e in obj["mrf"]]
         assert days[0].date() == basetime.astimezone(zone).date()
         assert [(b.date() - a.date()).days for a, b in zip(days, days[1:])] == [1] * (MRF_DAYS - 1)
-        for e in obj["mrf"]:
-            assert list(e) == MRF_FIELDS and e["maxtemp"] >= e["mintemp"]
-            assert isinstance(e["pop"], int) and 0 <= e["pop"] <= 100
+        partial = datetime.fromisoformat(obj["srf"][0]["date"]).hour != 0
+        for k, e in enumerate(obj["mrf"]):
+            assert list(e) == MRF_FIELDS and isinstance(e["pop"], int) and 0 <= e["pop"] <= 100
+            if k == 0 and partial:  # the rest of a day is no day: no whole-day values
+                assert [e[k] for k in WHOLE_DAY] == [-9999] * len(WHOLE_DAY)
+                assert e["wx"] in codes.WX_DAILY_CODES
+                continue
+            assert e["maxtemp"] >= e["mintemp"]
             assert isinstance(e["rhum"], int) and 0 <= e["rhum"] <= 100
             assert e["prec"] >= 0 and e["solrad"] >= 0 and e["wx"] in codes.WX_DAILY_CODES
 
@@ -367,8 +376,8 @@ def test_a_points_days_do_not_depend_on_the_points_rendered_with_it():
     hourly = {k: np.round(rng.uniform(0, 900, (24 * 3, 5)), 1) for k in HOURLY_DECIMALS}
     hourly["wx"] = np.full((24 * 3, 5), 100)
     days = [np.arange(24 * d, 24 * (d + 1)) for d in range(3)]
-    together = daily_fields(hourly, days)
+    together = daily_fields(hourly, days, first_whole=True)
     for j in range(5):
-        alone = daily_fields({k: v[:, j:j + 1] for k, v in hourly.items()}, days)
+        alone = daily_fields({k: v[:, j:j + 1] for k, v in hourly.items()}, days, first_whole=True)
         for k in ("prec", "rhum", "solrad"):
             assert alone[k][:, 0].tobytes() == together[k][:, j].tobytes(), (k, j)

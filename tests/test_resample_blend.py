@@ -146,3 +146,129 @@ def test_temperature_aloft_without_a_level_above_ground_follows_the_standard_lap
     # Point a: between 2 m (280 K) and the 1000 hPa level 110 m above ground (279 K).
     np.testing.assert_allclose(t[0, 1], 280.0 + (279.0 - 280.0) * 98.0 / 108.0, rtol=1e-6)
     np.testing.assert_allclose(t[1, 1:], 270.0 - 0.0065 * np.array([98.0, 198.0]), rtol=1e-6)
+
+
+def test_temperature_aloft_without_pressure_levels_follows_the_standard_lapse_rate():
+    """A model with no pressure levels at all (JMA MSM surface files): 100/200 m temperatures
+    are the 2 m temperature less 0.0065 K/m (0.637 K and 1.287 K below it), not NaN."""
+    t2m = np.array([[280.0, 270.0], [281.0, 271.0]])
+    values = {"t2m": t2m, "u10": np.ones((2, 2)), "v10": np.ones((2, 2))}
+    out = xr.Dataset(coords={"time": INIT + np.arange(2) * np.timedelta64(1, "h"), "point": ["a", "b"]})
+    heights = np.array([10.0, 100.0, 200.0])
+    interp._profiles(out, values, xr.Dataset(), np.zeros(2), heights, [(2, heights)])
+    t = out["air_temperature"].values  # (time, point, height)
+    np.testing.assert_allclose(t[..., 1], t2m - 0.637, rtol=1e-6)
+    np.testing.assert_allclose(t[..., 2], t2m - 1.287, rtol=1e-6)
+
+
+def test_wind_veering_between_steps_keeps_its_speed():
+    """A steady 10 m/s wind veering from south (u=0, v=10) to west (u=10, v=0) over 3 h:
+    interpolating u and v alone gives 7.07 m/s halfway; the speed stays 10 m/s, the direction
+    turns monotonically, and the components are exact at the steps."""
+    u = np.array([[0.0, 3.0], [10.0, 3.0]])
+    v = np.array([[10.0, 4.0], [0.0, 4.0]])
+    ds = point_ds("u10", u, [0, 3], interval=False)
+    ds["v10"] = (("time", "point"), v.astype(np.float32))
+    axis = base_axis(INIT, INIT + np.timedelta64(3, "h"))
+    out = resample(ds, axis, LATS, LONS)
+    speed = np.hypot(out.u10.values, out.v10.values)
+    np.testing.assert_allclose(speed[:, 0], 10.0, rtol=1e-5)
+    np.testing.assert_allclose(speed[:, 1], 5.0, rtol=1e-5)  # a steady wind stays as it is
+    np.testing.assert_allclose(out.u10.values[[0, -1], 0], [0.0, 10.0], atol=1e-5)
+    direction = physics.wind_direction(out.u10.values[:, 0], out.v10.values[:, 0])
+    assert direction[0] == pytest.approx(180.0) and direction[-1] == pytest.approx(270.0)
+    assert (np.diff(direction) > 0).all()
+
+
+def test_gust_covers_the_window_its_message_states():
+    """IFS to 90 h: the maximum at a 3-hourly step is that of the last hour only (stepRange
+    2-3, 5-6); then 3-hour windows. The last hour holds its maximum, the hours between two
+    windows the interpolation between the windows' maxima at their centres, the hours before
+    the first window the first window's: a last-hour gust is not spread over three hours."""
+    ds = point_ds("gust", [[12.0, 5.0], [18.0, 5.0], [15.0, 5.0]], [3, 6, 9])
+    ds.gust.attrs["starts_minutes"] = [120, 300, 360]
+    axis = base_axis(INIT, INIT + np.timedelta64(9, "h") - BASE_STEP)
+    hourly = aggregate(resample(ds, axis, LATS, LONS), INIT, np.timedelta64(1, "h"), 9).gust.values[:, 0]
+    between = [12.0 + 6.0 * (3.875 - 2.5) / 3.0, 12.0 + 6.0 * (4.875 - 2.5) / 3.0]
+    np.testing.assert_allclose(hourly, [12, 12, 12, *between, 18, 15, 15, 15], rtol=1e-6)
+
+
+def _grid_tp(amounts, steps_min):
+    """tp (time, lat, lon) on a 0.1 degree grid around Paris, the same amount in every cell."""
+    lat, lon = np.arange(48.0, 49.71, 0.1), np.arange(1.5, 3.21, 0.1)
+    times = INIT + np.array(steps_min, dtype="timedelta64[m]")
+    data = np.asarray(amounts, dtype=np.float32)[:, None, None] * np.ones((1, len(lat), len(lon)), np.float32)
+    ds = xr.Dataset({"tp": (("time", "lat", "lon"), data, {"steps_minutes": list(steps_min)}),
+                     "t2m": (("time", "lat", "lon"), np.full_like(data, 280.0))},
+                    coords={"time": times.astype("datetime64[ns]"), "lat": lat, "lon": lon})
+    ds.attrs["init"] = str(INIT.astype("datetime64[s]")) + "+00:00"
+    return ds
+
+
+def test_precipitation_probability_is_for_one_hour_whatever_the_model_interval():
+    """pop is the share of neighbourhood cells with at least 0.1 mm in the hour: quarter hours
+    (ICON-D2) are summed into their hour first, and an amount over 3 hours (IFS) counts as
+    spread evenly (0.1 mm in each hour: 0.3 mm)."""
+    points = interp.PointSet(np.array(["paris"]), np.array([48.85]), np.array([2.35]), np.array([np.nan]))
+    # Hour 1: 0.08 mm in one quarter (wet by a 15-minute threshold, dry over the hour);
+    # hour 2: 0.03 mm in each quarter (0.12 mm: wet).
+    quarters = _grid_tp([0.0, 0.0, 0.08, 0.0, 0.03, 0.03, 0.03, 0.03], [15 * k for k in range(1, 9)])
+    out = interp.extract(quarters, points, [10.0])
+    assert out.pop.attrs["steps_minutes"] == [60, 120]
+    np.testing.assert_allclose(out.pop.values[[3, 7], 0], [0.0, 100.0])
+    hourly = aggregate(resample(out, base_axis(INIT, INIT + np.timedelta64(2, "h") - BASE_STEP), LATS[:1], LONS[:1]),
+                       INIT, np.timedelta64(1, "h"), 2)
+    np.testing.assert_allclose(hourly.pop.values[:, 0], [0.0, 100.0])
+    three = interp.extract(_grid_tp([0.29, 0.3], [180, 360]), points, [10.0])
+    np.testing.assert_allclose(three.pop.values[:, 0], [0.0, 100.0])
+
+
+def test_a_model_without_snowfall_gets_it_from_the_temperature_ramp():
+    """GFS and MSM publish no snowfall: extraction gives them precipitation times the snow
+    fraction at the mean of the 2 m temperatures bounding each interval (all snow at <= 0.5
+    degC, all rain at >= 2.5 degC): 1.5 degC on average is half snow."""
+    ds = _grid_tp([0.0, 2.0, 2.0], [0, 60, 120])
+    ds["t2m"].values[:] = np.array([273.15, 276.15, 278.15])[:, None, None]  # 0, 3, 5 degC
+    points = interp.PointSet(np.array(["paris"]), np.array([48.85]), np.array([2.35]), np.array([np.nan]))
+    out = interp.extract(ds, points, [10.0])
+    np.testing.assert_allclose(out.sf.values[1:, 0], [2.0 * 0.5, 0.0], atol=1e-5)  # means 1.5 and 4 degC
+    assert out.sf.attrs["steps_minutes"] == [0, 60, 120]
+
+
+def test_the_weather_type_reads_one_kind_of_cape_for_the_whole_horizon():
+    """Each model's CAPE is a canonical variable of its own parcel; the weather type reads the
+    most unstable parcel's, IFS's, and IFS ends every European blend of the shipped config."""
+    from pathlib import Path
+
+    from pointcast import codes
+    from pointcast.config import load_config
+    from pointcast.sources import MODELS
+
+    kinds = {m: [r.var for r in spec.fields if r.var.startswith("cape")] for m, spec in MODELS.items()}
+    assert kinds == {"ifs": ["cape_mu"], "icon-eu": ["cape_ml"], "icon-d2": ["cape_ml"],
+                     "gfs": ["cape_sb"], "msm": []}
+    assert codes.CAPE == "cape_mu"
+    cfg = load_config(Path(__file__).resolve().parents[1] / "config" / "live.toml")
+    assert all(pc.models[-1] == "ifs" for pid, pc in cfg.products.items() if pid.startswith("eu-"))
+
+
+def test_quarter_hours_of_one_hour_stay_in_one_chunk():
+    """Rows 1-4 and 5-8 are two hours of quarter hours: chunks of 3 rows move their cuts to
+    the next hour's start, so a block holds its hours whole."""
+    first = np.array([-1, -1, -1, -1, 1, -1, -1, -1, 5])
+    assert interp._window_chunks(first, (3, 3, 3)) == (5, 4)
+    assert interp._window_chunks(np.array([0, 1, 2, 3]), (2, 2)) == (2, 2)  # hourly: unchanged
+
+
+def test_wind_direction_turns_the_short_way_across_the_branch_cut():
+    """From a wind blowing towards 179.4 degrees (math angle) to one towards -179.4: 1.1
+    degrees apart, not 358.9; numpy's unwrap also holds across missing samples."""
+    u = np.array([[-10.0, -10.0], [-10.0, -10.0]])
+    v = np.array([[0.1, 0.1], [-0.1, -0.1]])
+    ds = point_ds("u10", u, [0, 3], interval=False)
+    ds["v10"] = (("time", "point"), v.astype(np.float32))
+    out = resample(ds, base_axis(INIT, INIT + np.timedelta64(3, "h")), LATS, LONS)
+    assert (out.u10.values[:, 0] < -9.99).all()
+    angles = np.radians([[170.0], [np.nan], [-170.0], [175.0], [np.nan], [-100.0]])
+    finite = ~np.isnan(angles[:, 0])
+    np.testing.assert_allclose(interp._unwrapped(angles)[finite], np.unwrap(angles[finite], axis=0))

@@ -23,6 +23,7 @@ from pointcast.catalogue import VARIABLES
 from pointcast.sources import ICON_D2, ICON_EU, IFS, MODELS, MSM, make_source, run_steps
 from pointcast.sources import msm as msm_module
 from pointcast.sources.base import RUN_LEVELS, Processing, RunRef
+from pointcast.sources import ifs
 from pointcast.sources.ifs import steps_for_run
 from pointcast.sources.sample import (DEFAULT_AREA, SYNTHETIC_NOTE, LandMask, SampleSource,
                                       Weather, cos_zenith, hours_since_epoch, lows, products_of,
@@ -376,9 +377,9 @@ def expected_minutes(run: Run, row) -> list[int]:
         return [0]
     if row.processing is Processing.INTERVAL:
         ends = main[1:]
-        if run.model.id == "ifs":  # 10fg3 ends 3-h maxima, 10fg 6-h maxima
-            length = {"10fg3": 180, "10fg": 360}[row.shortName]
-            ends = [e for s, e in zip(main, main[1:]) if e - s == length]
+        if run.model.id == "ifs":  # 10fg3 ends 3-h maxima, 10fg 1-h and 6-h maxima
+            three = [e for e in ends if ifs.gust_window_hours(e // 60) == 3]
+            ends = three if row.shortName == "10fg3" else [e for e in ends if e not in three]
         return ends
     if row.fine:
         return [int(s.total_seconds() // 60) for s in run.model.fine_steps
@@ -414,10 +415,11 @@ def test_every_table_row_is_present_at_every_step_as_decoded(runs, mid):
         if rows[0].processing in (Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START):
             assert m.start == 0
         if rows[0].processing is Processing.INTERVAL:
-            assert m.end > m.start and m.start in run.main_minutes
-    # IFS gust: the maximum over the previous 3 h; ICON's over the previous hour.
+            assert m.end > m.start and m.end in run.main_minutes
+    # IFS gust: the maximum over the last hour (to 90 h: this run ends at 12 h);
+    # ICON's over the previous hour.
     gust = [m for m in run.msgs if m.step_type == "max"]
-    assert {m.end - m.start for m in gust} == ({180} if mid == "ifs" else {60})
+    assert {m.end - m.start for m in gust} == {60}
 
 
 def test_icon_d2_quarter_hours_share_the_hourly_file_in_minutes(runs):
@@ -500,7 +502,10 @@ def test_ifs_index_lines_point_at_their_messages(runs):
                                                     + entry["_length"]])
             try:
                 assert eccodes.codes_get_long(h, "totalLength") == entry["_length"]
-                assert eccodes.codes_get_string(h, "shortName") == entry["param"]
+                # The index names the MARS parameter: 10fg for every gust window, which
+                # ecCodes decodes as 10fg3 when it is 3 hours long (sources/ifs.py).
+                short = eccodes.codes_get_string(h, "shortName")
+                assert {"10fg3": "10fg"}.get(short, short) == entry["param"]
                 assert eccodes.codes_get_long(h, "endStep") == int(entry["step"])
                 assert entry["step"] == f.name.split("-")[1][:-1]
                 if entry["levtype"] == "pl":
@@ -516,13 +521,16 @@ def test_ifs_index_lines_point_at_their_messages(runs):
         assert offset == len(data)
 
 
-def test_ifs_gust_is_a_6h_maximum_after_144h(tmp_path):
+def test_ifs_gust_windows_are_ecmwfs_post_processing_steps(tmp_path):
+    """The last hour to 90 h (10fg, stepRange 89-90), the last 3 h to 144 h (10fg3), the last
+    6 h after (10fg): ECMWF's post-processing steps (sources/ifs.py)."""
     fetched = fetch(IFS, tmp_path, scale=32, horizon_hours=156)
     run = Run(fetched, IFS)
-    assert [m.end // 60 for m in run.msgs if m.short_name == "10fg"] == [150, 156]
-    assert [(m.start // 60, m.end // 60) for m in run.msgs
-            if m.short_name == "10fg"] == [(144, 150), (150, 156)]
-    assert max(m.end for m in run.msgs if m.short_name == "10fg3") == 144 * 60
+    windows = {m.end // 60: (m.short_name, m.start // 60) for m in run.msgs
+               if m.short_name in ("10fg", "10fg3")}
+    assert windows == {**{s: ("10fg", s - 1) for s in range(3, 91, 3)},
+                       **{s: ("10fg3", s - 3) for s in range(93, 145, 3)},
+                       150: ("10fg", 144), 156: ("10fg", 150)}
     assert all(m.step_units == 1 for m in run.msgs)
 
 

@@ -78,8 +78,14 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     _v("tcc", "%", "total cloud cover", (0.0, 100.0), S, "cloud_area_fraction", nonnegative=True),
     _v("vis", "m", "horizontal visibility", (0.0, 100000.0), S, "visibility_in_air",
        nonnegative=True),
-    _v("cape", "J kg-1", "convective available potential energy", (0.0, 10000.0), S,
-       "atmosphere_convective_available_potential_energy", nonnegative=True),
+    # CAPE of one parcel kind a variable: the kinds differ by hundreds of J/kg in one
+    # atmosphere (the most unstable parcel's is the largest), so they are never mixed.
+    _v("cape_mu", "J kg-1", "convective available potential energy, most unstable parcel",
+       (0.0, 10000.0), S, "atmosphere_convective_available_potential_energy", nonnegative=True),
+    _v("cape_ml", "J kg-1", "convective available potential energy, mixed-layer parcel",
+       (0.0, 10000.0), S, "atmosphere_convective_available_potential_energy", nonnegative=True),
+    _v("cape_sb", "J kg-1", "convective available potential energy, surface-based parcel",
+       (0.0, 10000.0), S, "atmosphere_convective_available_potential_energy", nonnegative=True),
     _v("orog", "m", "model surface height above sea level", (-500.0, 9000.0), C,
        "surface_altitude"),
     _v("lcc", "%", "low cloud cover", (0.0, 100.0), S, "low_type_cloud_area_fraction",
@@ -108,9 +114,15 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
        "northward_wind"),
     _v("air_temperature", "K", "air temperature at height above ground", (170.0, 340.0), S,
        "air_temperature", Elevation.LAPSE),
-    _v("pop", "%", "neighbourhood probability of precipitation >= 0.1 mm/h", (0.0, 100.0), M,
+    _v("pop", "%", "neighbourhood probability of at least 0.1 mm of precipitation in the hour",
+       (0.0, 100.0), M,
        nonnegative=True),
 )}
+
+# Eastward and northward components of one vector: resampled in time together, so that the
+# speed between two steps follows the speeds, not the chord between the two vectors.
+VECTORS: tuple[tuple[str, str], ...] = (("u10", "v10"), ("u", "v"), ("u_ml", "v_ml"),
+                                        ("u_pl", "v_pl"), ("wind_u", "wind_v"))
 
 
 def variable(name: str) -> Variable:

@@ -10,7 +10,8 @@ weather_type
       class by total cloud cover on okta boundaries: <= 12.5 % (0-1 okta) "Clear sky",
       <= 37.5 % (2-3 oktas) "Mainly clear", <= 75 % (4-6 oktas) "Partly cloudy",
       else (7-8 oktas) "Overcast";
-    * wet, CAPE >= 1000 J/kg and rate >= 1 mm/h: "Thunderstorm", whatever the phase
+    * wet, CAPE (``CAPE``: the most unstable parcel's) >= 1000 J/kg and rate >= 1 mm/h:
+      "Thunderstorm", whatever the phase
       (instability strong enough for deep convection plus a convective-sized rate);
     * wet, otherwise by snow fraction f = snow rate / precipitation rate:
       - f >= 0.8 (solid): "Snow showers" when CAPE >= 500 J/kg, else "Heavy snow" when
@@ -72,6 +73,8 @@ WEATHER_TYPES = (
 
 MISSING_CODE = -99
 """Integer code for a missing value in the global and Japan products (design.md §4)."""
+MISSING_NUMBER = -9999.0
+"""A missing number in the global and Japan products (design.md §4)."""
 CALM_CODE = 0
 CALM_SPEED = 0.3
 """Upper bound of Beaufort force 0, m/s."""
@@ -80,6 +83,11 @@ _SECTOR_EDGES_DEG = 11.25 + 22.5 * np.arange(16)
 DRY_BELOW_MM_H = 0.1
 FOG_VISIBILITY_M = 1000.0
 CLOUD_CLASS_BOUNDS_PCT = (12.5, 37.5, 75.0)
+# The CAPE the two thresholds below apply to: the most unstable parcel's (IFS mucape). IFS
+# is the last model of every European blend and covers its whole horizon, so one kind of
+# CAPE decides showers and thunderstorms throughout, with no jump where ICON's mixed-layer
+# CAPE (smaller for the same atmosphere) would hand over to it (docs/method.md).
+CAPE = "cape_mu"
 THUNDER_CAPE_J_KG = 1000.0
 THUNDER_RATE_MM_H = 1.0
 SHOWER_CAPE_J_KG = 500.0

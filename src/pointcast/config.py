@@ -701,6 +701,18 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
                 shown, lines[k], "lat,lon",
                 f"point {bad.id!r} ({bad.lat:g}, {bad.lon:g}) is outside the coverage of product {pid} ({desc})",
             )
+        # One point a cell: the API answers a cell's point, so a second point in it would never
+        # be served and its hub heights would be lost.
+        keys = grid.cell_keys(np.array([q.lat for q in pts]), np.array([q.lon for q in pts]))
+        first_in: dict[str, int] = {}
+        for k, key in enumerate(keys.tolist()):
+            j = first_in.setdefault(key, k)
+            if j != k:
+                raise ConfigError(
+                    shown, lines[k], "lat,lon",
+                    f"point {pts[k].id!r} is in the same {pid} grid cell {key} as point {pts[j].id!r} "
+                    f"(line {lines[j]}): a cell has one point; merge them (hub heights included)",
+                )
         out[pid] = ProductConfig(
             id=pid, points_file=abs_file, points=pts, models=model_ids, freqs=freqs, horizon_hours=horizon,
             max_lead_hours=limits,

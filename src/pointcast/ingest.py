@@ -778,6 +778,13 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
         if first.processing is not Processing.CONSTANT:
             # The steps at which this variable exists: interval values span (previous, step].
             var_attrs["steps_minutes"] = sorted({m.end_minutes for r in rows for m in rows_msgs[r]})
+        if first.processing is Processing.INTERVAL:
+            # A maximum covers the window its message states, which can be shorter than the
+            # time since the previous step (IFS to 90 h: the last hour of a 3-hour step).
+            starts: dict[int, int] = {}
+            for m in (m for r in rows for m in rows_msgs[r]):
+                starts[m.end_minutes] = min(starts.get(m.end_minutes, m.start_minutes), m.start_minutes)
+            var_attrs["starts_minutes"] = [starts[t] for t in var_attrs["steps_minutes"]]
         layouts[var] = (dims, var_attrs)
     data_vars = {var: xr.Variable(dims, _array(*plans[var], uses), attrs=var_attrs)
                  for var, (dims, var_attrs) in layouts.items()}

@@ -12,10 +12,12 @@ every later run on the same grid, reuses it.
 Resample puts every model on a 15-minute axis with each variable's own method from the
 catalogue, so that blending and the 30min/1H products see one regular axis:
 - states: monotone cubic (PCHIP) through the model's samples, no overshoot, no extrapolation;
+  a wind through its speeds and its directions (not u and v apart, whose chord is slower);
 - accumulations: the cumulative amount is interpolated linearly, so totals are kept exactly;
 - radiation: the interval's clear-sky index times the clear-sky mean of each sub-interval, so
   energy is kept and radiation is zero whenever the sun is down;
-- interval maxima (gust, neighbourhood probability): held over the sub-intervals.
+- interval maxima (gust, neighbourhood probability): held over the sub-intervals of the
+  window each message states (``_hold``).
 After resampling, interval values belong to the interval that *starts* at their time stamp.
 """
 
@@ -37,7 +39,7 @@ from scipy.interpolate import PchipInterpolator
 from scipy.spatial import Delaunay, cKDTree
 
 from . import physics
-from .catalogue import Elevation, Temporal, VARIABLES, variable
+from .catalogue import VECTORS, Elevation, Temporal, VARIABLES, variable
 
 BASE_STEP = np.timedelta64(15, "m")
 POP_RADIUS_KM = 25.0  # neighbourhood radius of the precipitation probability
@@ -317,15 +319,48 @@ def intervals(steps_minutes: Sequence[int], init: np.datetime64) -> tuple[np.nda
     return np.concatenate([[init], ends[:-1]]), ends
 
 
-def _interval_hours(times: np.ndarray, steps_minutes: Sequence[int], init: np.datetime64) -> np.ndarray:
-    """Length in hours of the interval ending at each time, for a variable's own steps."""
+def _pop_windows(times: np.ndarray, steps_minutes: Sequence[int], init: np.datetime64
+                 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The windows the precipitation probability is taken over, for the rows ``times`` of a
+    dataset whose precipitation has its own steps: each window's length in hours and its first
+    row, at the row where it ends (NaN and -1 at the other rows), and the windows' ends in
+    minutes. Intervals of an hour or longer are windows of their own; intervals shorter than
+    an hour (ICON-D2's quarter hours) are summed into the clock hour they end in, and an hour
+    they do not fill is left out."""
     starts, ends = intervals(steps_minutes, init)
-    lengths = dict(zip(ends, (ends - starts) / np.timedelta64(1, "h")))
-    return np.array([lengths.get(t, np.nan) for t in times], dtype=np.float32)
+    row = {int(t): k for k, t in enumerate(times.astype("datetime64[ns]").view(np.int64))}
+    hour = np.timedelta64(1, "h")
+    groups: dict[np.datetime64, list[int]] = {}
+    for i, (start, end) in enumerate(zip(starts, ends)):
+        label = end if end - start >= hour else init + -((init - end) // hour) * hour
+        groups.setdefault(label, []).append(i)
+    hours = np.full(len(times), np.nan, dtype=np.float32)
+    first = np.full(len(times), -1, dtype=np.int64)
+    out = []
+    for label, members in groups.items():
+        length = sum(ends[i] - starts[i] for i in members)
+        if ends[members[-1]] != label or length < hour:
+            continue  # an hour its quarter hours do not fill
+        last = row[int(ends[members[-1]].astype("datetime64[ns]").astype(np.int64))]
+        hours[last] = length / hour
+        first[last] = row[int(ends[members[0]].astype("datetime64[ns]").astype(np.int64))]
+        out.append(int((label - init) / np.timedelta64(1, "m")))
+    return hours, first, out
+
+
+def _window_chunks(first: np.ndarray, chunks: tuple[int, ...]) -> tuple[int, ...]:
+    """Time chunks near ``chunks`` in which no window (rows first..last) is split."""
+    cut = np.ones(len(first) + 1, dtype=bool)  # where a chunk may start
+    for last in np.flatnonzero(first >= 0):
+        cut[first[last] + 1:last + 1] = False
+    bounds = np.flatnonzero(cut)
+    wanted = np.cumsum(chunks)[:-1]
+    keep = sorted({0, len(first), *(bounds[np.searchsorted(bounds, w)] for w in wanted)})
+    return tuple(int(b - a) for a, b in zip(keep, keep[1:]) if b > a)
 
 
 def _pop_block(block: np.ndarray, idx: np.ndarray, mask: np.ndarray, hours: np.ndarray,
-               block_info=None) -> np.ndarray:
+               first: np.ndarray, block_info=None) -> np.ndarray:
     t0 = block_info[0]["array-location"][0][0] if block_info else 0
     flat = block.reshape(block.shape[0], -1)
     cells = mask.sum(axis=1)
@@ -333,8 +368,11 @@ def _pop_block(block: np.ndarray, idx: np.ndarray, mask: np.ndarray, hours: np.n
     for k in range(block.shape[0]):
         if not np.isfinite(hours[t0 + k]):
             continue
-        amounts = flat[k][idx]
-        wet = (mask & (amounts >= POP_THRESHOLD_MM_H * hours[t0 + k])).sum(axis=1)
+        rows = flat[first[t0 + k] - t0:k + 1]
+        amounts = rows.sum(axis=0)[idx] if len(rows) > 1 else rows[0][idx]
+        # An amount spread evenly over an interval longer than an hour, as precipitation is
+        # resampled: at least 0.1 mm in each of its hours.
+        wet = (mask & (amounts >= POP_THRESHOLD_MM_H * max(float(hours[t0 + k]), 1.0))).sum(axis=1)
         complete = (cells > 0) & ~np.isnan(np.where(mask, amounts, 0.0)).any(axis=1)
         out[k] = np.where(complete, 100.0 * wet / np.maximum(cells, 1), np.nan)
     return out
@@ -363,11 +401,12 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                                      new_axis=data.ndim - nd, dtype=np.float32,
                                      chunks=data.chunks[:-nd] + ((len(points),),))
     if "tp" in ds:
-        hours = _interval_hours(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
-        lazy["pop"] = ds.tp.data.map_blocks(_pop_block, s.near_idx, s.near_mask, hours,
-                                            drop_axis=list(range(1, 1 + nd)), new_axis=1,
-                                            dtype=np.float32,
-                                            chunks=(ds.tp.data.chunks[0], (len(points),)))
+        hours, first, pop_steps = _pop_windows(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
+        tp = ds.tp.data if isinstance(ds.tp.data, da.Array) else da.from_array(ds.tp.data)
+        tp = tp.rechunk({0: _window_chunks(first, tp.chunks[0])})
+        lazy["pop"] = tp.map_blocks(_pop_block, s.near_idx, s.near_mask, hours, first,
+                                    drop_axis=list(range(1, 1 + nd)), new_axis=1, dtype=np.float32,
+                                    chunks=(tp.chunks[0], (len(points),)))
     # The graph is already one task chain per message; optimising its ~10^4 layers costs more
     # than it saves on threads. On dask.distributed, where every task pays a scheduler round
     # trip, fusing the chains halves the time (bench/README.md).
@@ -388,15 +427,38 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     _profiles(out, values, ds, orog, np.asarray(heights, dtype=float),
               [(len(points), heights)] if groups is None else groups)
     _correct_elevation(out, points.elevation - orog)
+    if "sf" not in out and {"tp", "t2m"} <= set(out.data_vars):
+        _snowfall_from_temperature(out, ds)
     for name in out.data_vars:
         spec = variable(name)
         out[name].attrs.update(units=spec.units, long_name=spec.long_name)
-        if name in ds and "steps_minutes" in ds[name].attrs:
-            out[name].attrs["steps_minutes"] = ds[name].attrs["steps_minutes"]
+        for key in ("steps_minutes", "starts_minutes"):
+            if name in ds and key in ds[name].attrs:
+                out[name].attrs[key] = ds[name].attrs[key]
     if "pop" in out:
-        out["pop"].attrs["steps_minutes"] = ds.tp.attrs["steps_minutes"]
+        out["pop"].attrs["steps_minutes"] = pop_steps
     out.attrs.update(ds.attrs)
     return out
+
+
+def _snowfall_from_temperature(out: xr.Dataset, ds: xr.Dataset) -> None:
+    """The snowfall of a model that publishes none (GFS, JMA MSM): its precipitation times the
+    snow fraction of the 2 m temperature ramp (``physics.snow_fraction``), at the mean of the
+    temperatures that bound each interval, so that every product takes its snow from the
+    model's snowfall by one rule (docs/method.md)."""
+    steps = ds.tp.attrs["steps_minutes"]
+    starts, ends = intervals(steps, init_time(ds))
+    times = out.time.values
+    at_end = np.searchsorted(times, ends)
+    at_start = np.clip(np.searchsorted(times, starts), 0, len(times) - 1)
+    t = out["t2m"].values.astype(np.float64)
+    t_end = t[at_end]
+    t_start = np.where((times[at_start] == starts)[:, None], t[at_start], np.nan)
+    mean = np.where(np.isnan(t_start), t_end, 0.5 * (t_start + t_end))
+    sf = np.full(out["tp"].shape, np.nan, dtype=np.float32)
+    sf[at_end] = out["tp"].values[at_end] * physics.snow_fraction(mean - 273.15)
+    out["sf"] = (("time", "point"), sf)
+    out["sf"].attrs["steps_minutes"] = list(steps)
 
 
 def _profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
@@ -482,8 +544,8 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
 
         columns = _by_rows(winds, wind_rows)
         cols_u, cols_v = columns[0::2], columns[1::2]
-    if len(temp_h) == 1:
-        temps = [_single_level(temp_h[0][..., np.newaxis], temp_v[0][..., np.newaxis], h) for h in heights]
+    if len(temp_h) == 1:  # no upper level at all (JMA MSM surface files)
+        temps = [np.full((t_len, p_len), np.nan) for _ in heights]
     else:
         temp_rows = _rows_with_levels(temp_v)
 
@@ -492,10 +554,11 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
             return physics.interp_linear_heights(tt, zt, heights)
 
         temps = [_on_rows(t, temp_rows, t_len) for t in _by_rows(temperatures, temp_rows)]
-        # No upper level above the ground (high terrain where every pressure level published
-        # is below the surface): the standard atmosphere's lapse rate from the 2 m temperature.
-        t2m = values["t2m"].astype(np.float64)
-        temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t) for t, h in zip(temps, heights)]
+    # No upper level above the ground (a model without pressure levels, or high terrain where
+    # every level published is below the surface): the standard atmosphere's lapse rate from
+    # the 2 m temperature.
+    t2m = values["t2m"].astype(np.float64)
+    temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t) for t, h in zip(temps, heights)]
     return {"wind_u": (wind_rows, cols_u), "wind_v": (wind_rows, cols_v),
             "air_temperature": (slice(None), temps)}
 
@@ -589,10 +652,16 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
     """
     init = init_time(ds)
     out = xr.Dataset(coords={"time": times, **{c: ds[c] for c in ds.coords if c not in ("time",)}})
+    vectors = {n: pair for pair in VECTORS if set(pair) <= set(ds.data_vars) for n in pair}
+    paired: dict[str, np.ndarray] = {}  # the other component of a vector already resampled
     for name, arr in ds.data_vars.items():
         kind = VARIABLES[name].temporal
         values = arr.transpose("time", ...).values
-        if kind is Temporal.STATE:
+        if name in vectors:
+            if name not in paired:
+                paired.update(zip(vectors[name], _vector_pchip(ds, *vectors[name], times)))
+            res = paired.pop(name)
+        elif kind is Temporal.STATE:
             res = _pchip(ds.time.values, values, times)
         else:
             starts, ends = intervals(arr.attrs["steps_minutes"], init)
@@ -601,7 +670,9 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
             if kind is Temporal.ACCUMULATION:
                 res = _conserve(starts, ends, vals, times)
             elif kind is Temporal.INTERVAL_MAX:
-                res = _hold(starts, ends, vals, times)
+                if "starts_minutes" in arr.attrs:  # the windows the messages state
+                    starts = init + np.array(arr.attrs["starts_minutes"], dtype="timedelta64[m]")
+                res = _hold(starts, ends, vals, times, init)
             else:  # RADIATION
                 clear_fine = _clear_sky_steps(np.asarray(times, "datetime64[ns]").tobytes(),
                                               np.asarray(lats, float).tobytes(), np.asarray(lons, float).tobytes())
@@ -610,8 +681,37 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
             res = np.where(res < 0, 0, res)
         out[name] = (arr.transpose("time", ...).dims, res.astype(np.float32), arr.attrs)
         out[name].attrs.pop("steps_minutes", None)
+        out[name].attrs.pop("starts_minutes", None)
     out.attrs.update(ds.attrs)
     return out
+
+
+def _vector_pchip(ds: xr.Dataset, u: str, v: str, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A vector's components at ``times`` from its speed and direction, each a monotone cubic.
+
+    Components interpolated one by one follow the chord between two vectors: where the wind
+    veers by 90 degrees at a steady 10 m/s, the speed halfway would be 7.1 m/s. The speed is
+    interpolated on its own (exact at the steps, no overshoot), and so is the direction, each
+    step's taken the short way round from the step before (a veer of more than 180 degrees
+    between two steps is read as a backing of less)."""
+    uu, vv = (ds[n].transpose("time", ...).values.astype(np.float64) for n in (u, v))
+    angle = _unwrapped(np.arctan2(vv, uu))
+    speed = _pchip(ds.time.values, np.hypot(uu, vv), times).astype(np.float32)
+    turned = _pchip(ds.time.values, angle, times).astype(np.float32)  # float32 is enough for a value
+    return speed * np.cos(turned), speed * np.sin(turned)
+
+
+def _unwrapped(angle: np.ndarray) -> np.ndarray:
+    """Angles (radians, time first) with 2 pi added or taken away so that each finite sample
+    differs from the series' previous finite one by at most pi (numpy's unwrap across gaps)."""
+    finite = np.isfinite(angle)
+    rows = np.arange(len(angle)).reshape((-1,) + (1,) * (angle.ndim - 1))
+    last = np.maximum.accumulate(np.where(finite, rows, -1), axis=0)
+    before = np.concatenate([np.full((1,) + angle.shape[1:], -1), last[:-1]])
+    prev = np.take_along_axis(angle, np.clip(before, 0, None), axis=0)
+    step = np.where(finite & (before >= 0), angle - prev, 0.0)
+    turn = np.cumsum((step + np.pi) % (2 * np.pi) - np.pi - step, axis=0)
+    return angle + turn
 
 
 @functools.lru_cache(maxsize=2)
@@ -670,9 +770,27 @@ def _conserve(starts, ends, amounts, times) -> np.ndarray:
     return np.where(_bcast_t(ok, amounts), res, np.nan)
 
 
-def _hold(starts, ends, vals, times) -> np.ndarray:
+def _hold(starts, ends, vals, times, init) -> np.ndarray:
+    """Maxima over windows -> the 15-minute steps: a step inside a window holds the window's
+    maximum. A step between two windows (IFS to 90 h states the last hour of a 3-hour step;
+    DWD's VMAX_10M the last hour where ICON-EU is 3-hourly) has no maximum of its own: it
+    takes the linear interpolation in time between the two windows' maxima, placed at their
+    centres, and a step before the first window (from the run's start) the first window's."""
     k, ok = _interval_index(starts, ends, times)
-    return np.where(_bcast_t(ok, vals), vals[k], np.nan)
+    res = np.where(_bcast_t(ok, vals), vals[k], np.nan)
+    mid = times + BASE_STEP.astype("timedelta64[s]") / 2
+    after = np.searchsorted(starts, mid, side="right")  # the first window starting after mid
+    gap = ~ok & (times >= init) & (after < len(ends)) & (times + BASE_STEP <= starts[np.clip(after, 0, len(ends) - 1)])
+    gap &= (after == 0) | (times >= ends[np.clip(after - 1, 0, None)])
+    if gap.any():
+        a = np.clip(after[gap] - 1, 0, None)
+        b = after[gap]
+        centre = starts + (ends - starts) / 2
+        span = (centre[b] - centre[a]) / np.timedelta64(1, "s")
+        w = np.where(span > 0, (mid[gap] - centre[a]) / np.timedelta64(1, "s") / np.where(span > 0, span, 1), 1.0)
+        w = np.clip(w, 0.0, 1.0)
+        res[gap] = (1 - _bcast_t(w, vals[a])) * vals[a] + _bcast_t(w, vals[a]) * vals[b]
+    return res
 
 
 def _clearsky(starts, ends, means, times, clear_fine, lats, lons) -> np.ndarray:

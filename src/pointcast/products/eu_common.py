@@ -134,7 +134,7 @@ def elements(ds: xr.Dataset, step: np.timedelta64) -> dict[str, np.ndarray]:
     out = {e.key: e.compute(f) for e in ELEMENTS}
     out["weather_type"] = codes.weather_type(out["total_cloud_cover"], out["precipitation"],
                                              out["snowfall"], out["temp_2m"], out["visibility"],
-                                             f["cape"])
+                                             f[codes.CAPE])
     return out
 
 

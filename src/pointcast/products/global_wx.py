@@ -32,7 +32,7 @@ from ..interp import aggregate
 from .base import (Files, ProductOutput, RunContext, archive_frame, array, iso, numbers, render_index,
                    with_arrays)
 from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, hourly_fields,
-                 local_days, local_times, wx_elements)
+                 local_days, local_times, whole_first_day, wx_elements)
 
 SRF_HOURS = 72
 MRF_DAYS = 14
@@ -69,7 +69,7 @@ def render_zone(coords: list[tuple[float, float]], start: np.datetime64, hourly:
     hours = len(hourly["wx"])
     local = local_times(start + np.arange(hours) * HOUR, zone)
     days, day_dates = local_days(local, MRF_DAYS)
-    daily = daily_fields(hourly, days)
+    daily = daily_fields(hourly, days, first_whole=whole_first_day(local))
     srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
     return wx_elements(coords, srf_dates, hourly, SRF_KEYS, day_dates, daily, MRF_KEYS)
 

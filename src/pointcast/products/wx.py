@@ -45,7 +45,7 @@ HOURLY_META = {
 class WxProduct:
     """A product of wxdata elements (srf and mrf entries), from the 10 m wind only."""
 
-    variables = ("t2m", "d2m", "wind_u", "wind_v", "tp", "tcc", "msl", "ssrd", "pop")
+    variables = ("t2m", "d2m", "wind_u", "wind_v", "tp", "sf", "tcc", "msl", "ssrd", "pop")
 
     def __init__(self, product_id: str, path: str):
         self.id = product_id
@@ -67,7 +67,7 @@ def hourly_fields(ds: xr.Dataset, lats: np.ndarray, lons: np.ndarray) -> dict[st
     speed = physics.wind_speed(u, v)
     prec = get("tp")  # kg m-2 over the hour = mm in that hour
     temp = t2m - 273.15
-    snow = prec * physics.snow_fraction(temp)
+    snow = np.minimum(get("sf"), prec)  # the model's snowfall, or its estimate (interp)
     daylight = physics.cos_solar_zenith(lats, lons, ds.time.values + HOUR / 2) > 0
     return {
         "wx": codes.wx_hourly(get("tcc"), prec, snow, temp, daylight, wind_ms=speed),
@@ -102,14 +102,29 @@ def local_days(local: list[datetime], ndays: int) -> tuple[list[np.ndarray], lis
     return days, dates
 
 
-def daily_fields(hourly: dict[str, np.ndarray], days: list[np.ndarray]) -> dict[str, np.ndarray]:
+# The mrf quantities that describe a whole day: a first day the forecast starts after its
+# local midnight shows the spec's missing value for them, not the value of its last hours
+# (a "maximum" of the three hours before midnight is no day's maximum).
+WHOLE_DAY = ("maxtemp", "mintemp", "prec", "rhum", "solrad")
+
+
+def whole_first_day(local: list[datetime]) -> bool:
+    """Whether the first local day holds all its hours: the forecast starts in its first hour
+    (00:00, or 00:30/00:45 in zones off the hour)."""
+    return local[0].hour == 0
+
+
+def daily_fields(hourly: dict[str, np.ndarray], days: list[np.ndarray], *,
+                 first_whole: bool) -> dict[str, np.ndarray]:
     """The mrf aggregates (day, point) of the hours of each day: wx combined (codes.wx_daily),
     extremes of temperature, total precipitation, the highest hourly probability of
-    precipitation, and daily means of humidity and radiation."""
+    precipitation, and daily means of humidity and radiation. Unless ``first_whole``, the
+    first day's `WHOLE_DAY` quantities are missing (-9999): its wx and pop are those of its
+    remaining hours, what is still to come that day."""
     def each(name, reduce):
         return np.stack([reduce(hourly[name][idx]) for idx in days])
 
-    return {
+    out = {
         "wx": np.stack([codes.wx_daily(hourly["wx"][idx].T) for idx in days]),
         "maxtemp": each("temp", lambda a: a.max(axis=0)),
         "mintemp": each("temp", lambda a: a.min(axis=0)),
@@ -118,6 +133,10 @@ def daily_fields(hourly: dict[str, np.ndarray], days: list[np.ndarray]) -> dict[
         "rhum": each("rhum", lambda a: np.round(_hours_total(a) / len(a))),
         "solrad": each("solrad", lambda a: _hours_total(a) / len(a)),
     }
+    if not first_whole:
+        for name in WHOLE_DAY:
+            out[name][0] = codes.MISSING_NUMBER
+    return out
 
 
 def _hours_total(hours: np.ndarray) -> np.ndarray:

@@ -79,7 +79,7 @@ FIELDS: tuple[GribField, ...] = (
     GribField("ssrd", "avg_sdswrf", "surface", processing=_M, param="DSWRF"),
     GribField("tcc", "tcc", "atmosphere", param="TCDC"),
     GribField("vis", "vis", "surface", param="VIS"),
-    GribField("cape", "cape", "surface", param="CAPE"),
+    GribField("cape_sb", "cape", "surface", param="CAPE"),
     GribField("orog", "orog", "surface", processing=_C, param="HGT"),
 )
 

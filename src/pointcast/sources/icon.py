@@ -213,7 +213,7 @@ def _fields(model_id: str, *, vis: bool, fine: bool) -> tuple[GribField, ...]:
     if vis:
         rows.append(GribField("vis", "vis", "surface", param="VIS"))
     rows += [
-        GribField("cape", "CAPE_ML", "unknown", param="CAPE_ML"),
+        GribField("cape_ml", "CAPE_ML", "unknown", param="CAPE_ML"),
         GribField("orog", "HSURF", "unknown", processing=_C, param="HSURF"),
         GribField("t_pl", "t", "isobaricInhPa", PRESSURE_LEVELS, param="T"),
         GribField("u_pl", "u", "isobaricInhPa", PRESSURE_LEVELS, param="U"),

@@ -13,10 +13,22 @@ the sample source writes. Points worth knowing:
 * 100 m and 200 m winds decode as their own parameters (``100u``/``100v``, ``200u``/``200v``),
   not as ``u`` at a height level, so the canonical ``u``/``v`` on height levels has one row per
   level (10 m, 100 m, 200 m). The 10 m message serves both ``u10`` and ``u`` at 10 m.
-* The wind gust is the maximum over the interval since the previous step. ecCodes matches a
-  3-hour maximum (steps 3-144, stepRange e.g. ``141-144``) to ``10fg3`` (paramId 228028) and a
-  6-hour maximum (steps 150-360, e.g. ``144-150``) to ``10fg`` (paramId 49), so ``gust`` has two
-  rows; exactly one of them is present at any step > 0 and none at step 0.
+* The wind gust is ECMWF's ``10fg`` (paramId 49, "10 metre wind gust since previous
+  post-processing": WMO 0/2/22, statistical processing 2 = maximum, at 10 m, the length of
+  time range being the post-processing step, 1, 3 or 6 hours; ECMWF parameter database,
+  https://codes.ecmwf.int/grib/param-db/49, and the UERRA definition page
+  https://confluence.ecmwf.int/display/UER/10+metre+wind+gust). IFS HRES post-processes
+  hourly to 90 h, 3-hourly to 144 h and 6-hourly after (as Open-Meteo, which reads the full
+  IFS output, documents: https://open-meteo.com/en/docs/ecmwf-api), so the open-data
+  message at a 3-hourly step up to 90 h is the maximum of the **last hour only** (stepRange
+  ``2-3``), from 93 h to 144 h that of the last 3 hours (``90-93``), after 144 h of the last
+  6 (``144-150``); ``gust_window_hours`` says which. ecCodes 2.50 decodes a 1-hour or a 6-hour
+  window as ``10fg`` (49) and a 3-hour one as ``10fg3`` (228028, whose definition is 49's with
+  the length fixed to 3 h), so ``gust`` has two rows; exactly one of them is present at any
+  step > 0 and none at step 0. The ``.index`` names the MARS parameter, ``10fg``, whatever the
+  window (ecmwf-opendata users request ``param="10fg"`` at every step): the ``10fg3`` row has
+  ``param = "10fg"``, and an index naming the window ``10fg3`` is read as well. Decode keeps each window as its message states it (``starts_minutes``),
+  and resampling holds a maximum over its own window only (docs/method.md, "Wind gust").
 * ``tp`` and ``sf`` are metres (of water equivalent) accumulated from the start of the run
   (stepRange ``0-<step>``), ``ssrd``/``fdir`` J m-2 accumulated from the start.
 * ``tcc`` is encoded as paramId 228164 (WMO 0/6/1), which decodes in per cent.
@@ -36,8 +48,8 @@ client knows), one GRIB2 file per step with its ``.index`` (JSON lines: the MARS
 ``_offset``, ``_length``). The 06/18 UTC runs were published as stream ``scda`` (paths and
 file names ``.../scda/...-scda-fc``) before ECMWF moved all four runs to ``oper``: the
 ``oper`` layout is tried first, ``scda`` after it. An index entry is a row's message when its
-``param`` is the row's shortName and its ``levtype`` (``pl`` or ``sfc``) and ``levelist``
-match (``index_wanted``). Data: CC-BY-4.0 (ECMWF open data).
+``param`` is the row's ``param`` or its shortName and its ``levtype`` (``pl`` or ``sfc``) and
+``levelist`` match (``index_wanted``). Data: CC-BY-4.0 (ECMWF open data).
 
 How a decoder combines rows (the convention the tables of all models follow): for a canonical
 variable, the value at (level, step) is the **sum over the rows of that variable whose message
@@ -63,6 +75,12 @@ _SHORT = hours(*range(0, 145, 3))
 _LONG = hours(*range(150, 361, 6))
 
 
+def gust_window_hours(step_hours: int) -> int:
+    """The window of the IFS gust at a step: ECMWF's post-processing step there (1 h to 90 h,
+    3 h to 144 h, 6 h after)."""
+    return 1 if step_hours <= 90 else 3 if step_hours <= 144 else 6
+
+
 def steps_for_run(hour: int) -> tuple[timedelta, ...]:
     """Output steps of the IFS run starting at ``hour`` UTC (00/12: 360 h, 06/18: 144 h)."""
     if hour not in (0, 6, 12, 18):
@@ -86,8 +104,9 @@ FIELDS: tuple[GribField, ...] = (
     GribField("v", "10v", "heightAboveGround", (10,)),
     GribField("v", "100v", "heightAboveGround", (100,)),
     GribField("v", "200v", "heightAboveGround", (200,)),
-    # Maximum since the previous step: 3 h up to 144 h (10fg3), 6 h after (10fg).
-    GribField("gust", "10fg3", "heightAboveGround", processing=_X),
+    # Maximum since the previous post-processing: the last hour to 90 h (10fg), the last 3 h
+    # to 144 h (10fg3), the last 6 h after (10fg); in the .index all are param 10fg.
+    GribField("gust", "10fg3", "heightAboveGround", processing=_X, param="10fg"),
     GribField("gust", "10fg", "heightAboveGround", processing=_X),
     # m (of water equivalent) accumulated since the start -> kg m-2.
     GribField("tp", "tp", "surface", processing=_A, scale=1000.0),
@@ -97,7 +116,7 @@ FIELDS: tuple[GribField, ...] = (
     GribField("fdir", "fdir", "surface", processing=_A, per_second=True),
     GribField("tcc", "tcc", "entireAtmosphere"),
     GribField("vis", "vis", "surface"),
-    GribField("cape", "mucape", "mostUnstableParcel"),
+    GribField("cape_mu", "mucape", "mostUnstableParcel"),
     # Surface geopotential (m2 s-2) at step 0 -> surface height (m).
     GribField("orog", "z", "surface", processing=_C, scale=1.0 / G),
     GribField("t_pl", "t", "isobaricInhPa", PRESSURE_LEVELS),
@@ -114,7 +133,7 @@ FIELDS: tuple[GribField, ...] = (
 
 def index_wanted(entry: dict[str, Any], row: GribField) -> bool:
     """Whether an ECMWF ``.index`` entry is the message of ``row`` (GRIB2 rows only)."""
-    if row.edition == 1 or entry.get("param") != row.shortName:
+    if row.edition == 1 or entry.get("param") not in (row.param, row.shortName):
         return False
     if row.typeOfLevel == "isobaricInhPa":
         return entry.get("levtype") == "pl" and int(entry.get("levelist", -1)) in (row.levels or ())

@@ -103,7 +103,7 @@ import logging
 import math
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -115,6 +115,7 @@ import numpy as np
 
 from ..catalogue import variable
 from ..config import HUB_HEIGHT_RANGE_M
+from . import ifs
 from .base import RUN_LEVELS, FetchedRun, GribField, ModelSpec, Processing, RunRef
 from .icon import (CELL_CENTRES, LEVEL_COUNTS, NATIVE_GRIDS, NOT_IN_V1, SLEVE_DECAY,
                    VERTICAL_GRIDS, hub_levels, legacy_path, v1_path)
@@ -997,13 +998,14 @@ class Snapshot:
 
 def integrate(weather: Weather, init: datetime, main_min: list[int], fine_min: list[int],
               heights: tuple[int, ...], levels: tuple[int, ...],
-              gust_window: int | None = None,
+              gust_window: int | Callable[[int], int] | None = None,
               model_level_min: set[int] | None = None) -> Iterator[Snapshot]:
     """Walk the output times of a run in order (``main_min``: the steps, ``fine_min``: the
     15-minute steps), integrating the fluxes over sub-steps of at most ``SUB_STEP_MIN``
     minutes (midpoint rule): accumulations and means since the start, and the gust's maximum
-    since the previous step, or over the last ``gust_window`` minutes before the step if
-    that is shorter (DWD's VMAX_10M covers the last hour even where steps are 3-hourly).
+    since the previous step, or over the last ``gust_window`` minutes before the step (a
+    number, or a function of the step's minute) if that is shorter (DWD's VMAX_10M covers the
+    last hour even where steps are 3-hourly; IFS's 10fg ECMWF's post-processing step).
     At every step after the first, the precipitation (``tp_int``) and mean global radiation
     (``ghi_int_avg``) of the interval since the previous step too (JMA's hourly windows).
     The wind on the model levels is computed at the steps in ``model_level_min`` (none if
@@ -1047,8 +1049,8 @@ def integrate(weather: Weather, init: datetime, main_min: list[int], fine_min: l
         if main:
             s = weather.surface(t0 + minute / 60.0, minute / 60.0)
             if prev_main is not None:
-                start = prev_main if gust_window is None else max(prev_main,
-                                                                  minute - gust_window)
+                window = gust_window(minute) if callable(gust_window) else gust_window
+                start = prev_main if window is None else max(prev_main, minute - window)
                 gmax = s["gust"].copy()
                 for mid, g in gusts:
                     if mid > start:
@@ -1173,8 +1175,9 @@ _ECMWF_PARAM_ID = {
     "sf": 144, "ssrd": 169, "fdir": 228021, "tcc": 228164, "vis": 3020, "mucape": 228235,
     "z": 129, "t": 130, "u": 131, "v": 132, "gh": 156,
 }
-# IFS gust: the decoded name follows the length of the maximum's interval (hours).
-_ECMWF_GUST_BY_INTERVAL = {3: "10fg3", 6: "10fg"}
+# IFS gust (paramId 49 with the post-processing step as its window): the name ecCodes decodes
+# follows the window's length in hours (sources/ifs.py).
+_ECMWF_GUST_BY_INTERVAL = {1: "10fg", 3: "10fg3", 6: "10fg"}
 
 _DWD_QUANTITY = {
     "T_2M": "t2m", "TD_2M": "d2m", "PS": "sp", "PMSL": "msl", "U_10M": "u10", "V_10M": "v10",
@@ -1519,7 +1522,8 @@ def _ifs_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather
     base = f"{init:%Y%m%d}/{init:%H}z/ifs/0p25/oper"
     main = [int(s.total_seconds() // 60) for s in run.steps]
     try:
-        for snap in integrate(weather, init, main, [], heights, levels):
+        for snap in integrate(weather, init, main, [], heights, levels,
+                              gust_window=lambda minute: 60 * ifs.gust_window_hours(minute // 60)):
             step = snap.minute // 60
             chunks: list[bytes] = []
             index: list[str] = []
@@ -1553,7 +1557,7 @@ def _ifs_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather
                     if p.level is not None:
                         entry["levelist"] = str(p.level)
                     entry["levtype"] = levtype
-                entry.update(param=p.short_name, _offset=offset, _length=len(msg))
+                entry.update(param=p.param, _offset=offset, _length=len(msg))
                 index.append(json.dumps(entry))
                 offset += len(msg)
             name = f"{base}/{init:%Y%m%d%H}0000-{step}h-oper-fc"
