@@ -50,37 +50,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid, Upstream, hours
+from .base import (Encoding as _E, GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid,
+                   Upstream, hours)
 
 HEIGHT_LEVELS: tuple[int, ...] = (10, 80, 100)  # m above ground
 
 STEPS = hours(*range(0, 121), *range(123, 385, 3))
 
+_MS = "m s**-1"
 _I, _A, _M, _C = (Processing.INSTANT, Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START,
                   Processing.CONSTANT)
 
 # ``param`` is NCEP's name (wgrib2's inventory).
 FIELDS: tuple[GribField, ...] = (
-    GribField("t2m", "2t", "heightAboveGround", param="TMP"),
-    GribField("d2m", "2d", "heightAboveGround", param="DPT"),
-    GribField("sp", "sp", "surface", param="PRES"),
-    GribField("msl", "prmsl", "meanSea", param="PRMSL"),
-    GribField("u10", "10u", "heightAboveGround", param="UGRD"),
-    GribField("v10", "10v", "heightAboveGround", param="VGRD"),
-    GribField("u", "10u", "heightAboveGround", (10,), param="UGRD"),
-    GribField("u", "u", "heightAboveGround", (80, 100), param="UGRD"),
-    GribField("v", "10v", "heightAboveGround", (10,), param="VGRD"),
-    GribField("v", "v", "heightAboveGround", (80, 100), param="VGRD"),
+    GribField("t2m", "2t", "heightAboveGround", param="TMP", encodings=(_E(167, "K"),)),
+    GribField("d2m", "2d", "heightAboveGround", param="DPT", encodings=(_E(168, "K"),)),
+    GribField("sp", "sp", "surface", param="PRES", encodings=(_E(134, "Pa"),)),
+    GribField("msl", "prmsl", "meanSea", param="PRMSL", encodings=(_E(260074, "Pa"),)),
+    GribField("u10", "10u", "heightAboveGround", param="UGRD", encodings=(_E(165, _MS),)),
+    GribField("v10", "10v", "heightAboveGround", param="VGRD", encodings=(_E(166, _MS),)),
+    GribField("u", "10u", "heightAboveGround", (10,), param="UGRD", encodings=(_E(165, _MS),)),
+    GribField("u", "u", "heightAboveGround", (80, 100), param="UGRD", encodings=(_E(131, _MS),)),
+    GribField("v", "10v", "heightAboveGround", (10,), param="VGRD", encodings=(_E(166, _MS),)),
+    GribField("v", "v", "heightAboveGround", (80, 100), param="VGRD", encodings=(_E(132, _MS),)),
     # Instantaneous gust at the valid time (see above).
-    GribField("gust", "gust", "surface", param="GUST"),
+    GribField("gust", "gust", "surface", param="GUST", encodings=(_E(260065, _MS),)),
     # kg m-2 over the 6-hour-reset window.
-    GribField("tp", "tp", "surface", processing=_A, param="APCP"),
-    # W m-2 averaged over the 6-hour-reset window.
-    GribField("ssrd", "avg_sdswrf", "surface", processing=_M, param="DSWRF"),
-    GribField("tcc", "tcc", "atmosphere", param="TCDC"),
-    GribField("vis", "vis", "surface", param="VIS"),
-    GribField("cape", "cape", "surface", param="CAPE"),
-    GribField("orog", "orog", "surface", processing=_C, param="HGT"),
+    GribField("tp", "tp", "surface", processing=_A, param="APCP",
+              encodings=(_E(228228, "kg m**-2", "0/1/8"),)),
+    # W m-2 averaged over the 6-hour-reset window: NCEP's local 0/4/192 (see above).
+    GribField("ssrd", "sdswrf", "surface", processing=_M, param="DSWRF",
+              encodings=(_E(260087, "W m**-2", "0/4/192"),)),
+    GribField("tcc", "tcc", "atmosphere", param="TCDC", encodings=(_E(228164, "%", "0/6/1"),)),
+    GribField("vis", "vis", "surface", param="VIS", encodings=(_E(3020, "m"),)),
+    GribField("cape", "cape", "surface", param="CAPE", encodings=(_E(59, "J kg**-1"),)),
+    GribField("orog", "orog", "surface", processing=_C, param="HGT", encodings=(_E(228002, "m"),)),
 )
 
 # wgrib2's words for a level, by typeOfLevel; the 2 m and 10 m rows carry no level.

@@ -52,7 +52,8 @@ from datetime import timedelta
 
 from typing import Any
 
-from .base import GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid, Upstream, hours
+from .base import (Encoding as _E, GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid,
+                   Upstream, hours)
 
 G = 9.80665  # m s-2, converts geopotential (m2 s-2) to geopotential height (m)
 
@@ -70,45 +71,52 @@ def steps_for_run(hour: int) -> tuple[timedelta, ...]:
     return _SHORT + _LONG if hour in (0, 12) else _SHORT
 
 
+_MS = "m s**-1"
 _I, _A, _X, _C = (Processing.INSTANT, Processing.ACCUM_SINCE_START, Processing.INTERVAL,
                   Processing.CONSTANT)
 
 FIELDS: tuple[GribField, ...] = (
-    GribField("t2m", "2t", "heightAboveGround"),
-    GribField("d2m", "2d", "heightAboveGround"),
-    GribField("sp", "sp", "surface"),
-    GribField("msl", "msl", "meanSea"),
-    GribField("u10", "10u", "heightAboveGround"),
-    GribField("v10", "10v", "heightAboveGround"),
-    GribField("u", "10u", "heightAboveGround", (10,)),
-    GribField("u", "100u", "heightAboveGround", (100,)),
-    GribField("u", "200u", "heightAboveGround", (200,)),
-    GribField("v", "10v", "heightAboveGround", (10,)),
-    GribField("v", "100v", "heightAboveGround", (100,)),
-    GribField("v", "200v", "heightAboveGround", (200,)),
+    GribField("t2m", "2t", "heightAboveGround", encodings=(_E(167, "K"),)),
+    GribField("d2m", "2d", "heightAboveGround", encodings=(_E(168, "K"),)),
+    GribField("sp", "sp", "surface", encodings=(_E(134, "Pa"),)),
+    GribField("msl", "msl", "meanSea", encodings=(_E(151, "Pa"),)),
+    GribField("u10", "10u", "heightAboveGround", encodings=(_E(165, _MS),)),
+    GribField("v10", "10v", "heightAboveGround", encodings=(_E(166, _MS),)),
+    GribField("u", "10u", "heightAboveGround", (10,), encodings=(_E(165, _MS),)),
+    GribField("u", "100u", "heightAboveGround", (100,), encodings=(_E(228246, _MS),)),
+    GribField("u", "200u", "heightAboveGround", (200,), encodings=(_E(228239, _MS),)),
+    GribField("v", "10v", "heightAboveGround", (10,), encodings=(_E(166, _MS),)),
+    GribField("v", "100v", "heightAboveGround", (100,), encodings=(_E(228247, _MS),)),
+    GribField("v", "200v", "heightAboveGround", (200,), encodings=(_E(228240, _MS),)),
     # Maximum since the previous step: 3 h up to 144 h (10fg3), 6 h after (10fg).
-    GribField("gust", "10fg3", "heightAboveGround", processing=_X),
-    GribField("gust", "10fg", "heightAboveGround", processing=_X),
+    GribField("gust", "10fg3", "heightAboveGround", processing=_X, encodings=(_E(228028, _MS),)),
+    GribField("gust", "10fg", "heightAboveGround", processing=_X, encodings=(_E(49, _MS),)),
     # m (of water equivalent) accumulated since the start -> kg m-2.
-    GribField("tp", "tp", "surface", processing=_A, scale=1000.0),
-    GribField("sf", "sf", "surface", processing=_A, scale=1000.0),
+    GribField("tp", "tp", "surface", processing=_A, scale=1000.0, encodings=(_E(228, "m"),)),
+    GribField("sf", "sf", "surface", processing=_A, scale=1000.0,
+              encodings=(_E(144, "m of water equivalent"),)),
     # J m-2 accumulated since the start -> interval mean W m-2.
-    GribField("ssrd", "ssrd", "surface", processing=_A, per_second=True),
-    GribField("fdir", "fdir", "surface", processing=_A, per_second=True),
-    GribField("tcc", "tcc", "entireAtmosphere"),
-    GribField("vis", "vis", "surface"),
-    GribField("cape", "mucape", "mostUnstableParcel"),
+    GribField("ssrd", "ssrd", "surface", processing=_A, per_second=True,
+              encodings=(_E(169, "J m**-2"),)),
+    GribField("fdir", "fdir", "surface", processing=_A, per_second=True,
+              encodings=(_E(228021, "J m**-2"),)),
+    # Per cent (228164) or a fraction (164, what open data carries now): see above.
+    GribField("tcc", "tcc", "entireAtmosphere",
+              encodings=(_E(228164, "%"), _E(164, "(0 - 1)", scale=100.0))),
+    GribField("vis", "vis", "surface", encodings=(_E(3020, "m"),)),
+    GribField("cape", "mucape", "mostUnstableParcel", encodings=(_E(228235, "J kg**-1"),)),
     # Surface geopotential (m2 s-2) at step 0 -> surface height (m).
-    GribField("orog", "z", "surface", processing=_C, scale=1.0 / G),
-    GribField("t_pl", "t", "isobaricInhPa", PRESSURE_LEVELS),
-    GribField("u_pl", "u", "isobaricInhPa", PRESSURE_LEVELS),
-    GribField("v_pl", "v", "isobaricInhPa", PRESSURE_LEVELS),
-    GribField("z_pl", "gh", "isobaricInhPa", PRESSURE_LEVELS),  # gpm
+    GribField("orog", "z", "surface", processing=_C, scale=1.0 / G,
+              encodings=(_E(129, "m**2 s**-2"),)),
+    GribField("t_pl", "t", "isobaricInhPa", PRESSURE_LEVELS, encodings=(_E(130, "K"),)),
+    GribField("u_pl", "u", "isobaricInhPa", PRESSURE_LEVELS, encodings=(_E(131, _MS),)),
+    GribField("v_pl", "v", "isobaricInhPa", PRESSURE_LEVELS, encodings=(_E(132, _MS),)),
+    GribField("z_pl", "gh", "isobaricInhPa", PRESSURE_LEVELS, encodings=(_E(156, "gpm"),)),
     # GRIB1 (ECMWF dissemination): the 2 m and 10 m parameters at level type "surface".
-    GribField("t2m", "2t", "surface", edition=1),
-    GribField("d2m", "2d", "surface", edition=1),
-    GribField("u10", "10u", "surface", edition=1),
-    GribField("v10", "10v", "surface", edition=1),
+    GribField("t2m", "2t", "surface", edition=1, encodings=(_E(167, "K", "128/167"),)),
+    GribField("d2m", "2d", "surface", edition=1, encodings=(_E(168, "K", "128/168"),)),
+    GribField("u10", "10u", "surface", edition=1, encodings=(_E(165, _MS, "128/165"),)),
+    GribField("v10", "10v", "surface", edition=1, encodings=(_E(166, _MS, "128/166"),)),
 )
 
 
