@@ -614,7 +614,7 @@ def test_msm_headers_follow_jma(runs):
     first = runs["msm"].fetched.files[0]
     assert _keys(first, keys) == {
         "centre": "rjtd", "subCentre": 0, "tablesVersion": 2, "localTablesVersion": 1,
-        "shapeOfTheEarth": 4, "gridType": "regular_ll", "Ni": 31, "Nj": 32,
+        "shapeOfTheEarth": 6, "gridType": "regular_ll", "Ni": 31, "Nj": 32,
         "jScansPositively": 0, "iScansNegatively": 0, "packingType": "grid_simple",
         "bitsPerValue": 12, "indicatorOfUnitOfTimeRange": 1,
         "latitudeOfFirstGridPointInDegrees": 47.6, "longitudeOfFirstGridPointInDegrees": 120.0}

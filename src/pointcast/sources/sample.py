@@ -46,7 +46,7 @@ writes what they write, byte for byte in format if not in content:
   as 1.1, 1.2 ..., ecCodes reads them with multi-field support on), as a 72-field FH34-39
   file of the real archive is; inside it step after step, each step in JMA's element
   order (PRMSL, PRES, UGRD, VGRD, TMP, RH, LCDC, TCDC, then APCP and DSWRF from step 1).
-  Centre ``rjtd`` (subcentre 0), GRIB master tables 2, local tables 1, earth shape 4 (GRS80),
+  Centre ``rjtd`` (subcentre 0), GRIB master tables 2, local tables 1, earth shape 6 (sphere),
   rows from north to south, ``grid_simple`` 12-bit packing, steps in hours; temperature and
   humidity at 1.5 m (scale factor 1, value 15); APCP (0/1/8, accumulation) and DSWRF (0/4/7,
   average) over the hour before the step (``k-1``-``k``), template 4.8. MCDC and HCDC, which
@@ -1323,8 +1323,9 @@ class Encoder:
         s(base, "typeOfProcessedData", 1)  # forecast products
         s(base, "dataDate", int(init.strftime("%Y%m%d")))
         s(base, "dataTime", int(init.strftime("%H%M")))
-        # JMA: the GRS80 ellipsoid (4), as JMA's GRIB2 descriptions give it; DWD and ECMWF
-        # open data: a sphere of 6371229 m (6).
+        # A sphere of 6371229 m (6): DWD and ECMWF open data, and JMA's MSM (a public decoder
+        # of the real Lsurf files, sus304/MSMgrib2Decorder after JMA's technical information
+        # No. 500, refuses any other shape).
         if isinstance(grid, CellGrid):
             # DWD's native grids: template 3.101, the grid named by number and UUID (the
             # shape of the earth comes after the template, which resets it).
@@ -1333,7 +1334,7 @@ class Encoder:
             s(base, "numberOfGridUsed", grid.number)
             s(base, "numberOfGridInReference", 1)
             eccodes.codes_set_string(base, "uuidOfHGrid", grid.uuid)
-        s(base, "shapeOfTheEarth", 4 if self.kind == "jma" else 6)
+        s(base, "shapeOfTheEarth", 6)
         if isinstance(grid, SampleGrid):
             nlat, nlon = grid.shape
             s(base, "Ni", nlon)
