@@ -7,7 +7,12 @@ cfgrib's per-variable re-indexing of whole files, and lets the extract stage fus
 interpolation so a run's full fields are never all in memory.
 
 The model's encoding table (``sources/<model>.py``) maps messages onto catalogue names;
-here accumulations and since-start averages become interval values, units become SI.
+here accumulations and since-start averages become interval values, units become SI. A
+message holding several fields (JMA's MSM files, NCEP's wind pairs) yields one ``Message``
+per field. Each message is checked against what its table row expects (parameter, units,
+statistical processing; ``judge``), a known alternative encoding converted (IFS tcc in 0-1),
+and a variable whose messages are not what the table says is refused with the reason
+(``_select``; ``attrs["refused"]``).
 
 Two kinds of horizontal grid are read: regular lat/lon (dims ``lat``, ``lon``) and unstructured
 grids (GRIB2 template 3.101, DWD's native ICON grids: dim ``cell`` with the coordinates

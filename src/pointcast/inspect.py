@@ -1,10 +1,13 @@
 """``pointcast inspect FILE...``: what a GRIB2, GRIB1 or NetCDF file holds, in canonical terms.
 
-For every GRIB message: the canonical name the model tables give it (``sources/``: the table
-of the model of the message's centre first, then the others; the raw parameter when no table
-knows it), the unit, the level, the run, the valid time or interval, how the value is
-processed over that interval (instantaneous, accumulated, averaged, maximum, minimum; from
-the run start or over the last step), and the grid. For NetCDF: each data variable with its
+For every field of every GRIB message (each field of a multi-field GRIB2 message, such as
+JMA's MSM files, with its ``field`` number): the canonical name the model tables give it
+(``sources/``: the table of the model of the message's centre first, then the others; the
+raw parameter when no table knows it), the unit (after the conversion decode applies, e.g.
+IFS tcc in 0-1 to per cent; a field decode would refuse is reported as such), the level, the
+run, the valid time or interval, how the value is processed over that interval
+(instantaneous, accumulated, averaged, maximum, minimum; from the run start or over the last
+step; ECMWF's GRIB1 accumulations as accumulated), and the grid. For NetCDF: each data variable with its
 units, dimensions, time span, ``cell_methods`` and the name the catalogue gives its
 ``standard_name``. Whatever is odd (no table row, a level type ecCodes cannot name, a
 message that does not decode, a grid pointcast cannot extract from) is reported in

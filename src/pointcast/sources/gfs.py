@@ -30,7 +30,10 @@ writing each message with centre kwbc and reading it back, ``tests/test_sample_s
   nothing better, so the row is ``INSTANT`` (the decoder only matches instant messages to
   instant rows anyway). It underestimates the interval maximum, more so at 3-hourly steps.
 * APCP surface (0/1/8, template 4.8, accumulation) -> ``tp`` (kg m-2) and DSWRF surface
-  (0/4/7, average) -> ``avg_sdswrf`` (W m-2), both over windows that **reset every 6 hours**:
+  (**0/4/192**, NCEP's local number, average) -> ``sdswrf`` (paramId 260087, W m-2), both over
+  windows that **reset every 6 hours**. (WMO's 0/4/7, ``avg_sdswrf``, is not what NOAA writes:
+  real GFS files in ``../shared/data/real-grib`` and ``tests/data/pygrib`` hold 0/4/192; wgrib2
+  names it DSWRF either way, so the ``.idx`` selection is unchanged.) Windows:
   stepRange ``0-1`` ... ``0-6``, then ``6-7`` ... ``6-12`` (after 120 h: ``120-123``,
   ``120-126``, ``126-129`` ...). ``ACCUM_SINCE_START``/``AVG_SINCE_START``: the decoder
   differences a window that continues the previous one (same start) and takes a window that
@@ -41,6 +44,9 @@ writing each message with centre kwbc and reading it back, ``tests/test_sample_s
   ``avg``) and, since the FV3 GFS, the instantaneous total cloud (stepType ``instant``). The
   catalogue's ``tcc`` is a STATE (instantaneous) variable, so the row is the instant one
   (``INSTANT``; the average does not match it). The sample writes only the instant message.
+* Real NCEP messages (``tests/data/pygrib``) show UGRD and VGRD at 10 m as two fields of one
+  GRIB2 message (wgrib2's ``n.1``/``n.2``); the decoder reads each field
+  (``ingest._fields``), and an inventory's ``n.1``/``n.2`` lines fetch the one message.
 * VIS surface -> ``vis``; CAPE surface (surface-based) -> ``cape``; HGT surface (0/3/5) ->
   ``orog`` (paramId 228002, m), which NOAA repeats in every file; the row is ``CONSTANT``
   (the decoder takes the first step).

@@ -19,7 +19,16 @@ the sample source writes. Points worth knowing:
   rows; exactly one of them is present at any step > 0 and none at step 0.
 * ``tp`` and ``sf`` are metres (of water equivalent) accumulated from the start of the run
   (stepRange ``0-<step>``), ``ssrd``/``fdir`` J m-2 accumulated from the start.
-* ``tcc`` is encoded as paramId 228164 (WMO 0/6/1), which decodes in per cent.
+* ``tcc`` has two encodings that both decode as shortName ``tcc`` at ``entireAtmosphere``:
+  paramId 228164 (WMO 0/6/1, per cent; ECMWF's GRIB2 in TIGGE, a real message in
+  ``tests/data/pygrib``) and paramId 164 (0/6/192 in GRIB2, a fraction 0-1). ECMWF open data
+  publishes 164, in 0-1, since the 2025-11-20 12 UTC run: open-meteo/open-meteo issue 1586
+  ("cloud cover reported as a range 0-1") and its fix, pull request 1587, after ECMWF's forum
+  notice "New parameters coming to ECMWF open data"; Pirate-Weather pull request 630 (May 2026:
+  "ECMWF IFS has cloud cover already in the 0-1 range"). The row accepts both (``encodings``)
+  and multiplies the fraction by 100; the sample writes 164.
+* Every row names its encoding (paramId, ecCodes units): a message with another is refused at
+  decode (``ingest.judge``). The paramIds are ECMWF's parameter database's.
 * Surface geopotential ``z`` is written at step 0 only (time-invariant).
 * ECMWF's GRIB1 dissemination (real-time cut-outs, MARS retrievals in GRIB1) encodes the
   near-surface parameters with level type 1, so ecCodes decodes ``10u``/``10v``/``2t``/``2d``

@@ -29,6 +29,14 @@ Institute for Sustainable Humanosphere (RISH), which keeps JMA's file names unde
 index exists: the Lsurf files are fetched whole (their length checked against
 ``Content-Length``) and a run is complete when its last file exists.
 
+A Lsurf file is **one GRIB2 message of many fields**: sections 0, 1 and 3 once, then sections
+4-7 for each field in turn (a FH34-39 file holds 72 fields), as JMA's technical information
+No. 500 (annex 2-2, the MSM GPV's GRIB2 format) describes it and the public decoder
+sus304/MSMgrib2Decorder reads the real files: template 5.0 with 12 bits, earth shape 6 (a
+sphere), rows from north to south. ecCodes reads such a message field by field only with its
+multi-field support on; wgrib2 lists the fields as 1.1, 1.2 ... The decoder reads every field
+(``ingest._fields``).
+
 Elements of Lsurf (JMA names as wgrib2 prints them) and what ecCodes 2.50 decodes from them
 (checked by writing JMA's encoding with centre ``rjtd`` and reading it back, see
 ``tests/test_sample_source.py``):
