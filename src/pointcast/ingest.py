@@ -335,56 +335,57 @@ def _fields(read, at: int, size: int, path: Path) -> tuple[int, list[_Header]] |
     254) stands for the last one defined. Reading the section lengths up to section 7 costs
     a message of one field a read or two of a few bytes. ``read(n, offset)``: ``os.pread``
     on the file, or the same over bytes in memory (``inspect``)."""
-    head = bytearray(read(HEADER_BYTES, at))
-    if len(head) < 16 or head[:4] != b"GRIB" or head[7] != 2:
+    head = read(HEADER_BYTES, at)
+    n_head = len(head)
+    if n_head < 16 or head[:4] != b"GRIB" or head[7] != 2:
         return None
     length = int.from_bytes(head[8:16], "big")
     if at + length > size:
         raise DecodeError(f"{path}: message at byte {at} is truncated "
                           f"({length} bytes, {size - at} in the file)")
-
-    def span(pos: int, n: int) -> bytes:
-        return bytes(head[pos:pos + n]) if pos + n <= len(head) else read(n, at + pos)
-
-    current: dict[int, tuple[int, int]] = {}  # section -> (position, size) in the message
-    fields: list[dict[int, tuple[int, int]]] = []
+    end = length - 4  # where 7777 starts
+    current: list[tuple[int, int] | None] = [None] * 8  # section -> (position, size)
+    fields: list[list] = []
     bitmap = None
     pos, last = 16, 0
-    while pos < length - 4:
-        tag = span(pos, 6)
+    while pos < end:
+        tag = head[pos:pos + 6] if pos + 6 <= n_head else read(6, at + pos)
         size_, number = int.from_bytes(tag[:4], "big"), tag[4]
-        ok = number > last or (last == 7 and number in (2, 3, 4))
-        if size_ < 5 or not 1 <= number <= 7 or not ok or pos + size_ > length - 4:
+        if (size_ < 5 or not (number > last or (last == 7 and 2 <= number <= 4))
+                or number > 7 or pos + size_ > end):
             return None
         current[number] = (pos, size_)
         if number == 6:
             if tag[5] == 0:
-                bitmap = (pos, size_)
-            elif tag[5] == 254:
+                bitmap = current[6]
+            elif tag[5] == 254:  # the bitmap defined last applies
                 if bitmap is None:
                     return None
                 current[6] = bitmap
-        if number == 7:
-            if not {1, 3, 4, 5, 6} <= set(current):
+        elif number == 7:
+            if None in (current[1], current[3], current[4], current[5], current[6]):
                 return None
-            fields.append(dict(current))
+            fields.append(current[:])
         pos, last = pos + size_, number
-    if pos != length - 4 or not fields:
+    if pos != end or not fields:
         return None
+    if len(fields) == 1:  # contiguous: the message's own bytes up to section 5
+        sections = fields[0]
+        starts = {n: sections[n][0] for n in range(1, 5) if sections[n] is not None}
+        end4 = sections[4][0] + sections[4][1]
+        return length, [_Header(head[:end4] if end4 <= n_head else read(end4, at),
+                                starts | {0: 0}, length)]
     out = []
     for sections in fields:
-        order = sorted(sections)
-        if len(fields) == 1:  # contiguous: the message's own bytes up to section 5
-            end = sections[4][0] + sections[4][1]
-            out.append(_Header(span(0, end), {n: sections[n][0] for n in order if n <= 4} | {0: 0},
-                               length))
-            continue
-        head_parts, starts, at_ = [span(0, 16)], {0: 0}, 16
-        for n in (n for n in order if n <= 4):
-            starts[n] = at_
-            head_parts.append(span(*sections[n]))
-            at_ += sections[n][1]
-        parts = tuple((at + sections[n][0], sections[n][1]) for n in order)
+        head_parts, starts, at_ = [head[:16]], {0: 0}, 16
+        for n in range(1, 5):
+            if sections[n] is not None:
+                p, n_bytes = sections[n]
+                starts[n] = at_
+                head_parts.append(head[p:p + n_bytes] if p + n_bytes <= n_head
+                                  else read(n_bytes, at + p))
+                at_ += n_bytes
+        parts = tuple((at + p, n_bytes) for p, n_bytes in filter(None, sections[1:]))
         out.append(_Header(b"".join(head_parts), starts, 16 + sum(n for _, n in parts) + 4, parts))
     return length, out
 
