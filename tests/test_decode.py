@@ -266,3 +266,37 @@ def test_a_field_without_its_statistical_processing_is_refused(tmp_path):
     assert set(ds.data_vars) == {"t2m"}
     assert ds.attrs["refused"] == ("tcc refused: gfs.grib2 message 2: stepType 'avg' (tcc), "
                                    "the table expects 'instant'")
+
+
+def test_a_multi_field_message_after_bytes_that_are_not_grib(tmp_path):
+    """Past junk, ecCodes finds the message; its fields are still read one by one, and a
+    field whose bitmap section says "the previous bitmap applies" (254) gets that bitmap."""
+    from pointcast.sources.sample import multi_field
+
+    values = np.arange(12, dtype=float) + 280.0
+    values[[1, 5]] = np.nan
+    one = write(tmp_path / "a.grib2", [{"shortName": "2t", "stepRange": "0"}], values).read_bytes()
+    two = write(tmp_path / "b.grib2", [{"shortName": "2t", "stepRange": "6"}], values + 1).read_bytes()
+    message = bytearray(multi_field([one, two]))
+    # The second field's section 6 says "previous bitmap" (indicator 254, no bitmap bytes).
+    pos, seen = 16, 0
+    while message[pos:pos + 4] != b"7777":
+        size, number = int.from_bytes(message[pos:pos + 4], "big"), message[pos + 4]
+        if number == 6:
+            seen += 1
+            if seen == 2:
+                message[pos:pos + size] = (6).to_bytes(4, "big") + bytes([6, 254])
+                message[8:16] = (len(message)).to_bytes(8, "big")
+                break
+        pos += size
+    path = tmp_path / "junk.grib2"
+    path.write_bytes(b"junk" * 3 + bytes(message))
+    ingest.forget_descriptions()
+    msgs = ingest.index_file(path)
+    assert [(m.number, m.field, m.end_minutes) for m in msgs] == [(1, 1, 0), (1, 2, 360)]
+    for m, expected in zip(msgs, (values, values + 1)):
+        got = ingest.read_values(m.path, m.offset, m.length, m.grid.shape, m.grid.north_first,
+                                 parts=m.parts)
+        want = expected.reshape(3, 4)[::-1]
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        assert np.allclose(got[~np.isnan(got)], want[~np.isnan(want)], atol=0.01)
