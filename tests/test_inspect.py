@@ -166,3 +166,15 @@ def test_netcdf(tmp_path, fmt):
     assert by["t2m"]["grid"]["lat"] == [35.0, 36.0, 2]
     assert by["precip"]["name"] == "tp" and by["precip"]["processing"] == "accumulated"
     assert not by["mystery"]["known"] and by["mystery"]["notes"]
+
+
+def test_a_field_decode_would_refuse_is_reported_so(tmp_path, capsys):
+    """ECMWF-centre precipitation in kg m-2 (paramId 228228) where the IFS table expects
+    metres (228): named, but not known, with decode's reason."""
+    path = _ecmwf(tmp_path / "tp.grib2", 2, paramId=228228, stepRange="0-6")
+    _, (report,) = run_cli(capsys, path)
+    (tp,) = report["fields"]
+    assert (tp["name"], tp["known"], tp["table"], tp["units"]) == ("tp", False, "ifs", "kg m**-2")
+    assert tp["refused"] == ("paramId 228228 (0/1/52) in 'kg m**-2', the table expects paramId "
+                             "228 in 'm'")
+    assert any("decode refuses this field" in n for n in tp["notes"])
