@@ -10,6 +10,8 @@ number of threads.
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -39,9 +41,9 @@ def needed_messages(files: list[Path], model_id: str) -> list[ingest.Message]:
 
 
 def _plain(msg: ingest.Message) -> int:
-    with open(msg.path, "rb") as f:
-        f.seek(msg.offset)
-        raw = f.read(msg.length)
+    with open(msg.path, "rb") as f:  # the field's bytes (one field of a JMA message)
+        raw = ingest.field_bytes(functools.partial(os.pread, f.fileno()), msg.offset, msg.length,
+                                 msg.parts)
     h = eccodes.codes_new_from_message(raw)
     try:
         return len(eccodes.codes_get_values(h))

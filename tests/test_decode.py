@@ -71,7 +71,8 @@ def test_concepts_are_kept_across_forecast_times_but_not_across_period_lengths(t
     # never a length-blind one. The accumulation since the start was described by ecCodes for
     # two lengths alike: its third length is read from that description, not asked.
     assert len(ingest._DESCRIBED) == 5
-    assert list(ingest._WINDOWS.values()) == [("tp", "surface", "accum", msgs[4].grid, 0, True)]
+    assert list(ingest._WINDOWS.values()) == [ingest._Described(
+        "tp", "surface", "accum", msgs[4].grid, 0, 228, "m", "0/1/193", True)]
     again = ingest.index_file(path)  # from the kept descriptions
     assert again == msgs
 
@@ -92,11 +93,17 @@ def test_headers_read_from_bytes_agree_with_ecCodes_past_junk_and_grib1(tmp_path
     eccodes.codes_release(h)
     path = tmp_path / "mixed.grib"
     path.write_bytes(grib2 + b"\0" * 7 + grib1 + grib2)
-    truth = ingest._index_with_eccodes(path, 0, 0)
+    truth = []
+    with open(path, "rb") as f:  # ecCodes alone, message by message
+        while (h := eccodes.codes_grib_new_from_file(f, headers_only=True)) is not None:
+            offset = eccodes.codes_get_long(h, "offset")
+            truth.append(ingest.dc_replace(ingest._eccodes_message(h, path, offset),
+                                           number=len(truth) + 1))
+            eccodes.codes_release(h)
     assert [m.edition for m in truth] == [2] * 8 + [1] + [2] * 8
     ingest.forget_descriptions()
     assert ingest.index_file(path) == truth
-    assert all(known[-1] for known in ingest._DESCRIBED.values())  # times from the bytes
+    assert all(known.times_from_bytes for known in ingest._DESCRIBED.values())
     assert ingest.index_file(path) == truth  # every GRIB2 header now known
     assert [(m.start_minutes, m.end_minutes) for m in truth[:8]] == [
         (0, 0), (360, 360), (75, 75), (90, 90), (0, 360), (0, 720), (180, 360), (360, 540)]
@@ -166,3 +173,146 @@ def test_a_maximum_keeps_the_window_its_message_states(tmp_path):
     ds = ingest.decode([path], [r for r in FIELDS if r.var == "gust"], model="ifs")
     assert ds.gust.attrs["steps_minutes"] == [180, 360, 5400, 5580]
     assert ds.gust.attrs["starts_minutes"] == [120, 300, 5340, 5400]
+
+
+# ------------------------------------------------------------------------------------------
+# Multi-field messages and the meaning of each message
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_multi_field_msm_file_decodes_every_field(tmp_path):
+    """JMA's Lsurf file is one GRIB2 message of many fields (the sample writes it so): every
+    field is indexed (message 1, fields 1..n) and decodes to what ecCodes, with its own
+    multi-field support on, reads from that field."""
+    from datetime import datetime, timezone
+
+    from pointcast.sources import MSM
+    from pointcast.sources.sample import SampleSource
+
+    src = SampleSource(scale=32, init="2026-01-15T00:00Z", horizon_hours=2)
+    run = src.discover(MSM, datetime(2026, 1, 15, 17, tzinfo=timezone.utc))
+    (path,) = src.fetch(run, MSM, tmp_path).files
+    ingest.forget_descriptions()
+    msgs = ingest.index_file(path)
+    assert {m.number for m in msgs} == {1} and [m.field for m in msgs] == list(range(1, 29))
+    assert all(m.parts is not None for m in msgs)  # 8 fields at step 0, 10 at steps 1 and 2
+    truth = []
+    eccodes.codes_grib_multi_support_on()
+    try:
+        with open(path, "rb") as f:
+            while (h := eccodes.codes_grib_new_from_file(f)) is not None:
+                name = eccodes.codes_get_string(h, "shortName")
+                param = eccodes.codes_get_long(h, "parameterNumber")
+                nj, ni = eccodes.codes_get_long(h, "Nj"), eccodes.codes_get_long(h, "Ni")
+                values = eccodes.codes_get_values(h).reshape(nj, ni)[::-1]
+                eccodes.codes_set_long(h, "stepUnits", 0)
+                truth.append((name, param, eccodes.codes_get_long(h, "endStep"), values))
+                eccodes.codes_release(h)
+    finally:
+        eccodes.codes_grib_multi_support_off()
+    assert [t[0] for t in truth] == [m.shortName for m in msgs]
+    ds = ingest.decode([path], MSM.fields, model="msm").compute()
+    assert set(ds.data_vars) == {r.var for r in MSM.fields} and "refused" not in ds.attrs
+    var_of = {(r.shortName, r.encodings[0].parameter.split("/")[2]): r.var for r in MSM.fields}
+    checked = 0
+    for name, param, minute, values in truth:
+        var = var_of[(name, str(param))]
+        k = list(ds.time.values).index(ds.time.values[0] + np.timedelta64(minute, "m"))
+        np.testing.assert_allclose(ds[var].values[k], values, rtol=1e-6, atol=1e-4)
+        checked += 1
+    assert checked == 28
+
+
+def test_ifs_total_cloud_cover_in_per_cent_or_as_a_fraction_decodes_in_per_cent(tmp_path):
+    """paramId 228164 (%) and 164 (0-1): both decode as shortName tcc; the fraction is x100."""
+    from pointcast.sources import IFS
+
+    cover = np.linspace(0.0, 0.93, 12)
+    per_cent = write(tmp_path / "a.grib2", [{"paramId": 228164, "stepRange": "0"}], cover * 100)
+    fraction = write(tmp_path / "b.grib2", [{"paramId": 164, "stepRange": "3"}], cover)
+    ingest.forget_descriptions()
+    msgs = [m for p in (per_cent, fraction) for m in ingest.index_file(p)]
+    assert [(m.shortName, m.paramId, m.units) for m in msgs] == [
+        ("tcc", 228164, "%"), ("tcc", 164, "(0 - 1)")]
+    ds = ingest.decode([per_cent, fraction], IFS.fields, model="ifs").compute()
+    expected = (cover * 100).reshape(3, 4)[::-1]
+    np.testing.assert_allclose(ds.tcc.values[0], expected, atol=0.01)
+    np.testing.assert_allclose(ds.tcc.values[1], expected, atol=0.01)
+    assert ds.tcc.attrs["units"] == "%" and "refused" not in ds.attrs
+
+
+def test_a_message_with_unexpected_units_is_refused_naming_file_message_and_key(tmp_path, caplog):
+    """An IFS file whose tp is in kg m-2 (paramId 228228, what GFS writes) where the table
+    expects metres (228): tp is refused, the rest decodes, and the reason says where."""
+    from pointcast.sources import IFS
+
+    path = write(tmp_path / "run.grib2", [
+        {"shortName": "2t", "stepRange": "6"},
+        {"paramId": 228228, "stepRange": "0-6"},
+        {"paramId": 228228, "stepRange": "0-12"},
+        {"shortName": "2t", "stepRange": "12"}])
+    ingest.forget_descriptions()
+    assert [m.shortName for m in ingest.index_file(path)] == ["2t", "tp", "tp", "2t"]
+    with caplog.at_level("WARNING", logger="pointcast.ingest"):
+        ds = ingest.decode([path], IFS.fields, model="ifs")
+    assert set(ds.data_vars) == {"t2m"}
+    (reason,) = ds.attrs["refused"].splitlines()
+    assert reason.startswith("tp refused: run.grib2 message 2: paramId 228228 (0/1/52) in "
+                             "'kg m**-2', the table expects paramId 228 in 'm'")
+    assert reason.endswith("(and 1 more messages)")
+    assert reason in caplog.text
+    # A run with nothing left to decode says why.
+    only_tp = write(tmp_path / "tp.grib2", [{"paramId": 228228, "stepRange": "0-6"}])
+    with pytest.raises(ingest.DecodeError, match="tp refused: tp.grib2 message 1: paramId 228228"):
+        ingest.decode([only_tp], IFS.fields, model="ifs")
+
+
+def test_a_field_without_its_statistical_processing_is_refused(tmp_path):
+    """GFS's total cloud row is the instantaneous message: a run that only has the average
+    over the 6-hour window refuses tcc, saying which step type it met."""
+    from pointcast.sources import GFS
+
+    path = write(tmp_path / "gfs.grib2", [
+        {"centre": "kwbc", "shortName": "2t", "stepRange": "6"},
+        {"centre": "kwbc", "productDefinitionTemplateNumber": 8, "discipline": 0,
+         "parameterCategory": 6, "parameterNumber": 1, "typeOfFirstFixedSurface": 10,
+         "typeOfStatisticalProcessing": 0, "stepRange": "0-6"}], np.full(12, 50.0))
+    ingest.forget_descriptions()
+    ds = ingest.decode([path], GFS.fields, model="gfs")
+    assert set(ds.data_vars) == {"t2m"}
+    assert ds.attrs["refused"] == ("tcc refused: gfs.grib2 message 2: stepType 'avg' (tcc), "
+                                   "the table expects 'instant'")
+
+
+def test_a_multi_field_message_after_bytes_that_are_not_grib(tmp_path):
+    """Past junk, ecCodes finds the message; its fields are still read one by one, and a
+    field whose bitmap section says "the previous bitmap applies" (254) gets that bitmap."""
+    from pointcast.sources.sample import multi_field
+
+    values = np.arange(12, dtype=float) + 280.0
+    values[[1, 5]] = np.nan
+    one = write(tmp_path / "a.grib2", [{"shortName": "2t", "stepRange": "0"}], values).read_bytes()
+    two = write(tmp_path / "b.grib2", [{"shortName": "2t", "stepRange": "6"}], values + 1).read_bytes()
+    message = bytearray(multi_field([one, two]))
+    # The second field's section 6 says "previous bitmap" (indicator 254, no bitmap bytes).
+    pos, seen = 16, 0
+    while message[pos:pos + 4] != b"7777":
+        size, number = int.from_bytes(message[pos:pos + 4], "big"), message[pos + 4]
+        if number == 6:
+            seen += 1
+            if seen == 2:
+                message[pos:pos + size] = (6).to_bytes(4, "big") + bytes([6, 254])
+                message[8:16] = (len(message)).to_bytes(8, "big")
+                break
+        pos += size
+    path = tmp_path / "junk.grib2"
+    path.write_bytes(b"junk" * 3 + bytes(message))
+    ingest.forget_descriptions()
+    msgs = ingest.index_file(path)
+    assert [(m.number, m.field, m.end_minutes) for m in msgs] == [(1, 1, 0), (1, 2, 360)]
+    for m, expected in zip(msgs, (values, values + 1)):
+        got = ingest.read_values(m.path, m.offset, m.length, m.grid.shape, m.grid.north_first,
+                                 parts=m.parts)
+        want = expected.reshape(3, 4)[::-1]
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        assert np.allclose(got[~np.isnan(got)], want[~np.isnan(want)], atol=0.01)

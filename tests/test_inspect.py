@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import eccodes
 import numpy as np
 import pytest
 import xarray as xr
@@ -72,6 +73,60 @@ def test_sample_files_in_upstream_encodings(tmp_path, capsys):
     assert t2m["table"] == "msm" and t2m["level"]["exact"] == 1.5
     # JMA's APCP and TCDC both decode as "unknown"; the step type tells them apart
     assert {m["name"] for m in jma if m["shortName"] == "unknown"} == {"tp", "tcc"}
+    # The file is one multi-field message: every field is listed (8 at step 0, 10 after)
+    assert report[1]["messages"] == 1 and len(jma) == 28
+    assert [(m["message"], m["field"]) for m in jma] == [(1, k) for k in range(1, 29)]
+    assert {m["name"] for m in jma} == {"msl", "sp", "u10", "v10", "t2m", "rh2m", "lcc", "tcc",
+                                        "tp", "ssrd"}
+    assert all(m["known"] for m in jma)
+
+
+@real
+def test_real_gfs_shortwave_is_the_canonical_radiation(capsys):
+    code, (report,) = run_cli(capsys, REAL_GRIB / "test_NOAAS3_HRES-GFS_dswrf-dlwrf_20250129T06_S27.grib")
+    assert code == 0
+    dswrf, dlwrf = report["fields"]
+    assert (dswrf["name"], dswrf["known"], dswrf["table"], dswrf["units"]) == ("ssrd", True, "gfs", "W m-2")
+    assert (dswrf["shortName"], dswrf["parameter"], dswrf["processing"]) == ("sdswrf", "0/4/192", "average")
+    assert dswrf["how"] == "average over 3h, from step 24h"
+    assert not dlwrf["known"]
+
+
+def _ecmwf(path: Path, edition: int, **keys) -> Path:
+    h = eccodes.codes_grib_new_from_samples(f"GRIB{edition}")
+    try:
+        eccodes.codes_set(h, "centre", "ecmf")
+        for k, v in keys.items():
+            eccodes.codes_set(h, k, v)
+        with open(path, "ab") as f:
+            eccodes.codes_write(h, f)
+    finally:
+        eccodes.codes_release(h)
+    return path
+
+
+def test_tcc_in_per_cent_whichever_way_it_is_encoded(tmp_path, capsys):
+    path = _ecmwf(tmp_path / "tcc.grib2", 2, paramId=228164)
+    _ecmwf(path, 2, paramId=164)
+    _, (report,) = run_cli(capsys, path)
+    pct, frac = report["fields"]
+    assert (pct["name"], pct["units"], pct["grib_units"], pct["paramId"]) == ("tcc", "%", "%", 228164)
+    assert "conversion" not in pct
+    assert (frac["name"], frac["units"], frac["grib_units"], frac["paramId"]) == ("tcc", "%", "(0 - 1)", 164)
+    assert frac["conversion"] == "from (0 - 1): canonical = raw x 100"
+
+
+def test_grib1_ecmwf_accumulation_is_reported_as_accumulated(tmp_path, capsys):
+    """ECMWF's GRIB1 ssrd is written as a forecast at the step (time range indicator 0) but is
+    accumulated from the run start; 2 m temperature stays instantaneous."""
+    path = _ecmwf(tmp_path / "ifs.grib1", 1, paramId=169, stepRange="12", dataDate=20241104, dataTime=0)
+    _ecmwf(path, 1, paramId=167, stepRange="12", dataDate=20241104, dataTime=0)
+    _, (report,) = run_cli(capsys, path)
+    ssrd, t2m = report["fields"]
+    assert ssrd["shortName"] == "ssrd" and ssrd["processing"] == "accumulated"
+    assert ssrd["how"] == "accumulated over 12h, since the run start"
+    assert ssrd["interval"] == ["2024-11-04T00:00:00+00:00", "2024-11-04T12:00:00+00:00"]
+    assert t2m["processing"] == "instantaneous" and t2m["valid"] == "2024-11-04T12:00:00+00:00"
 
 
 def test_odd_and_broken_files_never_crash(tmp_path, capsys):
@@ -111,3 +166,15 @@ def test_netcdf(tmp_path, fmt):
     assert by["t2m"]["grid"]["lat"] == [35.0, 36.0, 2]
     assert by["precip"]["name"] == "tp" and by["precip"]["processing"] == "accumulated"
     assert not by["mystery"]["known"] and by["mystery"]["notes"]
+
+
+def test_a_field_decode_would_refuse_is_reported_so(tmp_path, capsys):
+    """ECMWF-centre precipitation in kg m-2 (paramId 228228) where the IFS table expects
+    metres (228): named, but not known, with decode's reason."""
+    path = _ecmwf(tmp_path / "tp.grib2", 2, paramId=228228, stepRange="0-6")
+    _, (report,) = run_cli(capsys, path)
+    (tp,) = report["fields"]
+    assert (tp["name"], tp["known"], tp["table"], tp["units"]) == ("tp", False, "ifs", "kg m**-2")
+    assert tp["refused"] == ("paramId 228228 (0/1/52) in 'kg m**-2', the table expects paramId "
+                             "228 in 'm'")
+    assert any("decode refuses this field" in n for n in tp["notes"])

@@ -19,8 +19,9 @@ import eccodes
 import numpy as np
 import pytest
 
-from pointcast.ingest import DecodeError, decode
-from pointcast.sources import ICON_EU, IFS
+from pointcast.ingest import DecodeError, decode, index_file, judge, _matches
+from pointcast.sources import GFS, ICON_EU, IFS
+from pointcast.sources.gfs import idx_wanted
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real-grib"
 
@@ -199,3 +200,35 @@ def test_arpege_2m_temperature_jpeg2000_nine_steps():
     for k, msg in enumerate(msgs):
         np.testing.assert_array_equal(values[k], ascending(msg).astype(np.float32))
     assert 190.0 < values.min() and values.max() < 330.0
+
+
+def test_gfs_shortwave_is_ncep_local_0_4_192_and_decodes_as_ssrd():
+    """Real GFS DSWRF (NCEP's local 0/4/192, ecCodes ``sdswrf``, W m-2 averaged over the
+    6-hour-reset window 24-27 h) is the GFS table's ssrd row, in the message and in the .idx
+    line NOAA writes for it; its DLWRF neighbour (0/5/192) is no row's."""
+    path = REAL / "test_NOAAS3_HRES-GFS_dswrf-dlwrf_20250129T06_S27.grib"
+    dswrf, dlwrf = plain(path)
+    msgs = index_file(path)
+    rows = [[r for r in GFS.fields if _matches(r, m)] for m in msgs]
+    assert [r.var for r in rows[0]] == ["ssrd"] and rows[1] == []
+    assert judge(rows[0][0], msgs[0]) == (1.0, None)
+    assert (msgs[0].paramId, msgs[0].units, msgs[0].parameter) == (260087, "W m**-2", "0/4/192")
+    assert idx_wanted({"param": "DSWRF", "level": "surface", "time": "24-27 hour ave fcst"},
+                      rows[0][0])
+    ds = decode([path], GFS.fields, model="gfs")
+    assert set(ds.data_vars) == {"ssrd"} and "refused" not in ds.attrs
+    # The window starts at the reset (24 h): the message is the interval's mean itself.
+    assert ds.ssrd.attrs["steps_minutes"] == [27 * 60]
+    assert list(ds.time.values) == [np.datetime64("2025-01-30T09:00", "ns")]
+    np.testing.assert_array_equal(ds.ssrd.values[0], ascending(dswrf).astype(np.float32))
+    assert 0.0 <= float(ds.ssrd.min()) and float(ds.ssrd.max()) < 1400.0
+
+
+def test_every_grib1_row_names_the_real_parameter_it_reads():
+    """The IFS GRIB1 rows' encodings (paramId, units, table 128) are what the real ECMWF GRIB1
+    message carries, for the row the message matches."""
+    path = REAL / "test_ECMWFRealtime_HRES-IFS_10u_20241104T00_S60.grib"
+    for m in index_file(path):
+        (row,) = [r for r in IFS.fields if _matches(r, m)]
+        assert row.var == "u10" and judge(row, m) == (1.0, None)
+        assert (m.paramId, m.units, m.parameter) == (165, "m s**-1", "128/165")

@@ -95,6 +95,16 @@ def test_index_parsing_and_grouping():
     assert byte_ranges([idx[0], idx[2]]) == [(0, 100), (250, None)]
     assert byte_ranges(idx) == [(0, None)]
     assert byte_ranges(ecmwf[::-1]) == [(0, 15)]
+    # NCEP's multi-field messages: UGRD and VGRD are fields 4.1 and 4.2 of one message, each
+    # wanted alone is the whole message's range
+    multi = parse_index("3:250:d=2026112000:GUST:surface:anl:\n"
+                        "4.1:400:d=2026112000:UGRD:10 m above ground:anl:\n"
+                        "4.2:400:d=2026112000:VGRD:10 m above ground:anl:\n"
+                        "5:700:d=2026112000:TMP:2 m above ground:anl:\n", "wgrib2")
+    assert [(e["n"], e["_offset"], e["_length"]) for e in multi] == [
+        ("3", 250, 150), ("4.1", 400, 300), ("4.2", 400, 300), ("5", 700, None)]
+    assert byte_ranges([multi[1]]) == byte_ranges([multi[2]]) == [(400, 300)]
+    assert byte_ranges(multi[1:3]) == [(400, 300)]
 
 
 def test_ecmwf_newest_run_only_wanted_messages_in_grouped_ranges(tree, mirror, tmp_path):

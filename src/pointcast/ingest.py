@@ -7,7 +7,12 @@ cfgrib's per-variable re-indexing of whole files, and lets the extract stage fus
 interpolation so a run's full fields are never all in memory.
 
 The model's encoding table (``sources/<model>.py``) maps messages onto catalogue names;
-here accumulations and since-start averages become interval values, units become SI.
+here accumulations and since-start averages become interval values, units become SI. A
+message holding several fields (JMA's MSM files, NCEP's wind pairs) yields one ``Message``
+per field. Each message is checked against what its table row expects (parameter, units,
+statistical processing; ``judge``), a known alternative encoding converted (IFS tcc in 0-1),
+and a variable whose messages are not what the table says is refused with the reason
+(``_select``; ``attrs["refused"]``).
 
 Two kinds of horizontal grid are read: regular lat/lon (dims ``lat``, ``lon``) and unstructured
 grids (GRIB2 template 3.101, DWD's native ICON grids: dim ``cell`` with the coordinates
@@ -21,6 +26,7 @@ with every run on that grid (``sources/remote.py``).
 from __future__ import annotations
 
 import bz2
+import functools
 import hashlib
 import logging
 import os
@@ -152,6 +158,23 @@ class Message:
     init: datetime
     grid: GridKey | CellGridKey | None  # None for grids this decoder does not handle
     edition: int = 2
+    # What the parameter is, as ecCodes reads it (checked against the table's encodings).
+    paramId: int = 0
+    units: str = ""
+    parameter: str = ""  # "discipline/category/number" (GRIB2), "table/indicator" (GRIB1)
+    number: int = 1  # the message's place in its file (1-based)
+    # A multi-field GRIB2 message (JMA MSM): the field's place in the message (1-based, as
+    # wgrib2's "3.2") and the byte ranges (offset, length) of its sections 1-7 in the file,
+    # from which a single-field message is assembled to decode it. None: a message of one
+    # field, read whole from ``offset``.
+    field: int = 1
+    parts: tuple[tuple[int, int], ...] | None = None
+    factor: float = 1.0  # raw in the message's encoding x factor = raw in the row's (decode)
+
+    @property
+    def where(self) -> str:
+        """The file and message, as a refusal or an error names them."""
+        return f"{self.path.name} message {self.number}" + (f".{self.field}" if self.parts else "")
 
 
 def plain_grib(path: Path) -> Path:
@@ -205,8 +228,8 @@ _RANGE_AT = {8: (41, 48, 49), 11: (44, 51, 52)}
 # Section 4's type of statistical processing (code table 4.10) of templates 4.8 and 4.11.
 _PROCESSING_AT = {8: 46, 11: 49}
 HEADER_BYTES = 4096  # read at once: sections 0-4 are a few hundred bytes
-# Timeless header -> (shortName, typeOfLevel, stepType, grid, level, times read from bytes).
-_DESCRIBED: dict[bytes, tuple] = {}
+# Timeless header -> _Described.
+_DESCRIBED: dict[bytes, "_Described"] = {}
 # Averages and accumulations since the run start (IFS, ICON) are a window longer at every
 # step, and each length was a miss (a third of ICON-D2's messages, 0.7 ms each in ecCodes).
 # Their timeless header with the length blanked too -> the description ecCodes gave for two
@@ -226,12 +249,30 @@ def forget_descriptions() -> None:
 
 
 @dataclass(frozen=True)
+class _Described:
+    """What ecCodes said of a kind of header (all but the times), and whether the times read
+    from its bytes agreed with ecCodes'."""
+
+    shortName: str
+    typeOfLevel: str
+    stepType: str
+    grid: GridKey | CellGridKey | None
+    level: int
+    paramId: int
+    units: str
+    parameter: str
+    times_from_bytes: bool
+
+
+@dataclass(frozen=True)
 class _Header:
-    """Sections 0-4 of a GRIB2 message as bytes, where each section starts, and its length."""
+    """Sections 0-4 of one field of a GRIB2 message as bytes, where each section starts, and
+    the length of the field's message (``parts``: see ``Message``)."""
 
     head: bytes
     starts: dict[int, int]
     length: int
+    parts: tuple[tuple[int, int], ...] | None = None
 
     def timeless(self) -> bytes:
         head, starts = bytearray(self.head), self.starts
@@ -283,77 +324,146 @@ class _Header:
         return init, start, start + int.from_bytes(head[s4 + length_at:s4 + length_at + 4], "big") * unit
 
 
-def _header(fd: int, at: int) -> _Header | None:
-    """The header of the GRIB2 message at byte ``at``; None for anything else (the end of the
-    file, GRIB1, bytes between messages, a malformed header: ecCodes reads those)."""
-    head = bytearray(os.pread(fd, HEADER_BYTES, at))
-    if len(head) < 16 or head[:4] != b"GRIB" or head[7] != 2:
+def _fields(read, at: int, size: int, path: Path) -> tuple[int, list[_Header]] | None:
+    """The length of the GRIB2 message at byte ``at`` and the header of each of its fields;
+    None for anything else (the end of the file, GRIB1, bytes between messages, a malformed
+    message: ecCodes reads those).
+
+    A message holds one field, or several (sections 2, 3 or 4 to 7 repeated after section 7;
+    JMA's MSM files): a field is then sections 0 and 1 with the latest sections 2-7 before
+    its section 7, and a bitmap section 6 saying "the previous bitmap applies" (indicator
+    254) stands for the last one defined. Reading the section lengths up to section 7 costs
+    a message of one field a read or two of a few bytes. ``read(n, offset)``: ``os.pread``
+    on the file, or the same over bytes in memory (``inspect``)."""
+    head = read(HEADER_BYTES, at)
+    n_head = len(head)
+    if n_head < 16 or head[:4] != b"GRIB" or head[7] != 2:
         return None
     length = int.from_bytes(head[8:16], "big")
-    starts, pos = {0: 0}, 16
-    while 4 not in starts:
-        if pos + 5 > len(head):
-            more = os.pread(fd, HEADER_BYTES, at + len(head)) if pos + 5 <= length else b""
-            if not more:  # past the message or the file: ecCodes names what is wrong
-                return None
-            head += more
-            continue
-        size, number = int.from_bytes(head[pos:pos + 4], "big"), head[pos + 4]
-        if size < 5 or number in starts or not 1 <= number <= 4:
+    if at + length > size:
+        raise DecodeError(f"{path}: message at byte {at} is truncated "
+                          f"({length} bytes, {size - at} in the file)")
+    end = length - 4  # where 7777 starts
+    current: list[tuple[int, int] | None] = [None] * 8  # section -> (position, size)
+    fields: list[list] = []
+    bitmap = None
+    pos, last = 16, 0
+    while pos < end:
+        tag = head[pos:pos + 6] if pos + 6 <= n_head else read(6, at + pos)
+        size_, number = int.from_bytes(tag[:4], "big"), tag[4]
+        if (size_ < 5 or not (number > last or (last == 7 and 2 <= number <= 4))
+                or number > 7 or pos + size_ > end):
             return None
-        starts[number] = pos
-        pos += size
-    if pos > len(head):
-        head += os.pread(fd, pos - len(head), at + len(head))
-    return _Header(bytes(head[:pos]), starts, length) if len(head) >= pos and 1 in starts else None
+        current[number] = (pos, size_)
+        if number == 6:
+            if tag[5] == 0:
+                bitmap = current[6]
+            elif tag[5] == 254:  # the bitmap defined last applies
+                if bitmap is None:
+                    return None
+                current[6] = bitmap
+        elif number == 7:
+            if None in (current[1], current[3], current[4], current[5], current[6]):
+                return None
+            fields.append(current[:])
+        pos, last = pos + size_, number
+    if pos != end or not fields:
+        return None
+    if len(fields) == 1:  # contiguous: the message's own bytes up to section 5
+        sections = fields[0]
+        starts = {n: sections[n][0] for n in range(1, 5) if sections[n] is not None}
+        end4 = sections[4][0] + sections[4][1]
+        return length, [_Header(head[:end4] if end4 <= n_head else read(end4, at),
+                                starts | {0: 0}, length)]
+    out = []
+    for sections in fields:
+        head_parts, starts, at_ = [head[:16]], {0: 0}, 16
+        for n in range(1, 5):
+            if sections[n] is not None:
+                p, n_bytes = sections[n]
+                starts[n] = at_
+                head_parts.append(head[p:p + n_bytes] if p + n_bytes <= n_head
+                                  else read(n_bytes, at + p))
+                at_ += n_bytes
+        parts = tuple((at + p, n_bytes) for p, n_bytes in filter(None, sections[1:]))
+        out.append(_Header(b"".join(head_parts), starts, 16 + sum(n for _, n in parts) + 4, parts))
+    return length, out
 
 
 def index_file(path: Path) -> list[Message]:
-    """Read the headers of every message in a GRIB file (no values are decoded)."""
+    """Read the headers of every field of every message in a GRIB file (no values are decoded)."""
     path = plain_grib(Path(path))
     out: list[Message] = []
     with open(path, "rb") as f:
-        fd, at, size = f.fileno(), 0, os.fstat(f.fileno()).st_size
-        while (header := _header(fd, at)) is not None:
-            if at + header.length > size:
-                raise DecodeError(f"{path}: message at byte {at} is truncated "
-                                  f"({header.length} bytes, {size - at} in the file)")
-            out.append(_message(path, fd, at, header))
-            at += header.length
-    return out + (_index_with_eccodes(path, at, len(out)) if size > at else [])
+        fd, at, size, number = f.fileno(), 0, os.fstat(f.fileno()).st_size, 0
+        read = functools.partial(os.pread, fd)
+        while (found := _fields(read, at, size, path)) is not None:
+            length, headers = found
+            number += 1
+            out += [_message(path, read, at, header, number, k) for k, header in enumerate(headers, 1)]
+            at += length
+    return out + (_index_with_eccodes(path, at, number) if size > at else [])
 
 
-def _message(path: Path, fd: int, at: int, header: _Header) -> Message:
+def field_bytes(read, at: int, length: int, parts: tuple[tuple[int, int], ...] | None) -> bytes:
+    """The bytes of a message of one field: the message at ``at`` itself, or the field
+    ``parts`` of a multi-field message assembled into one (section 0 with its new length).
+    ``read(n, offset)`` as for ``_fields``."""
+    if parts is None:
+        return read(length, at)
+    sec0 = bytearray(read(16, at))
+    sec0[8:16] = (16 + sum(n for _, n in parts) + 4).to_bytes(8, "big")
+    return b"".join([bytes(sec0), *(read(n, p) for p, n in parts), b"7777"])
+
+
+def fields_of(data: bytes, at: int) -> list[bytes] | None:
+    """The fields of the GRIB2 message at byte ``at`` of ``data``, each as a message of its
+    own; None where ``_fields`` does not read it (GRIB1, a malformed message)."""
+    def read(n: int, offset: int) -> bytes:
+        return data[offset:offset + n]
+
+    try:
+        found = _fields(read, at, len(data), Path("<memory>"))
+    except DecodeError:
+        return None
+    if found is None:
+        return None
+    return [field_bytes(read, at, h.length, h.parts) for h in found[1]]
+
+
+def _message(path: Path, read, at: int, header: _Header, number: int, field: int) -> Message:
+    where = dict(number=number, field=field, parts=header.parts)
     key = header.timeless()
     known = _DESCRIBED.get(key)
     window = header.lengthless(key) if known is None else None
     if window is not None:
         known = _WINDOWS.get(window)
-    times = header.times() if known is not None and known[-1] else None
+    times = header.times() if known is not None and known.times_from_bytes else None
     if times is None:
-        raw = os.pread(fd, header.length, at)
+        raw = field_bytes(read, at, header.length, header.parts)
         try:
             h = eccodes.codes_new_from_message(raw)
         except eccodes.CodesInternalError as exc:
-            raise DecodeError(f"{path}: unreadable GRIB message at byte {at}: {exc}") from exc
+            raise DecodeError(f"{path}: unreadable GRIB message {number} (field {field}) at "
+                              f"byte {at}: {exc}") from exc
         try:
-            msg = _eccodes_message(h, path, at)
+            msg = dc_replace(_eccodes_message(h, path, at), length=header.length, **where)
         finally:
             eccodes.codes_release(h)
         times = (msg.init, msg.start_minutes, msg.end_minutes)
-        described = (msg.shortName, msg.typeOfLevel, msg.stepType, msg.grid, msg.level,
-                     header.times() == times)
+        described = _Described(msg.shortName, msg.typeOfLevel, msg.stepType, msg.grid, msg.level,
+                               msg.paramId, msg.units, msg.parameter, header.times() == times)
         _DESCRIBED[key] = described
         if window is not None and window not in _WINDOWS:
             first = _WINDOW_FIRST.setdefault(window, (key, described))
             if first[0] != key:
                 _WINDOWS[window] = described if first[1] == described else _DIFFERS
         return msg
-    short_name, level_type, step_type, grid, level, _ = known
     init, start, end = times
-    return Message(path=path, offset=at, length=header.length, shortName=short_name,
-                   typeOfLevel=level_type, level=level, stepType=step_type, start_minutes=start,
-                   end_minutes=end, init=init, grid=grid, edition=2)
+    return Message(path=path, offset=at, length=header.length, shortName=known.shortName,
+                   typeOfLevel=known.typeOfLevel, level=known.level, stepType=known.stepType,
+                   start_minutes=start, end_minutes=end, init=init, grid=known.grid, edition=2,
+                   paramId=known.paramId, units=known.units, parameter=known.parameter, **where)
 
 
 def _eccodes_message(h, path: Path, offset: int) -> Message:
@@ -362,42 +472,72 @@ def _eccodes_message(h, path: Path, offset: int) -> Message:
     # Named before the steps are asked in minutes: setting stepUnits rewrites the period's
     # unit and length in the handle, and IFS's 10fg3 (a 3-hour maximum) would read as 10fg.
     names = text(h, "shortName"), text(h, "typeOfLevel"), text(h, "stepType")
+    edition, param_id, units = get(h, "edition"), get(h, "paramId"), text(h, "units")
+    parameter = "/".join(str(get(h, k)) for k in (
+        ("discipline", "parameterCategory", "parameterNumber") if edition == 2
+        else ("table2Version", "indicatorOfParameter")))
     grid = _grid_key(h)
     eccodes.codes_set(h, "stepUnits", "m")
+    start = get(h, "startStep")
+    step_type = names[2]
+    if edition == 1 and step_type == "instant":
+        # ECMWF's GRIB1 writes its accumulations (tp, ssrd ...) as forecasts at the step
+        # (time range indicator 0): the parameter says they run from the start, and ecCodes
+        # says so in stepTypeForConversion (what its GRIB1 -> GRIB2 conversion uses).
+        if _key(h, "stepTypeForConversion") == "accum":
+            step_type, start = "accum", 0
     date, time_ = get(h, "dataDate"), get(h, "dataTime")
     return Message(path=path, offset=offset, length=get(h, "totalLength"), shortName=names[0],
-                   typeOfLevel=names[1], level=get(h, "level"), stepType=names[2],
-                   start_minutes=get(h, "startStep"), end_minutes=get(h, "endStep"),
+                   typeOfLevel=names[1], level=get(h, "level"), stepType=step_type,
+                   start_minutes=start, end_minutes=get(h, "endStep"),
                    init=datetime(date // 10000, date // 100 % 100, date % 100, time_ // 100,
                                  time_ % 100, tzinfo=timezone.utc),
-                   grid=grid, edition=get(h, "edition"))
+                   grid=grid, edition=edition, paramId=param_id, units=units,
+                   parameter=parameter)
+
+
+def _key(h, key: str) -> str | None:
+    """A string key ecCodes may not define for a message (None then)."""
+    return eccodes.codes_get_string(h, key) if eccodes.codes_is_defined(h, key) else None
 
 
 def _index_with_eccodes(path: Path, start: int, before: int) -> list[Message]:
     """ecCodes' headers of the messages from byte ``start`` on (GRIB1, or GRIB2 after bytes
-    that are not a message), ``before`` messages having been read."""
+    that are not a message), ``before`` messages having been read. A GRIB2 message found so
+    is read by ``_fields`` from where ecCodes found it (its fields, if several)."""
     out: list[Message] = []
     with open(path, "rb") as f:
+        read, size = functools.partial(os.pread, f.fileno()), os.fstat(f.fileno()).st_size
         f.seek(start)
+        number = before
         while True:
             try:
                 h = eccodes.codes_grib_new_from_file(f, headers_only=True)
             except eccodes.CodesInternalError as exc:
-                raise DecodeError(f"{path}: unreadable GRIB after {before + len(out)} messages: "
+                raise DecodeError(f"{path}: unreadable GRIB after {number} messages: "
                                   f"{exc}") from exc
             if h is None:
                 return out
+            number += 1
             try:
-                out.append(_eccodes_message(h, path, eccodes.codes_get_long(h, "offset")))
+                offset = eccodes.codes_get_long(h, "offset")
+                found = _fields(read, offset, size, path) if eccodes.codes_get_long(h, "edition") == 2 else None
+                if found is None:
+                    out.append(dc_replace(_eccodes_message(h, path, offset), number=number))
             finally:
                 eccodes.codes_release(h)
+            if found is not None:
+                out += [_message(path, read, offset, header, number, k)
+                        for k, header in enumerate(found[1], 1)]
 
 
 def read_values(path: Path, offset: int, length: int, shape: tuple[int, ...], north_first: bool,
                 scale: float = 1.0, add: float = 0.0, dtype=np.float32,
-                into: np.ndarray | None = None) -> np.ndarray:
+                into: np.ndarray | None = None,
+                parts: tuple[tuple[int, int], ...] | None = None) -> np.ndarray:
     """Decode one message's values into an array of the grid's ``shape`` ((lat ascending, lon),
-    or (cell,)) in canonical units (``raw * scale + add``), NaN where missing.
+    or (cell,)) in canonical units (``raw * scale + add``), NaN where missing. ``parts``: the
+    field of a multi-field message (``Message.parts``); ``length`` is then the field's.
 
     ``into``: a float64 buffer of the message's size to decode into (``dtype`` is then
     float64 and the result a view of it). A block task reuses its thread's buffers from
@@ -405,8 +545,7 @@ def read_values(path: Path, offset: int, length: int, shape: tuple[int, ...], no
     ecCodes' own decoding time, and ecCodes decodes to float64 anyway (its float32 decoding
     converts from it, more slowly)."""
     with open(path, "rb") as f:
-        f.seek(offset)
-        raw = f.read(length)
+        raw = field_bytes(functools.partial(os.pread, f.fileno()), offset, length, parts)
     if len(raw) != length:
         raise DecodeError(f"{path}: message at byte {offset} is truncated")
     h = eccodes.codes_new_from_message(raw)
@@ -464,11 +603,82 @@ STEP_TYPES = {
 }
 
 
-def _matches(row: GribField, msg: Message) -> bool:
+def _names(row: GribField, msg: Message) -> bool:
+    """Whether ``msg`` is, by its name and level, the field ``row`` names. A row ecCodes
+    names nothing for ("unknown") names the parameters of its encodings."""
     return (row.shortName == msg.shortName and row.typeOfLevel == msg.typeOfLevel
             and (not row.levels or msg.level in row.levels)  # None, RUN_LEVELS: any
             and (row.edition is None or row.edition == msg.edition)
-            and msg.stepType in STEP_TYPES[row.processing])
+            and (row.shortName != "unknown" or not row.encodings
+                 or any(e.parameter == msg.parameter for e in row.encodings)))
+
+
+def _matches(row: GribField, msg: Message) -> bool:
+    """Whether ``msg`` is ``row``'s message: its name, level and statistical processing."""
+    return _names(row, msg) and msg.stepType in STEP_TYPES[row.processing]
+
+
+def judge(row: GribField, msg: Message) -> tuple[float, str | None]:
+    """Whether a message ``row`` names is what the row expects: (the factor from its encoding
+    to the row's first, None), or (0, why not) naming the key that differs. A row without
+    encodings is not checked."""
+    if not row.encodings:
+        return 1.0, None
+    for enc in row.encodings:
+        if enc.paramId == msg.paramId and enc.parameter in (None, msg.parameter):
+            if enc.units != msg.units:
+                return 0.0, (f"units {msg.units!r} (paramId {msg.paramId}), the table expects "
+                             f"{enc.units!r}")
+            return enc.scale, None
+    expected = " or ".join(f"{e.paramId}" + (f" ({e.parameter})" if e.parameter else "")
+                           + f" in {e.units!r}" for e in row.encodings)
+    return 0.0, (f"paramId {msg.paramId} ({msg.parameter}) in {msg.units!r}, the table "
+                 f"expects paramId {expected}")
+
+
+def _select(messages: list[Message], fields: Sequence[GribField], model: str
+            ) -> tuple[dict[GribField, list[Message]], list[str], int]:
+    """The messages of each table row, the refusals and the number of messages no row names.
+
+    A message a row names (``_names``) is the row's when its statistical processing fits
+    (``STEP_TYPES``: GFS's instantaneous and averaged TCDC are two messages, one of them the
+    row's) and its parameter and units are one of the row's encodings (``judge``; a
+    known alternative is converted by its factor). Where a message fails that check, the
+    whole variable is refused: none of its rows is decoded, and the reason (file, message,
+    key) is logged and returned. A variable with no message of a fitting processing, where
+    messages of that name exist, is refused in the same way."""
+    rows_msgs: dict[GribField, list[Message]] = defaultdict(list)
+    refused: dict[str, list[str]] = defaultdict(list)
+    other_processing: dict[GribField, Message] = {}
+    unused = 0
+    for m in messages:
+        hit = False
+        for row in fields:
+            if not _names(row, m):
+                continue
+            if m.stepType not in STEP_TYPES[row.processing]:
+                other_processing.setdefault(row, m)
+                continue
+            hit = True
+            factor, why = judge(row, m)
+            if why is not None:
+                refused[row.var].append(f"{m.where}: {why}")
+            else:
+                rows_msgs[row].append(m if factor == 1.0 else dc_replace(m, factor=factor))
+        unused += not hit
+    for row, m in other_processing.items():
+        if row.var not in refused and not any(r.var == row.var for r in rows_msgs):
+            kinds = sorted(STEP_TYPES[row.processing])
+            refused[row.var].append(f"{m.where}: stepType {m.stepType!r} ({m.shortName}), the "
+                                    f"table expects {' or '.join(map(repr, kinds))}")
+    reasons = []
+    for var, why in refused.items():
+        more = f" (and {len(why) - 1} more messages)" if len(why) > 1 else ""
+        reasons.append(f"{var} refused: {why[0]}{more}")
+        log.warning("%s: %s", model or "run", reasons[-1])
+        for row in [r for r in rows_msgs if r.var == var]:
+            del rows_msgs[row]
+    return rows_msgs, reasons, unused
 
 
 @dataclass(frozen=True)
@@ -495,6 +705,7 @@ class _Read:
     north_first: bool
     scale: float
     add: float
+    parts: tuple[tuple[int, int], ...] | None = None
 
     @property
     def size(self) -> int:
@@ -503,7 +714,7 @@ class _Read:
     def values(self, into: np.ndarray | None = None) -> np.ndarray:
         """float64: a block narrows the values as it copies them into place, in one pass."""
         return read_values(self.path, self.offset, self.length, self.shape, self.north_first,
-                           self.scale, self.add, np.float64, into)
+                           self.scale, self.add, np.float64, into, self.parts)
 
 
 def _block(shape: tuple[int, ...], planes: tuple[tuple[_Term, ...], ...], *inputs) -> np.ndarray:
@@ -633,9 +844,9 @@ def _row_terms(row: GribField, msgs: list[Message], levels: list[int] | None, wh
 
 
 def _read_key(msg: Message, row: GribField) -> str:
-    # The key names the message and its scaling, which is all the task depends on: cheaper
-    # than hashing the arguments (bench/README.md).
-    return f"read_values-{msg.path}:{msg.offset}:{row.scale!r}:{row.offset!r}"
+    # The key names the message (and field) and its scaling, which is all the task depends
+    # on: cheaper than hashing the arguments (bench/README.md).
+    return f"read_values-{msg.path}:{msg.offset}.{msg.field}:{row.scale * msg.factor!r}:{row.offset!r}"
 
 
 def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int] | None,
@@ -646,7 +857,7 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
     block's messages and takes the differences of windows), because assembling it from
     per-message dask arrays (stack, subtract, sum) cost more than decoding the messages at
     reduced scale. ``uses`` counts the blocks that read each message, over all variables."""
-    used = sorted((str(m.path), m.offset) for r in rows for m in rows_msgs[r])
+    used = sorted((str(m.path), m.offset, m.field) for r in rows for m in rows_msgs[r])
     name = f"{var}-" + hashlib.sha1(repr(used).encode()).hexdigest()[:16]
     terms: dict[tuple[int, int | None], list[tuple[_Term, list[Message], GribField]]] = defaultdict(list)
     for r in rows:
@@ -680,7 +891,8 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
                         rk = _read_key(m, r)
                         if rk not in reads:
                             reads[rk] = (len(reads), _Read(m.path, m.offset, m.length, g.shape,
-                                                           g.north_first, r.scale, r.offset))
+                                                           g.north_first, r.scale * m.factor,
+                                                           r.offset, m.parts))
                         at.append(reads[rk][0])
                     plane_terms.append(dc_replace(term, now=None if term.now is None else at[term.now],
                                                   before=None if term.before is None else at[term.before]))
@@ -717,24 +929,19 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     Dims: ``time`` (valid time), optional ``height``/``plev``, then ``lat`` (ascending), ``lon``
     or, on an unstructured grid, ``cell``. Messages that no table row names are skipped (and
     counted in the log); fields on a grid other than the run's main grid raise, since one model
-    run has one grid.
+    run has one grid. Each message is checked against what its row expects (parameter,
+    units, level, statistical processing); a variable whose messages are not is left out, and
+    ``attrs["refused"]`` says why (one line a variable; ``_select``).
     """
     # Headers of many small files (DWD publishes one field per file): read them in parallel;
     # bz2, file reads and ecCodes release the GIL.
     with ThreadPoolExecutor(max_workers=INDEX_THREADS) as pool:
         messages = [m for msgs in pool.map(index_file, map(Path, files)) for m in msgs]
     messages = _take_cell_centres(messages)
-    rows_msgs: dict[GribField, list[Message]] = defaultdict(list)
-    unused = 0
-    for m in messages:
-        hit = False
-        for row in fields:
-            if _matches(row, m):
-                rows_msgs[row].append(m)
-                hit = True
-        unused += not hit
+    rows_msgs, refused, unused = _select(messages, fields, model)
     if not rows_msgs:
-        raise DecodeError(f"{model or 'run'}: no message matches the encoding table")
+        raise DecodeError(f"{model or 'run'}: no message matches the encoding table"
+                          + "".join(f"; {r}" for r in refused))
     if unused:
         log.info("%s: %d messages not in the encoding table were skipped", model, unused)
     grids = {m.grid for ms in rows_msgs.values() for m in ms}
@@ -801,6 +1008,8 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     if "plev" in ds.coords:
         ds["plev"].attrs.update(units="hPa", long_name="pressure level")
     ds.attrs.update(model=model, init=init.isoformat(), **(attrs or {}))
+    if refused:  # one line a refused variable, for the run's manifest
+        ds.attrs["refused"] = "\n".join(refused)
     if isinstance(grid, CellGridKey):
         ds.attrs["grid_uuid"] = grid.uuid
     return ds
@@ -822,7 +1031,7 @@ def _take_cell_centres(messages: list[Message]) -> list[Message]:
             raise DecodeError(f"grid {grid.uuid}: CLAT and CLON must come together, got "
                               f"{sorted(pair)}")
         lat, lon = (read_values(pair[k].path, pair[k].offset, pair[k].length, grid.shape, False,
-                                dtype=np.float64) for k in CELL_CENTRE_NAMES)
+                                dtype=np.float64, parts=pair[k].parts) for k in CELL_CENTRE_NAMES)
         if not (np.isfinite(lat).all() and np.isfinite(lon).all()
                 and np.abs(lat).max() <= 90.0 and np.abs(lon).max() <= 360.0):
             raise DecodeError(f"grid {grid.uuid}: CLAT/CLON are not degrees on every cell")

@@ -1,10 +1,13 @@
 """``pointcast inspect FILE...``: what a GRIB2, GRIB1 or NetCDF file holds, in canonical terms.
 
-For every GRIB message: the canonical name the model tables give it (``sources/``: the table
-of the model of the message's centre first, then the others; the raw parameter when no table
-knows it), the unit, the level, the run, the valid time or interval, how the value is
-processed over that interval (instantaneous, accumulated, averaged, maximum, minimum; from
-the run start or over the last step), and the grid. For NetCDF: each data variable with its
+For every field of every GRIB message (each field of a multi-field GRIB2 message, such as
+JMA's MSM files, with its ``field`` number): the canonical name the model tables give it
+(``sources/``: the table of the model of the message's centre first, then the others; the
+raw parameter when no table knows it), the unit (after the conversion decode applies, e.g.
+IFS tcc in 0-1 to per cent; a field decode would refuse is reported as such), the level, the
+run, the valid time or interval, how the value is processed over that interval
+(instantaneous, accumulated, averaged, maximum, minimum; from the run start or over the last
+step; ECMWF's GRIB1 accumulations as accumulated), and the grid. For NetCDF: each data variable with its
 units, dimensions, time span, ``cell_methods`` and the name the catalogue gives its
 ``standard_name``. Whatever is odd (no table row, a level type ecCodes cannot name, a
 message that does not decode, a grid pointcast cannot extract from) is reported in
@@ -22,7 +25,7 @@ from typing import Any
 import eccodes
 
 from .catalogue import VARIABLES, variable
-from .ingest import _matches
+from .ingest import _matches, fields_of, judge
 from .sources import MODELS
 from .sources.base import GribField, ModelSpec
 
@@ -66,7 +69,7 @@ def inspect_file(path: Path) -> dict[str, Any]:
 def _grib(data: bytes) -> dict[str, Any]:
     fields: list[dict[str, Any]] = []
     notes: list[str] = []
-    pos = 0
+    pos = count = 0
     while True:
         start = data.find(b"GRIB", pos)
         if start < 0:
@@ -78,15 +81,19 @@ def _grib(data: bytes) -> dict[str, Any]:
             notes.append(f"message at byte {start} is truncated (declares "
                          f"{length} bytes, {len(data) - start} left)")
             break
-        try:
-            fields.append(_message(data[start:start + length], start, len(fields) + 1))
-        except Exception as exc:  # ecCodes raises its own classes for broken messages
-            fields.append({"message": len(fields) + 1, "offset": start, "length": length,
-                           "notes": [f"does not decode: {exc}"]})
+        count += 1
+        parts = fields_of(data, start) or [data[start:start + length]]
+        for k, raw in enumerate(parts, 1):
+            where = {"message": count} | ({"field": k} if len(parts) > 1 else {})
+            try:
+                fields.append(where | _message(raw, start, length))
+            except Exception as exc:  # ecCodes raises its own classes for broken messages
+                fields.append(where | {"offset": start, "length": length,
+                                       "notes": [f"does not decode: {exc}"]})
         pos = start + length
     edition = sorted({f["edition"] for f in fields if "edition" in f})
     out: dict[str, Any] = {"format": "GRIB" + "/".join(map(str, edition)) if edition else "GRIB",
-                           "messages": len(fields), "fields": fields}
+                           "messages": count, "fields": fields}
     if notes:
         out["notes"] = notes
     return out
@@ -112,41 +119,52 @@ def _get(h, key: str, ktype=None) -> Any:
         return None
 
 
-def _message(raw: bytes, offset: int, n: int) -> dict[str, Any]:
+def _message(raw: bytes, offset: int, length: int) -> dict[str, Any]:
     h = eccodes.codes_new_from_message(raw)
     try:
-        return _describe(h, offset, len(raw), n)
+        return _describe(h, offset, length)
     finally:
         eccodes.codes_release(h)
 
 
-def _describe(h, offset: int, length: int, n: int) -> dict[str, Any]:
+def _describe(h, offset: int, length: int) -> dict[str, Any]:
     notes: list[str] = []
     edition = int(_get(h, "edition"))
     centre = _get(h, "centre")
     short = _get(h, "shortName")
+    param_id, grib_units = _get(h, "paramId"), _get(h, "units")
+    step_type = _get(h, "stepType") or "instant"
     eccodes.codes_set(h, "stepUnits", "m")
     start_m, end_m = _get(h, "startStep", int), _get(h, "endStep", int)
-    step_type = _get(h, "stepType") or "instant"
+    if edition == 1 and step_type == "instant" and _get(h, "stepTypeForConversion") == "accum":
+        # ECMWF's GRIB1 accumulations (ssrd, tp ...) are written as forecasts at the step; the
+        # parameter runs from the start (what ecCodes' GRIB1 -> GRIB2 conversion reads).
+        step_type, start_m = "accum", 0
     tol = _get(h, "typeOfLevel")
     level = _get(h, "level", int)
-    msg = _Msg(short, tol, level, step_type, edition)
-    model, rows = _rows_for(msg, centre)
     if edition == 2:
         raw_param = f"{_get(h, 'discipline')}/{_get(h, 'parameterCategory')}/{_get(h, 'parameterNumber')}"
     else:
         raw_param = f"{_get(h, 'table2Version')}/{_get(h, 'indicatorOfParameter')}"
-    entry: dict[str, Any] = {"message": n, "offset": offset, "length": length, "edition": edition,
+    msg = _Msg(short, tol, level, step_type, edition, param_id, grib_units, raw_param)
+    model, rows = _rows_for(msg, centre)
+    entry: dict[str, Any] = {"offset": offset, "length": length, "edition": edition,
                              "centre": centre}
-    if rows:
+    factor, refused = judge(rows[0], msg) if rows else (1.0, None)
+    if refused:
+        entry |= {"name": rows[0].var, "known": False, "table": model, "units": grib_units,
+                  "refused": refused}
+        notes.append(f"the {model} table's row for {rows[0].var} expects another encoding: "
+                     "decode refuses this field")
+    elif rows:
         row = rows[0]
         spec = variable(row.var)
         entry |= {"name": row.var, "known": True, "table": model, "long_name": spec.long_name,
                   "units": spec.units}
         if len(rows) > 1:
             entry["also"] = [r.var for r in rows[1:]]
-        if row.scale != 1.0 or row.offset != 0.0 or row.per_second:
-            entry["conversion"] = _conversion(row, _get(h, "units"))
+        if row.scale * factor != 1.0 or row.offset != 0.0 or row.per_second:
+            entry["conversion"] = _conversion(row, factor, grib_units)
     else:
         entry |= {"name": short if short not in (None, "unknown") else f"param {raw_param}",
                   "known": False, "units": _get(h, "units")}
@@ -165,11 +183,13 @@ def _describe(h, offset: int, length: int, n: int) -> dict[str, Any]:
 
 
 class _Msg:
-    """The header fields ``ingest._matches`` compares (same rule as decode)."""
+    """The header fields ``ingest._matches`` and ``ingest.judge`` compare (decode's rules)."""
 
-    def __init__(self, shortName, typeOfLevel, level, stepType, edition):
+    def __init__(self, shortName, typeOfLevel, level, stepType, edition, paramId, units,
+                 parameter):
         self.shortName, self.typeOfLevel, self.level = shortName, typeOfLevel, level
         self.stepType, self.edition = stepType, edition
+        self.paramId, self.units, self.parameter = paramId, units, parameter
 
 
 def _rows_for(msg: _Msg, centre: str | None) -> tuple[str | None, list[GribField]]:
@@ -182,10 +202,11 @@ def _rows_for(msg: _Msg, centre: str | None) -> tuple[str | None, list[GribField
     return None, []
 
 
-def _conversion(row: GribField, grib_units: str | None) -> str:
+def _conversion(row: GribField, factor: float, grib_units: str | None) -> str:
     parts = []
-    if row.scale != 1.0 or row.offset != 0.0:
-        parts.append(f"canonical = raw x {row.scale:g}" + (f" + {row.offset:g}" if row.offset else ""))
+    scale = row.scale * factor
+    if scale != 1.0 or row.offset != 0.0:
+        parts.append(f"canonical = raw x {scale:g}" + (f" + {row.offset:g}" if row.offset else ""))
     if row.per_second:
         parts.append("divided by the interval's seconds (an amount becomes a mean flux)")
     return f"from {grib_units}: " + "; ".join(parts)

@@ -28,6 +28,20 @@ class Processing(str, Enum):
 
 
 @dataclass(frozen=True)
+class Encoding:
+    """One way an upstream encodes a row's field, as ecCodes reads it from the message: the
+    parameter and its units. The decoder checks every message a row names against the row's
+    encodings and refuses the field when none fits (``ingest.judge``)."""
+
+    paramId: int  # ecCodes' paramId (0 where ecCodes names nothing: JMA's TCDC and APCP)
+    units: str  # ecCodes' ``units`` key
+    # "discipline/category/number" (GRIB2) or "table/indicator" (GRIB1), checked when given:
+    # the parameter's identity where the paramId is 0.
+    parameter: str | None = None
+    scale: float = 1.0  # raw in this encoding x scale = raw in the row's first encoding
+
+
+@dataclass(frozen=True)
 class GribField:
     """One row of a model's encoding table: a GRIB message kind -> a canonical variable."""
 
@@ -46,6 +60,11 @@ class GribField:
     edition: int | None = None  # GRIB edition this encoding belongs to (None: any)
     # The products can go without it: a run whose upstream lacks the field is used without it.
     optional: bool = False
+
+    # What the message must be (parameter, units), the first the one ``scale``/``offset``
+    # convert from; more than one where an upstream has used several (IFS tcc in % or 0-1).
+    # Empty: not checked.
+    encodings: tuple[Encoding, ...] = ()
 
 
 # ``GribField.levels`` of a row whose levels each run decides.

@@ -30,7 +30,10 @@ writing each message with centre kwbc and reading it back, ``tests/test_sample_s
   nothing better, so the row is ``INSTANT`` (the decoder only matches instant messages to
   instant rows anyway). It underestimates the interval maximum, more so at 3-hourly steps.
 * APCP surface (0/1/8, template 4.8, accumulation) -> ``tp`` (kg m-2) and DSWRF surface
-  (0/4/7, average) -> ``avg_sdswrf`` (W m-2), both over windows that **reset every 6 hours**:
+  (**0/4/192**, NCEP's local number, average) -> ``sdswrf`` (paramId 260087, W m-2), both over
+  windows that **reset every 6 hours**. (WMO's 0/4/7, ``avg_sdswrf``, is not what NOAA writes:
+  real GFS files in ``../shared/data/real-grib`` and ``tests/data/pygrib`` hold 0/4/192; wgrib2
+  names it DSWRF either way, so the ``.idx`` selection is unchanged.) Windows:
   stepRange ``0-1`` ... ``0-6``, then ``6-7`` ... ``6-12`` (after 120 h: ``120-123``,
   ``120-126``, ``126-129`` ...). ``ACCUM_SINCE_START``/``AVG_SINCE_START``: the decoder
   differences a window that continues the previous one (same start) and takes a window that
@@ -41,6 +44,9 @@ writing each message with centre kwbc and reading it back, ``tests/test_sample_s
   ``avg``) and, since the FV3 GFS, the instantaneous total cloud (stepType ``instant``). The
   catalogue's ``tcc`` is a STATE (instantaneous) variable, so the row is the instant one
   (``INSTANT``; the average does not match it). The sample writes only the instant message.
+* Real NCEP messages (``tests/data/pygrib``) show UGRD and VGRD at 10 m as two fields of one
+  GRIB2 message (wgrib2's ``n.1``/``n.2``); the decoder reads each field
+  (``ingest._fields``), and an inventory's ``n.1``/``n.2`` lines fetch the one message.
 * VIS surface -> ``vis``; CAPE surface (surface-based) -> ``cape``; HGT surface (0/3/5) ->
   ``orog`` (paramId 228002, m), which NOAA repeats in every file; the row is ``CONSTANT``
   (the decoder takes the first step).
@@ -50,37 +56,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid, Upstream, hours
+from .base import (Encoding as _E, GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid,
+                   Upstream, hours)
 
 HEIGHT_LEVELS: tuple[int, ...] = (10, 80, 100)  # m above ground
 
 STEPS = hours(*range(0, 121), *range(123, 385, 3))
 
+_MS = "m s**-1"
 _I, _A, _M, _C = (Processing.INSTANT, Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START,
                   Processing.CONSTANT)
 
 # ``param`` is NCEP's name (wgrib2's inventory).
 FIELDS: tuple[GribField, ...] = (
-    GribField("t2m", "2t", "heightAboveGround", param="TMP"),
-    GribField("d2m", "2d", "heightAboveGround", param="DPT"),
-    GribField("sp", "sp", "surface", param="PRES"),
-    GribField("msl", "prmsl", "meanSea", param="PRMSL"),
-    GribField("u10", "10u", "heightAboveGround", param="UGRD"),
-    GribField("v10", "10v", "heightAboveGround", param="VGRD"),
-    GribField("u", "10u", "heightAboveGround", (10,), param="UGRD"),
-    GribField("u", "u", "heightAboveGround", (80, 100), param="UGRD"),
-    GribField("v", "10v", "heightAboveGround", (10,), param="VGRD"),
-    GribField("v", "v", "heightAboveGround", (80, 100), param="VGRD"),
+    GribField("t2m", "2t", "heightAboveGround", param="TMP", encodings=(_E(167, "K"),)),
+    GribField("d2m", "2d", "heightAboveGround", param="DPT", encodings=(_E(168, "K"),)),
+    GribField("sp", "sp", "surface", param="PRES", encodings=(_E(134, "Pa"),)),
+    GribField("msl", "prmsl", "meanSea", param="PRMSL", encodings=(_E(260074, "Pa"),)),
+    GribField("u10", "10u", "heightAboveGround", param="UGRD", encodings=(_E(165, _MS),)),
+    GribField("v10", "10v", "heightAboveGround", param="VGRD", encodings=(_E(166, _MS),)),
+    GribField("u", "10u", "heightAboveGround", (10,), param="UGRD", encodings=(_E(165, _MS),)),
+    GribField("u", "u", "heightAboveGround", (80, 100), param="UGRD", encodings=(_E(131, _MS),)),
+    GribField("v", "10v", "heightAboveGround", (10,), param="VGRD", encodings=(_E(166, _MS),)),
+    GribField("v", "v", "heightAboveGround", (80, 100), param="VGRD", encodings=(_E(132, _MS),)),
     # Instantaneous gust at the valid time (see above).
-    GribField("gust", "gust", "surface", param="GUST"),
+    GribField("gust", "gust", "surface", param="GUST", encodings=(_E(260065, _MS),)),
     # kg m-2 over the 6-hour-reset window.
-    GribField("tp", "tp", "surface", processing=_A, param="APCP"),
-    # W m-2 averaged over the 6-hour-reset window.
-    GribField("ssrd", "avg_sdswrf", "surface", processing=_M, param="DSWRF"),
-    GribField("tcc", "tcc", "atmosphere", param="TCDC"),
-    GribField("vis", "vis", "surface", param="VIS"),
-    GribField("cape_sb", "cape", "surface", param="CAPE"),
-    GribField("orog", "orog", "surface", processing=_C, param="HGT"),
+    GribField("tp", "tp", "surface", processing=_A, param="APCP",
+              encodings=(_E(228228, "kg m**-2", "0/1/8"),)),
+    # W m-2 averaged over the 6-hour-reset window: NCEP's local 0/4/192 (see above).
+    GribField("ssrd", "sdswrf", "surface", processing=_M, param="DSWRF",
+              encodings=(_E(260087, "W m**-2", "0/4/192"),)),
+    GribField("tcc", "tcc", "atmosphere", param="TCDC", encodings=(_E(228164, "%", "0/6/1"),)),
+    GribField("vis", "vis", "surface", param="VIS", encodings=(_E(3020, "m"),)),
+    GribField("cape_sb", "cape", "surface", param="CAPE", encodings=(_E(59, "J kg**-1"),)),
+    GribField("orog", "orog", "surface", processing=_C, param="HGT", encodings=(_E(228002, "m"),)),
 )
 
 # wgrib2's words for a level, by typeOfLevel; the 2 m and 10 m rows carry no level.

@@ -27,11 +27,21 @@ the sample source writes. Points worth knowing:
   the length fixed to 3 h), so ``gust`` has two rows; exactly one of them is present at any
   step > 0 and none at step 0. The ``.index`` names the MARS parameter, ``10fg``, whatever the
   window (ecmwf-opendata users request ``param="10fg"`` at every step): the ``10fg3`` row has
-  ``param = "10fg"``, and an index naming the window ``10fg3`` is read as well. Decode keeps each window as its message states it (``starts_minutes``),
-  and resampling holds a maximum over its own window only (docs/method.md, "Wind gust").
+  ``param = "10fg"``, and an index naming the window ``10fg3`` is read as well. Decode keeps
+  each window as its message states it (``starts_minutes``), and resampling holds a maximum
+  over its own window only (docs/method.md, "Wind gust").
 * ``tp`` and ``sf`` are metres (of water equivalent) accumulated from the start of the run
   (stepRange ``0-<step>``), ``ssrd``/``fdir`` J m-2 accumulated from the start.
-* ``tcc`` is encoded as paramId 228164 (WMO 0/6/1), which decodes in per cent.
+* ``tcc`` has two encodings that both decode as shortName ``tcc`` at ``entireAtmosphere``:
+  paramId 228164 (WMO 0/6/1, per cent; ECMWF's GRIB2 in TIGGE, a real message in
+  ``tests/data/pygrib``) and paramId 164 (0/6/192 in GRIB2, a fraction 0-1). ECMWF open data
+  publishes 164, in 0-1, since the 2025-11-20 12 UTC run: open-meteo/open-meteo issue 1586
+  ("cloud cover reported as a range 0-1") and its fix, pull request 1587, after ECMWF's forum
+  notice "New parameters coming to ECMWF open data"; Pirate-Weather pull request 630 (May 2026:
+  "ECMWF IFS has cloud cover already in the 0-1 range"). The row accepts both (``encodings``)
+  and multiplies the fraction by 100; the sample writes 164.
+* Every row names its encoding (paramId, ecCodes units): a message with another is refused at
+  decode (``ingest.judge``). The paramIds are ECMWF's parameter database's.
 * Surface geopotential ``z`` is written at step 0 only (time-invariant).
 * ECMWF's GRIB1 dissemination (real-time cut-outs, MARS retrievals in GRIB1) encodes the
   near-surface parameters with level type 1, so ecCodes decodes ``10u``/``10v``/``2t``/``2d``
@@ -64,7 +74,8 @@ from datetime import timedelta
 
 from typing import Any
 
-from .base import GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid, Upstream, hours
+from .base import (Encoding as _E, GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid,
+                   Upstream, hours)
 
 G = 9.80665  # m s-2, converts geopotential (m2 s-2) to geopotential height (m)
 
@@ -88,46 +99,54 @@ def steps_for_run(hour: int) -> tuple[timedelta, ...]:
     return _SHORT + _LONG if hour in (0, 12) else _SHORT
 
 
+_MS = "m s**-1"
 _I, _A, _X, _C = (Processing.INSTANT, Processing.ACCUM_SINCE_START, Processing.INTERVAL,
                   Processing.CONSTANT)
 
 FIELDS: tuple[GribField, ...] = (
-    GribField("t2m", "2t", "heightAboveGround"),
-    GribField("d2m", "2d", "heightAboveGround"),
-    GribField("sp", "sp", "surface"),
-    GribField("msl", "msl", "meanSea"),
-    GribField("u10", "10u", "heightAboveGround"),
-    GribField("v10", "10v", "heightAboveGround"),
-    GribField("u", "10u", "heightAboveGround", (10,)),
-    GribField("u", "100u", "heightAboveGround", (100,)),
-    GribField("u", "200u", "heightAboveGround", (200,)),
-    GribField("v", "10v", "heightAboveGround", (10,)),
-    GribField("v", "100v", "heightAboveGround", (100,)),
-    GribField("v", "200v", "heightAboveGround", (200,)),
+    GribField("t2m", "2t", "heightAboveGround", encodings=(_E(167, "K"),)),
+    GribField("d2m", "2d", "heightAboveGround", encodings=(_E(168, "K"),)),
+    GribField("sp", "sp", "surface", encodings=(_E(134, "Pa"),)),
+    GribField("msl", "msl", "meanSea", encodings=(_E(151, "Pa"),)),
+    GribField("u10", "10u", "heightAboveGround", encodings=(_E(165, _MS),)),
+    GribField("v10", "10v", "heightAboveGround", encodings=(_E(166, _MS),)),
+    GribField("u", "10u", "heightAboveGround", (10,), encodings=(_E(165, _MS),)),
+    GribField("u", "100u", "heightAboveGround", (100,), encodings=(_E(228246, _MS),)),
+    GribField("u", "200u", "heightAboveGround", (200,), encodings=(_E(228239, _MS),)),
+    GribField("v", "10v", "heightAboveGround", (10,), encodings=(_E(166, _MS),)),
+    GribField("v", "100v", "heightAboveGround", (100,), encodings=(_E(228247, _MS),)),
+    GribField("v", "200v", "heightAboveGround", (200,), encodings=(_E(228240, _MS),)),
     # Maximum since the previous post-processing: the last hour to 90 h (10fg), the last 3 h
     # to 144 h (10fg3), the last 6 h after (10fg); in the .index all are param 10fg.
-    GribField("gust", "10fg3", "heightAboveGround", processing=_X, param="10fg"),
-    GribField("gust", "10fg", "heightAboveGround", processing=_X),
+    GribField("gust", "10fg3", "heightAboveGround", processing=_X, param="10fg",
+              encodings=(_E(228028, _MS),)),
+    GribField("gust", "10fg", "heightAboveGround", processing=_X, encodings=(_E(49, _MS),)),
     # m (of water equivalent) accumulated since the start -> kg m-2.
-    GribField("tp", "tp", "surface", processing=_A, scale=1000.0),
-    GribField("sf", "sf", "surface", processing=_A, scale=1000.0),
+    GribField("tp", "tp", "surface", processing=_A, scale=1000.0, encodings=(_E(228, "m"),)),
+    GribField("sf", "sf", "surface", processing=_A, scale=1000.0,
+              encodings=(_E(144, "m of water equivalent"),)),
     # J m-2 accumulated since the start -> interval mean W m-2.
-    GribField("ssrd", "ssrd", "surface", processing=_A, per_second=True),
-    GribField("fdir", "fdir", "surface", processing=_A, per_second=True),
-    GribField("tcc", "tcc", "entireAtmosphere"),
-    GribField("vis", "vis", "surface"),
-    GribField("cape_mu", "mucape", "mostUnstableParcel"),
+    GribField("ssrd", "ssrd", "surface", processing=_A, per_second=True,
+              encodings=(_E(169, "J m**-2"),)),
+    GribField("fdir", "fdir", "surface", processing=_A, per_second=True,
+              encodings=(_E(228021, "J m**-2"),)),
+    # Per cent (228164) or a fraction (164, what open data carries now): see above.
+    GribField("tcc", "tcc", "entireAtmosphere",
+              encodings=(_E(228164, "%"), _E(164, "(0 - 1)", scale=100.0))),
+    GribField("vis", "vis", "surface", encodings=(_E(3020, "m"),)),
+    GribField("cape_mu", "mucape", "mostUnstableParcel", encodings=(_E(228235, "J kg**-1"),)),
     # Surface geopotential (m2 s-2) at step 0 -> surface height (m).
-    GribField("orog", "z", "surface", processing=_C, scale=1.0 / G),
-    GribField("t_pl", "t", "isobaricInhPa", PRESSURE_LEVELS),
-    GribField("u_pl", "u", "isobaricInhPa", PRESSURE_LEVELS),
-    GribField("v_pl", "v", "isobaricInhPa", PRESSURE_LEVELS),
-    GribField("z_pl", "gh", "isobaricInhPa", PRESSURE_LEVELS),  # gpm
+    GribField("orog", "z", "surface", processing=_C, scale=1.0 / G,
+              encodings=(_E(129, "m**2 s**-2"),)),
+    GribField("t_pl", "t", "isobaricInhPa", PRESSURE_LEVELS, encodings=(_E(130, "K"),)),
+    GribField("u_pl", "u", "isobaricInhPa", PRESSURE_LEVELS, encodings=(_E(131, _MS),)),
+    GribField("v_pl", "v", "isobaricInhPa", PRESSURE_LEVELS, encodings=(_E(132, _MS),)),
+    GribField("z_pl", "gh", "isobaricInhPa", PRESSURE_LEVELS, encodings=(_E(156, "gpm"),)),
     # GRIB1 (ECMWF dissemination): the 2 m and 10 m parameters at level type "surface".
-    GribField("t2m", "2t", "surface", edition=1),
-    GribField("d2m", "2d", "surface", edition=1),
-    GribField("u10", "10u", "surface", edition=1),
-    GribField("v10", "10v", "surface", edition=1),
+    GribField("t2m", "2t", "surface", edition=1, encodings=(_E(167, "K", "128/167"),)),
+    GribField("d2m", "2d", "surface", edition=1, encodings=(_E(168, "K", "128/168"),)),
+    GribField("u10", "10u", "surface", edition=1, encodings=(_E(165, _MS, "128/165"),)),
+    GribField("v10", "10v", "surface", edition=1, encodings=(_E(166, _MS, "128/166"),)),
 )
 
 

@@ -29,6 +29,14 @@ Institute for Sustainable Humanosphere (RISH), which keeps JMA's file names unde
 index exists: the Lsurf files are fetched whole (their length checked against
 ``Content-Length``) and a run is complete when its last file exists.
 
+A Lsurf file is **one GRIB2 message of many fields**: sections 0, 1 and 3 once, then sections
+4-7 for each field in turn (a FH34-39 file holds 72 fields), as JMA's technical information
+No. 500 (annex 2-2, the MSM GPV's GRIB2 format) describes it and the public decoder
+sus304/MSMgrib2Decorder reads the real files: template 5.0 with 12 bits, earth shape 6 (a
+sphere), rows from north to south. ecCodes reads such a message field by field only with its
+multi-field support on; wgrib2 lists the fields as 1.1, 1.2 ... The decoder reads every field
+(``ingest._fields``).
+
 Elements of Lsurf (JMA names as wgrib2 prints them) and what ecCodes 2.50 decodes from them
 (checked by writing JMA's encoding with centre ``rjtd`` and reading it back, see
 ``tests/test_sample_source.py``):
@@ -78,7 +86,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from .base import GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid, Upstream, hours
+from .base import (Encoding as _E, GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid,
+                   Upstream, hours)
 
 RUN_HOURS: tuple[int, ...] = tuple(range(0, 24, 3))
 LONG_RUN_HOURS: tuple[int, ...] = (0, 12)  # 78 h; the other runs 39 h
@@ -117,21 +126,27 @@ def file_group(step_h: int) -> tuple[int, int]:
 _A, _M = Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START
 
 FIELDS: tuple[GribField, ...] = (
-    GribField("msl", "prmsl", "meanSea", param="PRMSL"),
-    GribField("sp", "sp", "surface", param="PRES"),
-    GribField("u10", "10u", "heightAboveGround", param="UGRD"),
-    GribField("v10", "10v", "heightAboveGround", param="VGRD"),
+    GribField("msl", "prmsl", "meanSea", param="PRMSL", encodings=(_E(260074, "Pa", "0/3/1"),)),
+    GribField("sp", "sp", "surface", param="PRES", encodings=(_E(134, "Pa", "0/3/0"),)),
+    GribField("u10", "10u", "heightAboveGround", param="UGRD",
+              encodings=(_E(165, "m s**-1", "0/2/2"),)),
+    GribField("v10", "10v", "heightAboveGround", param="VGRD",
+              encodings=(_E(166, "m s**-1", "0/2/3"),)),
     # 1.5 m (the integer level key decodes as 2): used as the 2 m temperature.
-    GribField("t2m", "t", "heightAboveGround", param="TMP"),
-    GribField("rh2m", "r", "heightAboveGround", param="RH"),
-    GribField("lcc", "lcc", "surface", param="LCDC"),
-    # TCDC and APCP both decode as "unknown" at the surface (see the module docstring): the
-    # step type (instant / accum) is what tells them apart.
-    GribField("tcc", "unknown", "surface", param="TCDC"),
+    GribField("t2m", "t", "heightAboveGround", param="TMP", encodings=(_E(130, "K", "0/0/0"),)),
+    GribField("rh2m", "r", "heightAboveGround", param="RH", encodings=(_E(157, "%", "0/1/1"),)),
+    GribField("lcc", "lcc", "surface", param="LCDC", encodings=(_E(3073, "%", "0/6/3"),)),
+    # TCDC and APCP both decode as "unknown" at the surface, without units (see the module
+    # docstring): the parameter numbers (WMO table 4.2: per cent, kg m-2) and the step type
+    # (instant / accum) are what tell them apart.
+    GribField("tcc", "unknown", "surface", param="TCDC",
+              encodings=(_E(0, "unknown", "0/6/1"),)),
     # kg m-2 over the past hour, (k-1, k].
-    GribField("tp", "unknown", "surface", processing=_A, param="APCP"),
+    GribField("tp", "unknown", "surface", processing=_A, param="APCP",
+              encodings=(_E(0, "unknown", "0/1/8"),)),
     # W m-2, mean over the past hour.
-    GribField("ssrd", "avg_sdswrf", "surface", processing=_M, param="DSWRF"),
+    GribField("ssrd", "avg_sdswrf", "surface", processing=_M, param="DSWRF",
+              encodings=(_E(235035, "W m**-2", "0/4/7"),)),
 )
 
 UPSTREAM = Upstream(

@@ -187,8 +187,12 @@ def parse_index(text: str, kind: str) -> list[dict[str, Any]]:
                 raise BadDownload(f"not a wgrib2 inventory line: {line!r}")
             entries.append({"n": parts[0], "_offset": int(parts[1]), "date": parts[2][2:],
                             "param": parts[3], "level": parts[4], "time": parts[5]})
-        ends = [e["_offset"] for e in entries[1:]] + [None]
-        for e, end in zip(entries, ends):
+        # A field of a multi-field message ("3.1", "3.2": NCEP's UGRD and VGRD) shares its
+        # message's offset: its range is the whole message, up to the next other offset.
+        offsets = sorted({e["_offset"] for e in entries})
+        ends = dict(zip(offsets, offsets[1:] + [None]))
+        for e in entries:
+            end = ends[e["_offset"]]
             e["_length"] = None if end is None else end - e["_offset"]
         return entries
     raise ValueError(f"unknown index format {kind!r}")
@@ -197,8 +201,8 @@ def parse_index(text: str, kind: str) -> list[dict[str, Any]]:
 def byte_ranges(entries: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
     """Adjacent messages merged into one range: [(offset, length or None for 'to the end')]."""
     out: list[tuple[int, int | None]] = []
-    for e in sorted(entries, key=lambda e: e["_offset"]):
-        off, length = e["_offset"], e["_length"]
+    messages = {e["_offset"]: e["_length"] for e in entries}  # the fields of one message once
+    for off, length in sorted(messages.items()):
         if out and out[-1][1] is not None and out[-1][0] + out[-1][1] == off:
             prev = out[-1]
             out[-1] = (prev[0], None if length is None else prev[1] + length)

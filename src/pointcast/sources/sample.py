@@ -9,7 +9,10 @@ writes what they write, byte for byte in format if not in content:
   MARS local section (class od, type fc, stream oper, expver 0001), CCSDS packing
   (``grid_ccsds``, 16 bits, as ECMWF open data; the eccodes wheel writes it), accumulations as
   product definition template 8 with stepRange ``0-<step>``, the gust as the maximum over the
-  previous 3 h (``141-144``) or 6 h (``144-150``).
+  previous 3 h (``141-144``) or 6 h (``144-150``), total cloud cover as paramId 164, a
+  fraction in 0-1 (what open data carries now, see ``sources/ifs.py``).
+* GFS as NOAA's pgrb2.0p25 files, one per step with its wgrib2 ``.idx``; DSWRF as NCEP's local
+  parameter 0/4/192 (ecCodes ``sdswrf``), as in NOAA's files (see ``sources/gfs.py``).
 * ICON-EU and ICON-D2 as DWD's open-data tree, one bz2-compressed GRIB2 file per parameter,
   step (and level): ``icon-eu/grib/<HH>/<param>/icon-eu_europe_regular-lat-lon_single-level_
   <YYYYMMDDHH>_<SSS>_<PARAM>.grib2.bz2``, ``..._pressure-level_<YYYYMMDDHH>_<SSS>_<LEVEL>_<PARAM>``,
@@ -41,9 +44,12 @@ writes what they write, byte for byte in format if not in content:
 * JMA MSM as JMA's surface GPV ("Lsurf"): one file per range of steps holding every field of
   those steps, ``Z__C_RJTD_<YYYYMMDDhh>0000_MSM_GPV_Rjp_Lsurf_FH<aa>-<bb>_grib2.bin`` with
   FH00-15, FH16-33 and FH34-39 for every run and FH40-51, FH52-78 for the 00/12 UTC runs,
-  directly in the run directory; inside a file step after step, each step in JMA's element
+  directly in the run directory. A file is **one multi-field GRIB2 message** (``multi_field``:
+  sections 1 and 3 once, then sections 4-7 repeated for each field; wgrib2 lists its fields
+  as 1.1, 1.2 ..., ecCodes reads them with multi-field support on), as a 72-field FH34-39
+  file of the real archive is; inside it step after step, each step in JMA's element
   order (PRMSL, PRES, UGRD, VGRD, TMP, RH, LCDC, TCDC, then APCP and DSWRF from step 1).
-  Centre ``rjtd`` (subcentre 0), GRIB master tables 2, local tables 1, earth shape 4 (GRS80),
+  Centre ``rjtd`` (subcentre 0), GRIB master tables 2, local tables 1, earth shape 6 (sphere),
   rows from north to south, ``grid_simple`` 12-bit packing, steps in hours; temperature and
   humidity at 1.5 m (scale factor 1, value 15); APCP (0/1/8, accumulation) and DSWRF (0/4/7,
   average) over the hour before the step (``k-1``-``k``), template 4.8. MCDC and HCDC, which
@@ -127,8 +133,9 @@ log = logging.getLogger(__name__)
 # Part of the cached run's fingerprint: bump it when the files written change, so that
 # runs cached by an older version are rewritten (2: CLCL, ASOB_S, ICON model levels, HHL;
 # 3: JMA MSM, East Asian weather and orography, orographic lift, the wider default area;
-# 4: ICON's real level counts, HHL on every half level).
-GENERATOR = "pointcast-sample/4"  # (GFS added without a bump: no earlier file changed)
+# 4: ICON's real level counts, HHL on every half level; 5: MSM multi-field messages, GFS DSWRF
+# as 0/4/192, IFS tcc as paramId 164 in 0-1, IFS gust windows as ECMWF posts them).
+GENERATOR = "pointcast-sample/5"  # (GFS added without a bump: no earlier file changed)
 SYNTHETIC_NOTE = ("SYNTHETIC DATA: written by pointcast's embedded sample source from an "
                   "analytic weather model; this is not a real forecast.")
 
@@ -1143,11 +1150,15 @@ def products_of(model: ModelSpec, run_levels: Mapping[str, tuple[int, ...]] | No
     return out
 
 
-def _raw(canonical: np.ndarray, product: Product) -> np.ndarray:
-    """Canonical values -> the upstream's encoding (canonical = raw * scale + offset)."""
-    if product.scale == 1.0 and product.offset == 0.0:
+def _raw(canonical: np.ndarray, product: Product, param_id: int | None = None) -> np.ndarray:
+    """Canonical values -> the upstream's encoding (canonical = raw * scale + offset), in the
+    row's encoding of ``param_id`` where given (IFS tcc 164 is a fraction, 228164 per cent)."""
+    scale = product.scale
+    if param_id is not None:
+        scale *= next((e.scale for e in product.rows[0].encodings if e.paramId == param_id), 1.0)
+    if scale == 1.0 and product.offset == 0.0:
         return canonical
-    return (canonical - product.offset) / product.scale
+    return (canonical - product.offset) / scale
 
 
 def _quantity(product: Product, kind: str) -> Any:
@@ -1168,11 +1179,12 @@ _ECMWF_QUANTITY = {
     "fdir": "dir_acc", "tcc": "tcc", "vis": "vis", "mucape": "cape", "z": "orog",
     "t": "t_pl", "u": "u_pl", "v": "v_pl", "gh": "z_pl",
 }
-# ECMWF encodings, by decoded shortName: the paramId ECMWF writes.
+# ECMWF encodings, by decoded shortName: the paramId ECMWF writes. tcc: 164 (a fraction, 0-1),
+# as ECMWF open data carries it since the 2025-11-20 12 UTC run (``sources/ifs.py``).
 _ECMWF_PARAM_ID = {
     "2t": 167, "2d": 168, "sp": 134, "msl": 151, "10u": 165, "10v": 166, "100u": 228246,
     "100v": 228247, "200u": 228239, "200v": 228240, "10fg3": 228028, "10fg": 49, "tp": 228,
-    "sf": 144, "ssrd": 169, "fdir": 228021, "tcc": 228164, "vis": 3020, "mucape": 228235,
+    "sf": 144, "ssrd": 169, "fdir": 228021, "tcc": 164, "vis": 3020, "mucape": 228235,
     "z": 129, "t": 130, "u": 131, "v": 132, "gh": 156,
 }
 # IFS gust (paramId 49 with the post-processing step as its window): the name ecCodes decodes
@@ -1285,7 +1297,8 @@ _NCEP_KEYS: dict[str, dict[str, int]] = {
     # Over the 6-hour-reset window: accumulation (1), average (0).
     "APCP": dict(productDefinitionTemplateNumber=8, parameterCategory=1, parameterNumber=8,
                  typeOfStatisticalProcessing=1, **_SFC),
-    "DSWRF": dict(productDefinitionTemplateNumber=8, parameterCategory=4, parameterNumber=7,
+    # NCEP's local number for DSWRF (0/4/192), as in NOAA's files; WMO's 0/4/7 is not used.
+    "DSWRF": dict(productDefinitionTemplateNumber=8, parameterCategory=4, parameterNumber=192,
                   typeOfStatisticalProcessing=0, **_SFC),
     # Entire atmosphere (considered as a single layer): level type 10.
     "TCDC": dict(parameterCategory=6, parameterNumber=1, typeOfFirstFixedSurface=10),
@@ -1348,8 +1361,9 @@ class Encoder:
         s(base, "typeOfProcessedData", 1)  # forecast products
         s(base, "dataDate", int(init.strftime("%Y%m%d")))
         s(base, "dataTime", int(init.strftime("%H%M")))
-        # JMA: the GRS80 ellipsoid (4), as JMA's GRIB2 descriptions give it; DWD and ECMWF
-        # open data: a sphere of 6371229 m (6).
+        # A sphere of 6371229 m (6): DWD and ECMWF open data, and JMA's MSM (a public decoder
+        # of the real Lsurf files, sus304/MSMgrib2Decorder after JMA's technical information
+        # No. 500, refuses any other shape).
         if isinstance(grid, CellGrid):
             # DWD's native grids: template 3.101, the grid named by number and UUID (the
             # shape of the earth comes after the template, which resets it).
@@ -1358,7 +1372,7 @@ class Encoder:
             s(base, "numberOfGridUsed", grid.number)
             s(base, "numberOfGridInReference", 1)
             eccodes.codes_set_string(base, "uuidOfHGrid", grid.uuid)
-        s(base, "shapeOfTheEarth", 4 if self.kind == "jma" else 6)
+        s(base, "shapeOfTheEarth", 6)
         if isinstance(grid, SampleGrid):
             nlat, nlon = grid.shape
             s(base, "Ni", nlon)
@@ -1542,7 +1556,7 @@ def _ifs_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather
                         raise ValueError(f"no IFS gust encoding for a {step - start} h interval")
                     if wanted != p.short_name:
                         continue  # the other gust row encodes this interval
-                values = _raw(snap.q[_quantity(p, "ecmwf")], p)
+                values = _raw(snap.q[_quantity(p, "ecmwf")], p, _ECMWF_PARAM_ID[p.short_name])
                 msg = enc.message(p, values, end=step, start=start)
                 chunks.append(msg)
                 entry: dict[str, Any] = {
@@ -1713,10 +1727,33 @@ def _msm_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather
                 chunks.append(enc.message(p, values, end=step, start=start))
             group = msm_file_group(step)
             if step == group[1] or step == last:
-                writer.write(msm_file_name(run_id, group), b"".join(chunks))
+                writer.write(msm_file_name(run_id, group), multi_field(chunks))
                 chunks = []
     finally:
         enc.close()
+
+
+def _sections(message: bytes) -> list[bytes]:
+    """Sections 1-7 of a GRIB2 message of one field, as bytes."""
+    out, pos = [], 16
+    while message[pos:pos + 4] != b"7777":
+        size = int.from_bytes(message[pos:pos + 4], "big")
+        out.append(message[pos:pos + size])
+        pos += size
+    return out
+
+
+def multi_field(messages: list[bytes]) -> bytes:
+    """The fields of ``messages`` (GRIB2, one field each, with the same sections 1 and 3 and
+    no section 2) as one multi-field message, as JMA writes its GPV: sections 0, 1 and 3
+    once, then sections 4-7 of each field in turn, then ``7777``."""
+    parts = [_sections(m) for m in messages]
+    head = parts[0][:2]
+    if any(p[:2] != head or len(p) != 6 for p in parts):
+        raise ValueError("the fields of one multi-field message share sections 1 and 3")
+    body = b"".join([*head, *(section for p in parts for section in p[2:])])
+    sec0 = messages[0][:8] + (16 + len(body) + 4).to_bytes(8, "big")
+    return sec0 + body + b"7777"
 
 
 def gfs_file_name(init: datetime, step_h: int) -> str:
