@@ -23,6 +23,7 @@ import numpy as np
 import xarray as xr
 
 from conftest import ROOT
+from pointcast import viewer
 
 INIT_A = "2026-11-20T00:00Z"
 INIT_B = "2026-11-20T12:00Z"
@@ -99,7 +100,9 @@ def served_run(root: Path) -> str:
     manifest = json.loads((run_dir / "manifest.json").read_bytes())
     assert manifest["run_id"] == run.name
     assert json.loads((run_dir / "validation.json").read_bytes())["ok"] is True
-    files = sorted((run_dir / "json").rglob("*.json"))
+    # The API's objects; not the viewer's page and its copies of the run's own files (no .gz).
+    files = sorted(f for f in (run_dir / "json").rglob("*.json")
+                   if f.relative_to(run_dir / "json").parts[0] not in (*viewer.RUN_FILES, "viewer"))
     assert files, f"{run_dir} has no JSON files"
     for f in files:
         data = f.read_bytes()

@@ -201,24 +201,23 @@ def test_404_on_v1_files_is_retried_and_a_dead_mirror_skipped(mirror, tmp_path):
 
 
 def test_a_field_the_tree_does_not_publish_is_dropped_in_seconds(mirror, tmp_path, monkeypatch):
-    """ICON-D2 00 UTC without model level 65 of V at any step (a tree that does not carry
-    that level), with a deadline of 5 minutes: discovery takes the run at once (the other
+    """ICON-D2 00 UTC without surface pressure (PS) at any step (a tree that does not carry
+    that field), with a deadline of 5 minutes: discovery takes the run at once (the other
     parameters of its last step are there, while a run still being written misses its last
     step for every parameter); the fetch, on two connections, gets every other file before
     it asks for a missing one again, and drops the field with a note within seconds."""
     monkeypatch.setattr(remote, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
     src = source(mirror, H_D2, wait_minutes=5, connections=2)
-    gone = r"/p/V/lvt1/150/lv1/65/"
+    gone = r"/p/PS/"
     for method in ("HEAD", "GET"):
         mirror.fail(gone, "404", times=None, method=method)
     t0 = time.monotonic()
     run = src.discover(ICON_D2, at("2026-11-20T02:10"))
     assert run.init == at("2026-11-20T00:00") and run.notes == ()
-    assert run_files(ICON_D2.upstream.layouts[0], ICON_D2, run.init, run.steps)[-1].field == "V level 65"
     fetched = src.fetch(run, ICON_D2, tmp_path)
     assert time.monotonic() - t0 < 60
     (note,) = [n for n in fetched.notes if "not published" in n]
-    assert f"dropped: V level 65 ({H_D2 * 1 + 1} files)" in note
+    assert f"dropped: PS ({H_D2 + 1} files)" in note
     requests = mirror.gets()
     missing = [i for i, r in enumerate(requests) if re.search(gone, unquote(r.path))]
     others = [i for i, r in enumerate(requests) if not re.search(gone + "|/p/CL(AT|ON)/", unquote(r.path))]

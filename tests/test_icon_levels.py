@@ -124,8 +124,8 @@ def test_a_missing_optional_field_is_dropped_with_a_note(tree):
         fetched = src.fetch(run, ICON_EU, base / "cache-optional")
         missing = (HOURS + 1) * (1 + len(icon.PRESSURE_LEVELS))
         assert [r.status for r in mirror.gets("/p/(CLCL|FI)/")] == [404] * missing  # no retry
-        assert any(f"{missing} optional file(s) not published" in n and "/p/CLCL/" in n
-                   for n in fetched.notes)
+        (note,) = [n for n in fetched.notes if "not published" in n]
+        assert "dropped: " in note and "CLCL (" in note and "FI level " in note
         ds = decode(fetched.files, ICON_EU.fields, model="icon-eu")
         assert not {"lcc", "z_pl"} & set(ds.data_vars)
         assert {"t2m", "tcc", "u_pl", "u_ml", "hhl"} <= set(ds.data_vars)
