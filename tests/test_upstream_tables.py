@@ -40,7 +40,7 @@ CITED: dict[tuple, str] = {
         ("u", "100u", (100,)), ("u", "200u", (200,)), ("v", "100v", (100,)),
         ("v", "200v", (200,)), ("gust", "10fg3", None), ("gust", "10fg", None), ("tp", "tp", None),
         ("sf", "sf", None), ("ssrd", "ssrd", None), ("fdir", "fdir", None), ("vis", "vis", None),
-        ("cape", "mucape", None), ("orog", "z", None), ("t_pl", "t", (1000, 925, 850, 700)),
+        ("cape_mu", "mucape", None), ("orog", "z", None), ("t_pl", "t", (1000, 925, 850, 700)),
         ("u_pl", "u", (1000, 925, 850, 700)), ("v_pl", "v", (1000, 925, 850, 700)),
         ("z_pl", "gh", (1000, 925, 850, 700))]},
     **{("ifs", var, short, None, 1): _ECMWF_GRIB1 for var, short in [
@@ -73,7 +73,7 @@ def test_every_row_is_backed_by_a_real_message_or_a_cited_description():
     rows = {key(model, r) for model in (IFS, GFS, MSM) for r in model.fields}
     assert rows <= backed | set(CITED), sorted(rows - backed - set(CITED), key=str)
     # What the real messages in the repository back, whatever else is present.
-    assert {("gfs", v) for v in ("t2m", "sp", "msl", "u10", "v10", "gust", "tp", "ssrd", "cape",
+    assert {("gfs", v) for v in ("t2m", "sp", "msl", "u10", "v10", "gust", "tp", "ssrd", "cape_sb",
                                  "orog")} <= {k[:2] for k in backed}
     assert {("ifs", v) for v in ("t2m", "d2m", "sp", "msl", "u10", "v10", "tcc")} <= {
         k[:2] for k in backed if k[4] is None}
