@@ -286,6 +286,65 @@ def test_correction_removes_the_bias_on_later_runs(world):
     assert corrected == pytest.approx(expected, rel=0.1)
 
 
+def served(root: Path, init: str, freq: str = "1H") -> dict[str, list[dict]]:
+    """The JSON entries of each point of eu-short as published by the run of ``init``."""
+    (run,) = (root / "runs").glob(f"{init[:13].replace('-', '').replace(':', '')}00Z-*")
+    return {pid: json.loads((run / "json" / "eu-short" / freq / f"{pid}.json").read_bytes())["data"]
+            for pid in POINTS}
+
+
+def test_served_json_is_corrected_from_what_was_learnt_before_the_run(world):
+    base, rows = world
+    root = base / "output"
+    observed = {(pid, str(when)[:19]): value for pid, when, value in rows}
+    for init in INITS[1:]:
+        json_errors, raw_errors = [], []
+        with xr.open_zarr(root / "zarr" / "eu-short.zarr") as ds:
+            run = ds.sel(init_time=np.datetime64(init[:-1], "ns"))
+            raw, corrected = run.temp_2m.load(), run.temp_2m_corrected.load()
+        for pid, entries in served(root, init).items():
+            for h, entry in enumerate(entries[:72]):
+                o = observed[(pid, entry["datetime"][:19])]
+                json_errors.append(entry["temp_2m"] - o)
+                lead = np.timedelta64(h, "h")
+                raw_errors.append(float(raw.sel(point=pid, lead_time=lead)) - o)
+                # the served value is the archive's corrected one
+                assert abs(entry["temp_2m"] - float(corrected.sel(point=pid, lead_time=lead))) < 0.006
+        assert abs(np.mean(raw_errors) + OFFSET_K) < 0.05  # the archive's raw keeps its bias
+        assert abs(np.mean(json_errors)) < 0.3, init
+        by_hour = np.reshape(json_errors, (len(POINTS), 72)).mean(axis=0)
+        assert np.abs(by_hour).max() < 0.3, init
+    # physical consistency of what is served, at every step of every run
+    for init in INITS:
+        for freq in ("1H", "15min"):
+            for entries in served(root, init, freq).values():
+                assert all(e["dewpoint_temperature"] <= e["temp_2m"] for e in entries)
+
+
+def test_off_changes_nothing(world, tmp_path, prefect_harness):
+    """With [postprocess] off, the JSON is that of a run corrected from nothing learnt (the
+    world's first run, with it on): the correction is a no-op until it has learnt."""
+    from flows.cycle import cycle
+
+    base, _ = world
+    cfg = write_config(tmp_path, INITS[0])
+    cfg.write_text(cfg.read_text().replace("enabled = true", "enabled = false"))
+    cycle(str(cfg))
+    (run,) = (tmp_path / "output" / "runs").glob("2026*")
+    (first,) = (base / "output" / "runs").glob(f"{INITS[0][:10].replace('-', '')}T0000Z-*")
+    files = sorted(p.relative_to(run) for p in (run / "json" / "eu-short").rglob("*.json"))
+    assert len(files) == 2 * len(POINTS) + 1
+    stamp = json.loads((run / "json" / "eu-short" / "1H" / "paris.json").read_bytes())["updated_time"]
+    stamp_on = json.loads((first / "json" / "eu-short" / "1H" / "paris.json").read_bytes())["updated_time"]
+    for rel in files:  # byte for byte but the publication time
+        assert (run / rel).read_bytes() == (first / rel).read_bytes().replace(stamp_on.encode(), stamp.encode()), rel
+    manifest = json.loads((run / "manifest.json").read_bytes())
+    assert manifest["postprocess"] == {"enabled": False}
+    with xr.open_zarr(tmp_path / "output" / "zarr" / "eu-short.zarr") as ds:
+        assert not [v for v in ds.data_vars if v.endswith("_corrected")]
+    assert not (tmp_path / "output" / "postprocess").exists()
+
+
 def test_bad_input_names_file_and_line_and_writes_nothing(world, tmp_path):
     base, _ = world
     cfg = str(base / "pointcast.toml")
