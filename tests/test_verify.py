@@ -440,3 +440,32 @@ def test_wind_direction_is_compared_on_the_circle():
     assert (b["lead_from_h"], b["n"], b["bias"], b["mae"]) == (3, 3, round(10 / 3, 4), round(50 / 3, 4))
     assert b["rmse"] == pytest.approx(math.sqrt((400 + 400 + 100) / 3), abs=1e-4)
     assert b["persistence"] == {"bias": None, "mae": None, "rmse": None} and "corrected" not in b
+
+
+def test_corrected_series_keep_dewpoint_below_temperature_and_the_wind_direction():
+    from pointcast import physics, postprocess
+
+    times = np.array(["2026-10-19T00:00", "2026-10-19T00:15", "2026-10-19T01:00"], dtype="datetime64[ns]")
+    series = xr.Dataset({
+        "t2m": (("time", "point"), np.full((3, 2), 283.15, np.float32)),
+        "d2m": (("time", "point"), np.full((3, 2), 282.65, np.float32)),
+        "wind_u": (("time", "point", "height"), np.full((3, 2, 2), 3.0, np.float32)),
+        "wind_v": (("time", "point", "height"), np.full((3, 2, 2), -4.0, np.float32)),
+    }, coords={"time": times, "point": ["paris", "berlin"], "height": [10.0, 100.0]})
+    state = postprocess._fit(None, list(postprocess.CORRECTED), ["paris"], 72)
+    bias = state["bias"]
+    bias.loc[{"element": "temp_2m", "point": "paris"}] = 1.0  # 1 K too warm
+    bias.loc[{"element": "dewpoint_temperature", "point": "paris"}] = -2.0  # 2 K too dry
+    bias.loc[{"element": "windspd_10m", "point": "paris", "lead_bin": 0}] = 2.0  # 5 m/s for 3
+    bias.loc[{"element": "windspd_10m", "point": "paris", "lead_bin": 1}] = 7.0  # more than the speed
+    out = postprocess.correct_series(series, state, times[0])
+    paris = out.sel(point="paris")
+    assert np.allclose(paris.t2m, 282.15)
+    assert np.allclose(paris.d2m, 282.15)  # raised to 284.65, above the temperature: capped at it
+    u, v = paris.wind_u.sel(height=10.0).values, paris.wind_v.sel(height=10.0).values
+    assert np.allclose(physics.wind_speed(u, v), [3.0, 3.0, 0.0])  # never negative
+    assert np.allclose(physics.wind_direction(u[:2], v[:2]), physics.wind_direction(3.0, -4.0))
+    winds = ["wind_u", "wind_v"]
+    xr.testing.assert_identical(out.sel(height=100.0)[winds], series.sel(height=100.0)[winds])
+    xr.testing.assert_identical(out.sel(point="berlin"), series.sel(point="berlin"))  # nothing learnt there
+    assert all(out[name].dtype == np.float32 for name in out.data_vars)
