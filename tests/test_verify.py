@@ -469,3 +469,50 @@ def test_corrected_series_keep_dewpoint_below_temperature_and_the_wind_direction
     xr.testing.assert_identical(out.sel(height=100.0)[winds], series.sel(height=100.0)[winds])
     xr.testing.assert_identical(out.sel(point="berlin"), series.sel(point="berlin"))  # nothing learnt there
     assert all(out[name].dtype == np.float32 for name in out.data_vars)
+
+
+def test_products_of_one_blend_share_the_correction_and_the_windpack_stays_raw(tmp_path, prefect_harness):
+    """eu-short and eu-medium (one blended series) are corrected alike, each cell with the
+    estimate learnt from the most pairs, so they agree where they overlap; the windpack is not
+    corrected, and validation passes with its 10 m wind raw beside eu-short's corrected one."""
+    from flows.cycle import cycle
+    from pointcast import postprocess
+
+    cfg = write_config(tmp_path, INITS[0])
+    (tmp_path / "obs").mkdir()
+    cfg.write_text(cfg.read_text().replace("[postprocess]", """\
+[products.eu-medium]
+points = "points/europe.csv"
+models = ["ifs"]
+freqs = ["1H", "15min"]
+horizon_hours = 96
+
+[products.eu-wind]
+points = "points/europe.csv"
+models = ["ifs"]
+freqs = ["1H"]
+horizon_hours = 72
+
+[postprocess]"""))
+    root = tmp_path / "output"
+    for pid, (b, n) in {"eu-short": (1.0, 5), "eu-medium": (3.0, 10)}.items():
+        state = postprocess._fit(None, list(postprocess.CORRECTED), list(POINTS), 80)
+        state["bias"].loc[{"element": "temp_2m"}] = b
+        state["bias"].loc[{"element": "windspd_10m"}] = 0.5
+        state["count"][:] = n
+        postprocess._save_state(root, pid, state)
+    cycle(str(cfg))
+    manifest = json.loads((root / "current" / "manifest.json").read_bytes())
+    assert set(manifest["postprocess"]["products"]) == {"eu-short", "eu-medium"}
+    json_dir = root / "current" / "json"
+    with xr.open_zarr(root / "zarr" / "eu-short.zarr") as short, xr.open_zarr(root / "zarr" / "eu-wind.zarr") as wind:
+        for pid in POINTS:
+            medium = json.loads((json_dir / "eu-medium" / "1H" / f"{pid}.json").read_bytes())["data"]
+            hourly = json.loads((json_dir / "eu-short" / "1H" / f"{pid}.json").read_bytes())["data"]
+            assert hourly == medium[:72]
+            raw = short.temp_2m.sel(point=pid).isel(init_time=0).values[::4]
+            assert np.allclose([e["temp_2m"] for e in hourly], raw - 3.0, atol=0.011)  # eu-medium's estimate
+            at10 = wind.windspd.sel(point=pid, height=10.0).isel(init_time=0).values
+            assert np.array_equal(at10, short.windspd_10m.sel(point=pid).isel(init_time=0).values[::4])
+            corrected = short.windspd_10m_corrected.sel(point=pid).isel(init_time=0).values[::4]
+            assert np.allclose(corrected, np.maximum(at10 - 0.5, 0), atol=1e-4)
