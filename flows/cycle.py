@@ -155,29 +155,28 @@ def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish
 
 
 def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                ctx: RunContext, corrections: dict, staging: Path, write_threads: int, points: slice):
+                ctx: RunContext, corrected: list[str], estimate, staging: Path, write_threads: int,
+                points: slice):
     """Blend and build one slice of the points for the blend's products, their files written
     into the run's staging tree by a writer of the slice's own (``write_threads``: its pool,
     0 in a forked process, which has a core of its own to write on). It may run in a forked
     process (`build_blend`), so it returns what the cycle keeps, not the files: each
     product's output without its files, the names of its files (and whether they hold a
-    null), the seams, the directories made. ``corrections``: the bias estimates of the
-    blend's corrected products (`postprocess.prepare`), by product; they share one corrected
-    series (`postprocess.merged`)."""
+    null), the seams, the directories made. ``corrected``: the products built from the
+    series corrected with ``estimate`` (`postprocess.correct_series`)."""
     series, seams = blend_models(cfg, pids, extracted, where, ctx.basetime, points)
     writer = publish.TreeWriter(staging, threads=write_threads)
     outputs, written = {}, {}
     try:
-        corrected = None
-        if corrections:  # [postprocess]: built from the corrected series, the raw archived beside
+        if corrected:  # [postprocess]: built from the corrected series, the raw archived beside
             from pointcast import postprocess
 
             start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
-            corrected = postprocess.correct_series(series, postprocess.merged(list(corrections.values())), start)
+            fixed = postprocess.correct_series(series, estimate, start)
         for pid in pids:
             files = writer.files()
-            out = build_product(cfg, pid, corrected if pid in corrections else series, ctx, files, points)
-            if pid in corrections:
+            out = build_product(cfg, pid, fixed if pid in corrected else series, ctx, files, points)
+            if pid in corrected:
                 postprocess.keep_raw(out.archive, series, pid)
             outputs[pid] = replace(out, files={})
             written[pid] = files.written()
@@ -196,13 +195,20 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     """The products of one blend, over their points in slices of at most `[dask]
     points_per_slice`, at least one a build process, built `build_processes` at a time in
     forked processes (rendering is Python: one core a process). The memory is a slice's
-    resampled members, blend and elements a process, whatever the number of points."""
+    resampled members, blend and elements a process, whatever the number of points.
+    ``corrections``: the bias estimates of the blend's corrected products
+    (`postprocess.prepare`), by product."""
     n = len(cfg.products[pids[0]].points)
     processes = cfg.dask.build_processes
     step = min(cfg.dask.points_per_slice, -(-n // processes))
     slices = [slice(first, first + step) for first in range(0, n, step)]
     forked = processes > 1 and len(slices) > 1
-    build = partial(build_slice, cfg, pids, extracted, where, ctx, corrections, writer.staging,
+    estimate = None
+    if corrections:  # the products of one blended series share one correction
+        from pointcast import postprocess
+
+        estimate = postprocess.merged(list(corrections.values()))
+    build = partial(build_slice, cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging,
                     0 if forked else publish.WRITE_THREADS)
     built = fork_map(build, slices, processes) if forked else [build(s) for s in slices]
     files = {pid: writer.files() for pid in pids}
