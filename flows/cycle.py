@@ -160,20 +160,30 @@ def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish
 
 
 def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                ctx: RunContext, staging: Path, write_threads: int, points: slice):
+                ctx: RunContext, corrected: list[str], estimate, staging: Path, write_threads: int,
+                points: slice):
     """Blend and build one slice of the points for the blend's products, their files written
     into the run's staging tree by a writer of the slice's own (``write_threads``: its pool,
     0 in a forked process, which has a core of its own to write on). It may run in a forked
     process (`build_blend`), so it returns what the cycle keeps, not the files: each
     product's output without its files, the names of its files (and whether they hold a
-    null), the seams, the directories made."""
+    null), the seams, the directories made. ``corrected``: the products built from the
+    series corrected with ``estimate`` (`postprocess.correct_series`)."""
     series, seams = blend_models(cfg, pids, extracted, where, ctx.basetime, points)
     writer = publish.TreeWriter(staging, threads=write_threads)
     outputs, written = {}, {}
     try:
+        if corrected:  # [postprocess]: built from the corrected series, the raw archived beside
+            from pointcast import postprocess
+
+            start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
+            fixed = postprocess.correct_series(series, estimate, start)
         for pid in pids:
             files = writer.files()
-            outputs[pid] = replace(build_product(cfg, pid, series, ctx, files, points), files={})
+            out = build_product(cfg, pid, fixed if pid in corrected else series, ctx, files, points)
+            if pid in corrected:
+                postprocess.keep_raw(out.archive, series, pid)
+            outputs[pid] = replace(out, files={})
             written[pid] = files.written()
     finally:
         dirs = writer.close()
@@ -186,17 +196,24 @@ def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 # quote()d too, so that Prefect does not walk them looking for futures.
 @task(cache_policy=NO_CACHE)
 def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                ctx: RunContext, writer: publish.TreeWriter) -> dict:
+                ctx: RunContext, writer: publish.TreeWriter, corrections: dict) -> dict:
     """The products of one blend, over their points in slices of at most `[dask]
     points_per_slice`, at least one a build process, built `build_processes` at a time in
     forked processes (rendering is Python: one core a process). The memory is a slice's
-    resampled members, blend and elements a process, whatever the number of points."""
+    resampled members, blend and elements a process, whatever the number of points.
+    ``corrections``: the bias estimates of the blend's corrected products
+    (`postprocess.prepare`), by product."""
     n = len(cfg.products[pids[0]].points)
     processes = cfg.dask.build_processes
     step = min(cfg.dask.points_per_slice, -(-n // processes))
     slices = [slice(first, first + step) for first in range(0, n, step)]
     forked = processes > 1 and len(slices) > 1
-    build = partial(build_slice, cfg, pids, extracted, where, ctx, writer.staging,
+    estimate = None
+    if corrections:  # the products of one blended series share one correction
+        from pointcast import postprocess
+
+        estimate = postprocess.merged(list(corrections.values()))
+    build = partial(build_slice, cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging,
                     0 if forked else publish.WRITE_THREADS)
     built = fork_map(build, slices, processes) if forked else [build(s) for s in slices]
     files = {pid: writer.files() for pid in pids}
@@ -237,18 +254,31 @@ def validate_run(cfg: Config, outputs: dict) -> dict:
 
 
 @task(cache_policy=NO_CACHE)
-def postprocess_run(cfg: Config, outputs: dict, writer: publish.TreeWriter) -> tuple[dict, dict]:
+def postprocess_learn(cfg: Config, runs: dict[str, RunRef]) -> tuple[dict, dict]:
+    """With `[postprocess]` on, before the builds: the bias estimates learnt from the
+    observations valid before each product's run (pointcast.postprocess), by product, and the
+    manifest's account of them; with it off, nothing."""
+    from pointcast import postprocess
+
+    if not cfg.postprocess.enabled:
+        return {}, {"enabled": False}
+    inits = {pid: min(runs[m].init for m in pc.models).replace(tzinfo=None) for pid, pc in cfg.products.items()}
+    states, account = postprocess.prepare(cfg, inits)
+    return states, {"enabled": True, **account}
+
+
+@task(cache_policy=NO_CACHE)
+def postprocess_run(cfg: Config, outputs: dict, writer: publish.TreeWriter, learnt: dict) -> dict:
     """After validation: the verification files (`pointcast verify`) carried into the new
-    run's tree, and with `[postprocess]` on the bias correction of the run's archive
-    (pointcast.postprocess). Returns the outputs and the manifest's account of corrections."""
-    from pointcast import postprocess, verify
+    run's tree; the manifest's account of the corrections (``learnt``, `postprocess_learn`)
+    of the products built this cycle (a carried product is not corrected)."""
+    from pointcast import verify
 
     for name, data in verify.published_files(Path(cfg.output.root)).items():
         writer.put(f"{verify.VERIFICATION_DIR}/{name}", data)
-    if not cfg.postprocess.enabled:
-        return outputs, {"enabled": False}
-    outputs, account = postprocess.stage(cfg, outputs)
-    return outputs, {"enabled": True, **account}
+    if not learnt["enabled"]:
+        return learnt
+    return {**learnt, "products": {pid: entry for pid, entry in learnt["products"].items() if pid in outputs}}
 
 
 @task(cache_policy=NO_CACHE)
@@ -440,11 +470,13 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                                                 [(len(point_sets[f]), heights[f]) for f in users[m]],
                                                 m in ends, wait_for=[allow_failure(f) for f in previous])
             previous = [decoding[m]]
+        learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
         updated = datetime.now(timezone.utc).replace(microsecond=0)
         # The products write their files into the run's staging tree as they render them: a
         # run of many points never holds its JSON in memory (publish.TreeWriter).
         writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id))
         with _cleaned_up(writer, cfg.output.root, run_id):
+            corrections, learnt = learning.result()
             for (points_file, models, _, _), pids in blends.items():
                 for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
                     out = _available({m: decoding[m]}, dropped).get(m)
@@ -464,7 +496,8 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                 ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
                                  models={m: model_info[m] for m in models})
                 outputs.update(build_blend(quote(cfg), pids, quote(extracted[points_file]),
-                                           quote(point_sets[points_file]), ctx, quote(writer)))
+                                           quote(point_sets[points_file]), ctx, quote(writer),
+                                           quote({pid: corrections[pid] for pid in pids if pid in corrections})))
             if not outputs:
                 raise RuntimeError(_nothing_published(cfg, unbuilt))
             for pid, reason in unbuilt.items():
@@ -473,7 +506,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                             "the served run's files of it are carried over" if carried[pid]
                             else "it is absent from this run (no served run has it)")
             report = validate_run(quote(cfg), quote(outputs))
-            outputs, corrections = postprocess_run(quote(cfg), quote(outputs), quote(writer))
+            applied = postprocess_run(quote(cfg), quote(outputs), quote(writer), learnt)
     synthetic = any(r.synthetic for r in runs.values())
     manifest = {
         "run_id": run_id, "created": iso(updated), "synthetic": synthetic,
@@ -491,7 +524,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                     absent={pid: unbuilt[pid] for pid, entry in carried.items() if entry is None},
                     source_notes={m: [*runs[m].notes, *fetched[m].notes] for m in runs})
     report["carried"] = {pid: entry["carried_from"] for pid, entry in carried.items() if entry}
-    manifest["postprocess"] = corrections
+    manifest["postprocess"] = applied
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
     return run_id
 

@@ -286,6 +286,65 @@ def test_correction_removes_the_bias_on_later_runs(world):
     assert corrected == pytest.approx(expected, rel=0.1)
 
 
+def served(root: Path, init: str, freq: str = "1H") -> dict[str, list[dict]]:
+    """The JSON entries of each point of eu-short as published by the run of ``init``."""
+    (run,) = (root / "runs").glob(f"{init[:13].replace('-', '').replace(':', '')}00Z-*")
+    return {pid: json.loads((run / "json" / "eu-short" / freq / f"{pid}.json").read_bytes())["data"]
+            for pid in POINTS}
+
+
+def test_served_json_is_corrected_from_what_was_learnt_before_the_run(world):
+    base, rows = world
+    root = base / "output"
+    observed = {(pid, str(when)[:19]): value for pid, when, value in rows}
+    for init in INITS[1:]:
+        json_errors, raw_errors = [], []
+        with xr.open_zarr(root / "zarr" / "eu-short.zarr") as ds:
+            run = ds.sel(init_time=np.datetime64(init[:-1], "ns"))
+            raw, corrected = run.temp_2m.load(), run.temp_2m_corrected.load()
+        for pid, entries in served(root, init).items():
+            for h, entry in enumerate(entries[:72]):
+                o = observed[(pid, entry["datetime"][:19])]
+                json_errors.append(entry["temp_2m"] - o)
+                lead = np.timedelta64(h, "h")
+                raw_errors.append(float(raw.sel(point=pid, lead_time=lead)) - o)
+                # the served value is the archive's corrected one
+                assert abs(entry["temp_2m"] - float(corrected.sel(point=pid, lead_time=lead))) < 0.006
+        assert abs(np.mean(raw_errors) + OFFSET_K) < 0.05  # the archive's raw keeps its bias
+        assert abs(np.mean(json_errors)) < 0.3, init
+        by_hour = np.reshape(json_errors, (len(POINTS), 72)).mean(axis=0)
+        assert np.abs(by_hour).max() < 0.3, init
+    # physical consistency of what is served, at every step of every run
+    for init in INITS:
+        for freq in ("1H", "15min"):
+            for entries in served(root, init, freq).values():
+                assert all(e["dewpoint_temperature"] <= e["temp_2m"] for e in entries)
+
+
+def test_off_changes_nothing(world, tmp_path, prefect_harness):
+    """With [postprocess] off, the JSON is that of a run corrected from nothing learnt (the
+    world's first run, with it on): the correction is a no-op until it has learnt."""
+    from flows.cycle import cycle
+
+    base, _ = world
+    cfg = write_config(tmp_path, INITS[0])
+    cfg.write_text(cfg.read_text().replace("enabled = true", "enabled = false"))
+    cycle(str(cfg))
+    (run,) = (tmp_path / "output" / "runs").glob("2026*")
+    (first,) = (base / "output" / "runs").glob(f"{INITS[0][:10].replace('-', '')}T0000Z-*")
+    files = sorted(p.relative_to(run) for p in (run / "json" / "eu-short").rglob("*.json"))
+    assert len(files) == 2 * len(POINTS) + 1
+    stamp = json.loads((run / "json" / "eu-short" / "1H" / "paris.json").read_bytes())["updated_time"]
+    stamp_on = json.loads((first / "json" / "eu-short" / "1H" / "paris.json").read_bytes())["updated_time"]
+    for rel in files:  # byte for byte but the publication time
+        assert (run / rel).read_bytes() == (first / rel).read_bytes().replace(stamp_on.encode(), stamp.encode()), rel
+    manifest = json.loads((run / "manifest.json").read_bytes())
+    assert manifest["postprocess"] == {"enabled": False}
+    with xr.open_zarr(tmp_path / "output" / "zarr" / "eu-short.zarr") as ds:
+        assert not [v for v in ds.data_vars if v.endswith("_corrected")]
+    assert not (tmp_path / "output" / "postprocess").exists()
+
+
 def test_bad_input_names_file_and_line_and_writes_nothing(world, tmp_path):
     base, _ = world
     cfg = str(base / "pointcast.toml")
@@ -381,3 +440,79 @@ def test_wind_direction_is_compared_on_the_circle():
     assert (b["lead_from_h"], b["n"], b["bias"], b["mae"]) == (3, 3, round(10 / 3, 4), round(50 / 3, 4))
     assert b["rmse"] == pytest.approx(math.sqrt((400 + 400 + 100) / 3), abs=1e-4)
     assert b["persistence"] == {"bias": None, "mae": None, "rmse": None} and "corrected" not in b
+
+
+def test_corrected_series_keep_dewpoint_below_temperature_and_the_wind_direction():
+    from pointcast import physics, postprocess
+
+    times = np.array(["2026-10-19T00:00", "2026-10-19T00:15", "2026-10-19T01:00"], dtype="datetime64[ns]")
+    series = xr.Dataset({
+        "t2m": (("time", "point"), np.full((3, 2), 283.15, np.float32)),
+        "d2m": (("time", "point"), np.full((3, 2), 282.65, np.float32)),
+        "wind_u": (("time", "point", "height"), np.full((3, 2, 2), 3.0, np.float32)),
+        "wind_v": (("time", "point", "height"), np.full((3, 2, 2), -4.0, np.float32)),
+    }, coords={"time": times, "point": ["paris", "berlin"], "height": [10.0, 100.0]})
+    state = postprocess._fit(None, list(postprocess.CORRECTED), ["paris"], 72)
+    bias = state["bias"]
+    bias.loc[{"element": "temp_2m", "point": "paris"}] = 1.0  # 1 K too warm
+    bias.loc[{"element": "dewpoint_temperature", "point": "paris"}] = -2.0  # 2 K too dry
+    bias.loc[{"element": "windspd_10m", "point": "paris", "lead_bin": 0}] = 2.0  # 5 m/s for 3
+    bias.loc[{"element": "windspd_10m", "point": "paris", "lead_bin": 1}] = 7.0  # more than the speed
+    out = postprocess.correct_series(series, state, times[0])
+    paris = out.sel(point="paris")
+    assert np.allclose(paris.t2m, 282.15)
+    assert np.allclose(paris.d2m, 282.15)  # raised to 284.65, above the temperature: capped at it
+    u, v = paris.wind_u.sel(height=10.0).values, paris.wind_v.sel(height=10.0).values
+    assert np.allclose(physics.wind_speed(u, v), [3.0, 3.0, 0.0])  # never negative
+    assert np.allclose(physics.wind_direction(u[:2], v[:2]), physics.wind_direction(3.0, -4.0))
+    winds = ["wind_u", "wind_v"]
+    xr.testing.assert_identical(out.sel(height=100.0)[winds], series.sel(height=100.0)[winds])
+    xr.testing.assert_identical(out.sel(point="berlin"), series.sel(point="berlin"))  # nothing learnt there
+    assert all(out[name].dtype == np.float32 for name in out.data_vars)
+
+
+def test_products_of_one_blend_share_the_correction_and_the_windpack_stays_raw(tmp_path, prefect_harness):
+    """eu-short and eu-medium (one blended series) are corrected alike, each cell with the
+    estimate learnt from the most pairs, so they agree where they overlap; the windpack is not
+    corrected, and validation passes with its 10 m wind raw beside eu-short's corrected one."""
+    from flows.cycle import cycle
+    from pointcast import postprocess
+
+    cfg = write_config(tmp_path, INITS[0])
+    (tmp_path / "obs").mkdir()
+    cfg.write_text(cfg.read_text().replace("[postprocess]", """\
+[products.eu-medium]
+points = "points/europe.csv"
+models = ["ifs"]
+freqs = ["1H", "15min"]
+horizon_hours = 96
+
+[products.eu-wind]
+points = "points/europe.csv"
+models = ["ifs"]
+freqs = ["1H"]
+horizon_hours = 72
+
+[postprocess]"""))
+    root = tmp_path / "output"
+    for pid, (b, n) in {"eu-short": (1.0, 5), "eu-medium": (3.0, 10)}.items():
+        state = postprocess._fit(None, list(postprocess.CORRECTED), list(POINTS), 80)
+        state["bias"].loc[{"element": "temp_2m"}] = b
+        state["bias"].loc[{"element": "windspd_10m"}] = 0.5
+        state["count"][:] = n
+        postprocess._save_state(root, pid, state)
+    cycle(str(cfg))
+    manifest = json.loads((root / "current" / "manifest.json").read_bytes())
+    assert set(manifest["postprocess"]["products"]) == {"eu-short", "eu-medium"}
+    json_dir = root / "current" / "json"
+    with xr.open_zarr(root / "zarr" / "eu-short.zarr") as short, xr.open_zarr(root / "zarr" / "eu-wind.zarr") as wind:
+        for pid in POINTS:
+            medium = json.loads((json_dir / "eu-medium" / "1H" / f"{pid}.json").read_bytes())["data"]
+            hourly = json.loads((json_dir / "eu-short" / "1H" / f"{pid}.json").read_bytes())["data"]
+            assert hourly == medium[:72]
+            raw = short.temp_2m.sel(point=pid).isel(init_time=0).values[::4]
+            assert np.allclose([e["temp_2m"] for e in hourly], raw - 3.0, atol=0.011)  # eu-medium's estimate
+            at10 = wind.windspd.sel(point=pid, height=10.0).isel(init_time=0).values
+            assert np.array_equal(at10, short.windspd_10m.sel(point=pid).isel(init_time=0).values[::4])
+            corrected = short.windspd_10m_corrected.sel(point=pid).isel(init_time=0).values[::4]
+            assert np.allclose(corrected, np.maximum(at10 - 0.5, 0), atol=1e-4)

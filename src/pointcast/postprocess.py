@@ -1,18 +1,21 @@
 """The optional post-processing stage (``[postprocess]``): a decaying-average bias correction.
 
-Each cycle, for temp_2m, dewpoint_temperature and windspd_10m of every product that archives
-them as (init_time, point, lead_time): the observations that arrived since the last cycle (in
-``[postprocess] observations``, valid before the new run's init time) are matched with the
-archived runs (pointcast.verify) and every forecast error ``f - o`` updates the bias estimate
-of its cell (point, lead-time bin, UTC hour of day) with NCEP's decaying average
+Each cycle, before the products are built, for temp_2m, dewpoint_temperature and windspd_10m
+of every product that archives them as (init_time, point, lead_time): the observations that
+arrived since the last cycle (in ``[postprocess] observations``, valid before the new run's
+init time) are matched with the archived raw forecasts (pointcast.verify) and every forecast
+error ``f - o`` updates the bias estimate of its cell (point, lead-time bin, UTC hour of day)
+with NCEP's decaying average
 
     b_new = (1 - w) * b_old + w * (f - o),   w = 0.02 by default
 
 (Cui, Toth, Zhu and Hou 2012, "Bias correction for global ensemble forecast", Weather and
 Forecasting 27, 396-410). While a cell has fewer than 1/w pairs its weight is 1/n, so its
-estimate is the plain mean of its pairs and a cold start is not pulled towards zero. The new
-run is archived with ``<variable>_corrected = raw - b`` beside the raw variable; the manifest
-says what was corrected. The estimates live in ``<root>/postprocess/<product>.nc``.
+estimate is the plain mean of its pairs and a cold start is not pulled towards zero. The
+blended series are corrected (``raw - b``) before the products derive and render them, so the
+published JSON is corrected; the archive keeps the raw element beside ``<name>_corrected``,
+and the manifest says what was corrected. The estimates live in
+``<root>/postprocess/<product>.nc``.
 docs/verification.md describes the scheme and its limits.
 """
 
@@ -21,20 +24,23 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from . import publish, verify
+from . import physics, publish, verify
 from .config import Config
+from .interp import BASE_STEP
+from .products import eu_common
 
 log = logging.getLogger(__name__)
 
 CORRECTED = ("temp_2m", "dewpoint_temperature", "windspd_10m")
 STATE_DIR = "postprocess"
+KELVIN = eu_common.KELVIN
+WIND_HEIGHT = 10.0  # the height of windspd_10m in the series' wind_u, wind_v
 SCHEME = "decaying-average bias per point, lead-time bin and UTC hour of day (NCEP, Cui et al. 2012)"
 
 
@@ -116,34 +122,80 @@ def learn(state: xr.Dataset, m: verify.Matches, element: str, weight: float) -> 
     return n
 
 
-def correct(archive: xr.Dataset, state: xr.Dataset, product: str) -> list[str]:
-    """Add ``<name>_corrected`` beside each corrected variable of a run's archive dataset."""
-    init = archive[publish.INIT].values[0]
+def merged(states: list[xr.Dataset]) -> xr.Dataset:
+    """One estimate for the products built from the same blended series (eu-short and
+    eu-medium), so that they agree where they overlap: each cell's from the product that
+    learnt it from the most pairs."""
+    if len(states) == 1:
+        return states[0]
+    both = xr.concat(states, dim="product", join="outer", fill_value=0)
+    return both.isel(product=both["count"].argmax("product"))
+
+
+def correct_series(series: xr.Dataset, state: xr.Dataset, start: np.datetime64) -> xr.Dataset:
+    """The blended series of a run starting at ``start`` with the learnt bias of each step's
+    cell removed, before the product derives and renders anything: its elements (humidity,
+    feel-like temperature, daily extremes, weather codes) follow from the corrected series.
+    The dewpoint stays at or below the temperature; the 10 m wind keeps its direction, its
+    components scaled by corrected / raw speed (a calm stays calm). A cell learnt nothing
+    has a bias of 0: its values are unchanged."""
+    times = series.time.values
+    hours = ((times - times.astype("datetime64[D]")) // np.timedelta64(1, "h")).astype(np.int64)
+    bins = np.minimum(bin_index((times - start) / np.timedelta64(1, "h")), state.sizes["lead_bin"] - 1)
+    ids = series.point.values
+
+    def bias(element: str) -> xr.DataArray:
+        est = state["bias"].sel(element=element).reindex(point=ids, fill_value=0.0).values
+        return xr.DataArray(est[:, bins, hours].T, dims=("time", "point"))
+
+    def limited(values: xr.DataArray, element: str, offset: float = 0.0) -> xr.DataArray:
+        lo, hi = verify.OBSERVED[element].valid
+        return values.clip(lo + offset, hi + offset)
+
+    out = series.copy()
+    elements = state.element.values.tolist()
+    if "temp_2m" in elements:
+        out["t2m"] = limited(series.t2m - bias("temp_2m"), "temp_2m", KELVIN).astype(series.t2m.dtype)
+    if "dewpoint_temperature" in elements:
+        out["d2m"] = limited(series.d2m - bias("dewpoint_temperature"), "dewpoint_temperature", KELVIN)
+    if "d2m" in out:
+        out["d2m"] = np.minimum(out.d2m, out.t2m).astype(series.d2m.dtype)
+    if "windspd_10m" in elements:
+        u, v = (series[c].sel(height=WIND_HEIGHT) for c in ("wind_u", "wind_v"))
+        raw = physics.wind_speed(u, v)
+        speed = limited(raw - bias("windspd_10m"), "windspd_10m")
+        factor = xr.where(raw > 0, speed / raw.where(raw > 0), 1.0)
+        at = series.height == WIND_HEIGHT
+        for c in ("wind_u", "wind_v"):
+            out[c] = xr.where(at, series[c] * factor, series[c]).transpose(*series[c].dims).astype(series[c].dtype)
+    return out
+
+
+def keep_raw(archive: xr.Dataset, series: xr.Dataset, product: str) -> list[str]:
+    """The archive of a product built from the corrected series: its corrected elements move
+    to ``<name>_corrected`` and the raw ones (the same elements of the uncorrected ``series``
+    at the archive's steps, from which the correction learns) go back under their names."""
     lead = archive[publish.LEAD].values
-    lead_h = lead / np.timedelta64(1, "h")
-    valid = init + lead
-    hours = ((valid - valid.astype("datetime64[D]")) // np.timedelta64(1, "h")).astype(np.int64)
-    bins = np.minimum(bin_index(lead_h), state.sizes["lead_bin"] - 1)
+    sampled = series.sel(time=archive[publish.INIT].values[0] + lead)
+    fields = eu_common.Fields(sampled, lead[1] - lead[0])
     added = []
     for element, name in targets(product).items():
-        if name not in archive:
-            continue
-        est = state["bias"].sel(element=element).reindex(point=archive[publish.POINT].values, fill_value=0.0)
-        b = est.values[:, bins, hours]  # (point, lead)
-        raw = archive[name]
-        lo, hi = verify.OBSERVED[element].valid
-        values = np.clip(raw.values - b[None].astype(raw.dtype), lo, hi).astype(raw.dtype)
-        attrs = {**raw.attrs, "long_name": f"{raw.attrs.get('long_name', name)}, bias-corrected",
+        corrected = archive[name]
+        raw = eu_common.BY_KEY[element].compute(fields).T[None].astype(corrected.dtype)
+        attrs = {**corrected.attrs, "long_name": f"{corrected.attrs.get('long_name', name)}, bias-corrected",
                  "comment": f"raw value in {name}; {SCHEME}"}
-        archive[f"{name}_corrected"] = (raw.dims, values, attrs)
+        archive[f"{name}_corrected"] = (corrected.dims, corrected.values, attrs)
+        archive[name] = (corrected.dims, raw, corrected.attrs)
         added.append(f"{name}_corrected")
     return added
 
 
-def stage(cfg: Config, outputs: dict) -> tuple[dict, dict]:
-    """Learn from the observations that arrived since the last cycle and correct the new
-    run's archive datasets; returns the outputs and the manifest's account. A bad
-    observation file is logged and the cycle goes on with the estimates it has."""
+def prepare(cfg: Config, inits: dict[str, np.datetime64]) -> tuple[dict[str, xr.Dataset], dict]:
+    """Before the builds: learn from the observations that arrived since the last cycle and
+    are valid before the product's run (``inits``: the earliest init time of its models, so
+    that nothing the run verifies is learnt whichever model starts it); save and return each
+    product's estimates, and the manifest's account. A bad observation file is logged and
+    the cycle goes on with the estimates it has."""
     pp = cfg.postprocess
     root = Path(cfg.output.root)
     try:
@@ -154,16 +206,14 @@ def stage(cfg: Config, outputs: dict) -> tuple[dict, dict]:
         log.error("postprocess: %s; nothing learnt this cycle", exc)
         obs = None
     account = {"scheme": SCHEME, "weight": pp.weight, "observations": str(pp.observations), "products": {}}
-    out = dict(outputs)
-    for pid, output in outputs.items():
+    states = {}
+    for pid, pc in cfg.products.items():
         elements = list(targets(pid))
         if not elements:
             continue
-        ds = output.archive.copy()
-        init = ds[publish.INIT].values[0]
-        nbins = int(bin_index(np.array([ds[publish.LEAD].values[-1] / np.timedelta64(1, "h")]))[0]) + 1
-        previous = load_state(root, pid)
-        state = _fit(previous, elements, [str(p) for p in ds[publish.POINT].values], nbins)
+        init = np.datetime64(inits[pid], "ns")
+        last = np.array([pc.horizon_hours - BASE_STEP / np.timedelta64(1, "h")])
+        state = _fit(load_state(root, pid), elements, [p.id for p in pc.points], int(bin_index(last)[0]) + 1)
         through = state.attrs.get("observations_through")
         learnt = 0
         if obs is not None and len(obs):
@@ -182,11 +232,10 @@ def stage(cfg: Config, outputs: dict) -> tuple[dict, dict]:
             if len(new):
                 state.attrs["observations_through"] = pd.Timestamp(new["time"].max()).tz_localize("UTC").isoformat()
         _save_state(root, pid, state)
-        added = correct(ds, state, pid)
-        out[pid] = replace(output, archive=ds)
+        states[pid] = state
         account["products"][pid] = {
-            "corrected": added, "pairs_learnt": learnt,
+            "corrected": [f"{targets(pid)[e]}_corrected" for e in elements], "pairs_learnt": learnt,
             "observations_through": state.attrs.get("observations_through"),
             "cells_with_estimate": int((state["count"] > 0).sum())}
-        log.info("postprocess %s: learnt %d pairs, corrected %s", pid, learnt, ", ".join(added))
-    return out, account
+        log.info("postprocess %s: learnt %d pairs", pid, learnt)
+    return states, account
