@@ -810,10 +810,12 @@ def _clearsky(starts, ends, means, times, clear_fine, lats, lons) -> np.ndarray:
         secs = ((ends - starts) / np.timedelta64(1, "s")).astype(float)
         clear_src[partial] = physics.clear_sky_ghi_mean(lats, lons, starts[partial].astype("datetime64[ns]"),
                                                         secs[partial])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        index = np.where(clear_src > 1.0, means / np.where(clear_src > 1.0, clear_src, 1.0), 0.0)
-    index = _reshape_like(index, means)
-    res = index[k] * _reshape_like(clear_fine, means)
+    # Where the clear-sky mean is below 1 W/m2 (twilight: the model's diffuse light before
+    # sunrise and after sunset, where Haurwitz is near zero), an index would be meaningless
+    # or huge: the interval's mean is spread evenly over it instead, so its energy is kept.
+    sunny = _reshape_like(clear_src > 1.0, means)
+    index = means / _reshape_like(np.where(clear_src > 1.0, clear_src, 1.0), means)
+    res = np.where(sunny[k], index[k] * _reshape_like(clear_fine, means), means[k])
     return np.where(_bcast_t(ok, means), res, np.nan)
 
 
