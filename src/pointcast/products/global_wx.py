@@ -10,8 +10,9 @@ publishes, per point:
 - `global/<id>.json`: the wxdata element in the point's own zone, ready to serve (and to host
   statically);
 - `global/hourly/<id>.json`: the hourly quantities in UTC at their published precision, and
-  precipitation to 0.001 mm for the day totals (`STORED_DECIMALS`), from which the server renders the element for any other zone with
-  `render_zone` -- the same function the build uses, so both agree to the byte.
+  precipitation to 0.001 mm for the day totals (`STORED_DECIMALS`), from which the server
+  renders the element for any other zone with `render_zone` -- the same function the build
+  uses, so both agree to the byte.
 The series runs `horizon_hours` (at least 338 h: 14 local days from a basetime at local
 midnight, plus an hour for a daylight-saving day of 25 hours).
 """
