@@ -25,7 +25,8 @@ encodes a field the way that upstream does, with ecCodes:
   real ICON samples); steps in minutes; CCSDS packing. ICON-EU has 74 levels (75 half levels),
   ICON-D2 65 (66). Pressure levels are DWD's (ICON-EU 1000, 950, 925, 850, 700 ..., ICON-D2
   1000, 975, 950, 850, 700 ...: ICON-D2 has no 925 hPa). The lowest model levels only are
-  written (U/V and HHL), enough for the lowest kilometre and more.
+  written (U/V and HHL), enough for the lowest kilometre and more, and HHL of half level 1
+  (the top, which carries the column's level count as every HHL message does).
 * JMA MSM Lsurf as RISH serves it: ``<YYYY>/<MM>/<DD>/Z__C_RJTD_<YYYYMMDDhh>0000_MSM_GPV_Rjp_Lsurf_
   FH<aa>-<bb>_grib2.bin``: one GRIB2 message per forecast time holding all its fields (sections
   1 and 3 once, 4-7 repeated per field), centre rjtd, simple packing; 1.5 m TMP/RH, TCDC/LCDC
@@ -507,6 +508,9 @@ ICON_D2 = IconModel("icon-d2", 47, (43.18, 58.08), (-3.94, 20.34), 0.4, 65, 16,
                     (1000, 975, 950, 850, 700, 500), 48, 48, True)
 
 
+TOP_M = 22000.0  # m above sea level: ICON-D2's and ICON-EU's model top (half level 1)
+
+
 def icon_half_heights(n_full: int, written: int) -> dict[int, float]:
     """Height above ground of half levels (DWD numbering, n_full + 1 = the ground) for the
     lowest ``written`` + 1 of them: a 20 m lowest layer, each layer 25 % thicker upwards
@@ -576,7 +580,9 @@ def write_icon(root: Path, atm: Atmosphere, init: datetime, model: IconModel,
     vgrid = [("nlev", model.levels + 1), ("numberOfVGridUsed", model.grid_number),
              ("uuidOfVGrid", uuid.uuid5(uuid.NAMESPACE_URL, model.name + "/vertical").hex)]
     hybrid = [("genVertHeightCoords", 1), ("NV", 6)]
-    for k, z in half.items():
+    # HHL of every half level is published; the lowest ones are written, and half level 1
+    # (the model top, flat above the SLEVE decay), which every vertical grid has.
+    for k, z in {1: TOP_M - orog, **half}.items():
         put("HHL", param(0, 3, 6) + hybrid + level(150, k, 0, 101) + vgrid + mins(0), orog + z,
             0, 150, k)
     steps = sorted(s for s in set(range(0, model.hourly_to + 1))

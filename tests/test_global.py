@@ -15,7 +15,8 @@ import xarray as xr
 
 from pointcast import codes
 from pointcast.grids import GLOBAL_5KM, grid_for
-from pointcast.products.global_wx import MRF_DAYS, SRF_HOURS, point_time_zone, read_hourly, render_zone
+from pointcast.products.global_wx import (MRF_DAYS, SRF_HOURS, STORED_DECIMALS, point_time_zone, read_hourly,
+                                          render_zone)
 from pointcast.products.wx import HOURLY_DECIMALS, WHOLE_DAY
 
 from test_cycle import run_dir, serving
@@ -115,6 +116,58 @@ def _hours_of(element: dict, hourly, start: str, zone: str) -> dict[str, list[in
     return out
 
 
+def _shares(midnight: datetime, zone: str, start: str, n: int) -> np.ndarray:
+    """The part of each hour (from `start`, UTC) inside the local day from `midnight`."""
+    t0 = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
+    day0 = midnight.astimezone(timezone.utc)
+    day1 = datetime.combine(midnight.date() + timedelta(days=1), time(0), tzinfo=ZoneInfo(zone))
+    out = np.zeros(n)
+    for i in range(n):
+        a, b = t0 + timedelta(hours=i), t0 + timedelta(hours=i + 1)
+        out[i] = max((min(b, day1) - max(a, day0)) / timedelta(hours=1), 0.0)
+    return out
+
+
+def test_day_and_night_by_the_sun_at_the_middle_of_the_hour():
+    """A clear dry hour is sunny (100) when the sun is up at its middle, clear (500) when not,
+    whatever the sun does at its start: at dawn and dusk the two differ."""
+    from pointcast import physics
+    from pointcast.products.wx import hourly_fields
+
+    lon = np.arange(0.0, 15.0, 2.0)  # the sun an hour apart at the first and the last
+    lat = np.full_like(lon, 51.5)
+    times = np.datetime64("2026-11-20T00:00", "ns") + np.arange(48) * np.timedelta64(1, "h")
+    zero = np.zeros((48, len(lon)), np.float32)
+    ds = xr.Dataset({"t2m": (("time", "point"), zero + 283.0), "d2m": (("time", "point"), zero + 280.0),
+                     "wind_u": (("time", "point", "height"), zero[..., None] + 2.0),
+                     "wind_v": (("time", "point", "height"), zero[..., None]),
+                     "tp": (("time", "point"), zero), "sf": (("time", "point"), zero),
+                     "tcc": (("time", "point"), zero), "msl": (("time", "point"), zero + 101300.0),
+                     "ssrd": (("time", "point"), zero), "pop": (("time", "point"), zero)},
+                    coords={"time": times, "point": np.arange(len(lon)), "height": [10.0]})
+    wx = hourly_fields(ds, lat, lon)["wx"]
+    start = physics.cos_solar_zenith(lat, lon, times) > 0
+    middle = physics.cos_solar_zenith(lat, lon, times + np.timedelta64(30, "m")) > 0
+    assert (start & ~middle).any() and (~start & middle).any()  # the sun sets, rises in a half hour
+    assert (wx == np.where(middle, 100, 500)).all()
+
+
+def test_a_day_off_the_hour_runs_from_its_midnight():
+    """At +05:45 the hours start at quarter to: a local day's total and means take the hour
+    a midnight cuts by its share (the 15-minute series spreads an hour's amount evenly), so the
+    day runs 00:00-24:00, not 00:45-00:45. The totals add the hourly amounts to 0.001 mm, so
+    that amounts published as 0.0 mm still count."""
+    hourly = _hourly()
+    hourly["prec"][:] = 0.0  # published: 0.04 mm rounded to 0.1 mm
+    hourly["prec_fine"] = np.full_like(hourly["prec"], 0.04)
+    hourly["prec"][24 * 3 + 18, 0] = hourly["prec_fine"][24 * 3 + 18, 0] = 1.0  # 23:45 on 23 Nov
+    element = _element("2026-11-20T00:00", "Asia/Kathmandu", hourly)
+    days = {e["date"][:10]: e["prec"] for e in element["mrf"]}
+    assert days["2026-11-21"] == 1.0  # 24 hours of 0.04 mm (0.96), published to 0.1 mm
+    assert days["2026-11-23"] == pytest.approx(1.2)  # 0.75 x 0.04 + 23 x 0.04 + 0.25 x 1.0
+    assert days["2026-11-24"] == pytest.approx(1.7)  # 0.75 x 1.0 + 23 x 0.04 + 0.25 x 0.04
+
+
 @pytest.mark.parametrize("start, zone, lengths", [
     # Europe leaves summer time on Sunday 25 October 2026: a local day of 25 hours
     ("2026-10-20T00:00", "Europe/Berlin", {"2026-10-25": 25}),
@@ -141,14 +194,16 @@ def test_daily_aggregation_across_a_daylight_saving_change(start, zone, lengths)
         elif day is not element["mrf"][0]:
             assert len(idx) == 24
         temp = hourly["temp"][idx, 0]
-        if day is element["mrf"][0] and datetime.fromisoformat(element["srf"][0]["date"]).hour != 0:
+        first = datetime.fromisoformat(element["srf"][0]["date"])
+        if day is element["mrf"][0] and (first.hour, first.minute) != (0, 0):
             # A first day the forecast starts after its midnight: no whole-day values.
             assert [day[k] for k in WHOLE_DAY] == [-9999] * len(WHOLE_DAY)
         else:
             assert day["maxtemp"] == pytest.approx(temp.max()) and day["mintemp"] == pytest.approx(temp.min())
-            assert day["prec"] == pytest.approx(round(hourly["prec"][idx, 0].sum(), 1))
-            assert day["rhum"] == int(np.round(hourly["rhum"][idx, 0].mean()))
-            assert day["solrad"] == pytest.approx(round(hourly["solrad"][idx, 0].mean(), 1))
+            share = _shares(d, zone, start, len(hourly["wx"]))
+            assert day["prec"] == pytest.approx((share * hourly["prec"][:, 0]).sum(), abs=0.0501)
+            assert day["rhum"] == int(np.round((share * hourly["rhum"][:, 0]).sum() / share.sum()))
+            assert day["solrad"] == pytest.approx((share * hourly["solrad"][:, 0]).sum() / share.sum(), abs=0.0501)
         assert day["pop"] == int(hourly["pop"][idx, 0].max())
         assert day["wx"] == int(codes.wx_daily(hourly["wx"][idx, 0]))
     assert len(offsets) == 2  # the change is inside the 14 days
@@ -239,7 +294,8 @@ def test_global_objects_follow_the_spec(published):
         days = [datetime.fromisoformat(e["date"]) for e in obj["mrf"]]
         assert days[0].date() == basetime.astimezone(zone).date()
         assert [(b.date() - a.date()).days for a, b in zip(days, days[1:])] == [1] * (MRF_DAYS - 1)
-        partial = datetime.fromisoformat(obj["srf"][0]["date"]).hour != 0
+        first = datetime.fromisoformat(obj["srf"][0]["date"])
+        partial = (first.hour, first.minute) != (0, 0)
         for k, e in enumerate(obj["mrf"]):
             assert list(e) == MRF_FIELDS and isinstance(e["pop"], int) and 0 <= e["pop"] <= 100
             if k == 0 and partial:  # the rest of a day is no day: no whole-day values
@@ -269,7 +325,7 @@ def test_hourly_file_renders_the_precomputed_element(published):
     for point in index["points"][:5]:
         data = (run_dir(root) / "json" / "global" / "hourly" / f"{point['id']}.json").read_bytes()
         start, hourly = read_hourly(data)
-        assert set(hourly) == set(HOURLY_DECIMALS) and len(hourly["wx"]) == HOURS
+        assert set(hourly) == set(STORED_DECIMALS) and len(hourly["wx"]) == HOURS
         mine = render_zone([(point["lat"], point["lon"])], start, hourly, ZoneInfo(point["time_zone"]))[0]
         assert mine == (run_dir(root) / "json" / "global" / f"{point['id']}.json").read_bytes()
 
@@ -376,8 +432,9 @@ def test_a_points_days_do_not_depend_on_the_points_rendered_with_it():
     hourly = {k: np.round(rng.uniform(0, 900, (24 * 3, 5)), 1) for k in HOURLY_DECIMALS}
     hourly["wx"] = np.full((24 * 3, 5), 100)
     days = [np.arange(24 * d, 24 * (d + 1)) for d in range(3)]
-    together = daily_fields(hourly, days, first_whole=True)
+    shares = [(idx, np.ones(len(idx))) for idx in days]
+    together = daily_fields(hourly, days, shares, first_whole=True)
     for j in range(5):
-        alone = daily_fields({k: v[:, j:j + 1] for k, v in hourly.items()}, days, first_whole=True)
+        alone = daily_fields({k: v[:, j:j + 1] for k, v in hourly.items()}, days, shares, first_whole=True)
         for k in ("prec", "rhum", "solrad"):
             assert alone[k][:, 0].tobytes() == together[k][:, j].tobytes(), (k, j)

@@ -78,6 +78,24 @@ def test_radiation_zero_at_night_and_energy_kept():
     assert night.any() and (out.ssrd.values[night] == 0).all()
 
 
+def test_twilight_radiation_is_kept_where_the_clear_sky_is_dark():
+    """A model's light at dawn and dusk (diffuse, where Haurwitz's clear sky is below 1 W/m2)
+    is spread evenly over its interval, not dropped: every hour with sun keeps its mean. An
+    hour of night stays dark (a model's mean there is packing noise)."""
+    steps = list(range(1, 25))
+    axis = base_axis(INIT, INIT + np.timedelta64(24, "h") - BASE_STEP)
+    clear = physics.clear_sky_ghi_mean(LATS, LONS, axis, 900.0).reshape(24, 4, 2).mean(axis=1)
+    means = np.where(clear > 0, np.maximum(0.7 * clear, 3.0), 0.5)  # 3 W/m2 of twilight
+    out = resample(point_ds("ssrd", means, steps), axis, LATS, LONS)
+    twilight, night = (clear > 0) & (clear <= 1.0), clear == 0
+    assert twilight.any() and night.any()
+    hourly = out.ssrd.values.reshape(24, 4, 2)
+    day = ~night[:, None, :].repeat(4, axis=1)
+    np.testing.assert_allclose(hourly.mean(axis=1)[~night], means[~night], rtol=1e-4)
+    np.testing.assert_allclose(hourly.transpose(0, 2, 1)[twilight], 3.0, rtol=1e-6)  # flat
+    assert (hourly[~day] == 0).all()  # night stays dark, whatever noise its mean carries
+
+
 def test_gust_held_over_its_interval():
     ds = point_ds("gust", [[10.0, 5.0], [20.0, 7.0]], [1, 2])
     axis = base_axis(INIT, INIT + np.timedelta64(2, "h") - BASE_STEP)

@@ -45,8 +45,7 @@ from test_server import (
 
 from pointcast import server
 from pointcast.grids import grid_for
-from pointcast.products.global_wx import render_zone
-from pointcast.products.wx import HOURLY_DECIMALS
+from pointcast.products.global_wx import STORED_DECIMALS, render_zone
 from pointcast.server import Deflated, Piece, accepts_gzip, create_app, gzip_chunks
 
 GLOBAL = "/api/v2/global/wx"
@@ -84,7 +83,7 @@ def publish_global(run: Path, updated: datetime, next_update: datetime) -> None:
     (base / "hourly").mkdir(parents=True)
     hours = 342
     rng = np.random.default_rng(8)
-    values = {k: np.round(rng.uniform(0, 30, hours), dec or 0).tolist() for k, dec in HOURLY_DECIMALS.items()}
+    values = {k: np.round(rng.uniform(0, 30, hours), dec or 0).tolist() for k, dec in STORED_DECIMALS.items()}
     values["wx"] = rng.choice([100.0, 200.0, 300.0, 500.0], hours).tolist()  # weather codes
     values["wnddir"] = rng.integers(0, 17, hours).astype(float).tolist()  # 16 sectors, 0 calm
     hourly = {"start": "2026-11-22T00:00:00+00:00", **values}

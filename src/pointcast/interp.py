@@ -810,10 +810,15 @@ def _clearsky(starts, ends, means, times, clear_fine, lats, lons) -> np.ndarray:
         secs = ((ends - starts) / np.timedelta64(1, "s")).astype(float)
         clear_src[partial] = physics.clear_sky_ghi_mean(lats, lons, starts[partial].astype("datetime64[ns]"),
                                                         secs[partial])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        index = np.where(clear_src > 1.0, means / np.where(clear_src > 1.0, clear_src, 1.0), 0.0)
-    index = _reshape_like(index, means)
-    res = index[k] * _reshape_like(clear_fine, means)
+    # Where the clear-sky mean is below 1 W/m2 but not 0 (twilight: the sun rises or sets in
+    # the interval, and Haurwitz is near zero within a degree of the horizon while the
+    # model's diffuse light is not), an index would be meaningless or huge: the interval's
+    # mean is spread evenly over it instead, so its energy is kept. An interval of night
+    # (clear sky 0) stays dark, whatever packing noise its accumulation differences carry.
+    sunny = clear_src > 1.0
+    index = means / _reshape_like(np.where(sunny, clear_src, 1.0), means)
+    flat = np.where(_reshape_like(clear_src > 0.0, means), means, 0.0)
+    res = np.where(_reshape_like(sunny, means)[k], index[k] * _reshape_like(clear_fine, means), flat[k])
     return np.where(_bcast_t(ok, means), res, np.nan)
 
 

@@ -9,9 +9,10 @@ What depends on the zone is cheap; what is costly is not zone-dependent. So the 
 publishes, per point:
 - `global/<id>.json`: the wxdata element in the point's own zone, ready to serve (and to host
   statically);
-- `global/hourly/<id>.json`: the hourly quantities in UTC at their published precision
-  (`HOURLY_DECIMALS`), from which the server renders the element for any other zone with
-  `render_zone` -- the same function the build uses, so both agree to the byte.
+- `global/hourly/<id>.json`: the hourly quantities in UTC at their published precision, and
+  precipitation to 0.001 mm for the day totals (`STORED_DECIMALS`), from which the server
+  renders the element for any other zone with `render_zone` -- the same function the build
+  uses, so both agree to the byte.
 The series runs `horizon_hours` (at least 338 h: 14 local days from a basetime at local
 midnight, plus an hour for a daylight-saving day of 25 hours).
 """
@@ -31,13 +32,17 @@ from ..config import ProductConfig
 from ..interp import aggregate
 from .base import (Files, ProductOutput, RunContext, archive_frame, array, iso, numbers, render_index,
                    with_arrays)
-from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, hourly_fields,
-                 local_days, local_times, whole_first_day, wx_elements)
+from .wx import (DAILY_DECIMALS, FINE_PREC, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, day_shares,
+                 hourly_fields, local_days, local_times, whole_first_day, wx_elements)
 
 SRF_HOURS = 72
 MRF_DAYS = 14
 SRF_KEYS = {k: HOURLY_DECIMALS[k] for k in ("wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum", "solrad")}
 MRF_KEYS = {k: DAILY_DECIMALS[k] for k in ("wx", "maxtemp", "mintemp", "prec", "pop", "rhum", "solrad")}
+# The hourly quantities every zone's element is built from: at their published precision, and
+# precipitation to 0.001 mm (`wx.FINE_PREC`) for the day totals, so that a total is not the sum
+# of 24 roundings to 0.1 mm (nor an hour's published value a rounding of a rounding).
+STORED_DECIMALS = {**HOURLY_DECIMALS, FINE_PREC: 3}
 
 
 @functools.cache
@@ -57,9 +62,10 @@ def point_time_zone(lat: float, lon: float) -> str:
     return name
 
 
-def published(hourly: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The hourly quantities rounded as published (the base every zone's element is built from)."""
-    return {k: np.round(hourly[k], dec or 0) for k, dec in HOURLY_DECIMALS.items()}
+def stored(hourly: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The hourly quantities rounded as stored (the base every zone's element is built from)."""
+    hourly = {**hourly, FINE_PREC: hourly["prec"]}
+    return {k: np.round(hourly[k], dec or 0) for k, dec in STORED_DECIMALS.items()}
 
 
 def render_zone(coords: list[tuple[float, float]], start: np.datetime64, hourly: dict[str, np.ndarray],
@@ -69,7 +75,7 @@ def render_zone(coords: list[tuple[float, float]], start: np.datetime64, hourly:
     hours = len(hourly["wx"])
     local = local_times(start + np.arange(hours) * HOUR, zone)
     days, day_dates = local_days(local, MRF_DAYS)
-    daily = daily_fields(hourly, days, first_whole=whole_first_day(local))
+    daily = daily_fields(hourly, days, day_shares(local, days), first_whole=whole_first_day(local))
     srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
     return wx_elements(coords, srf_dates, hourly, SRF_KEYS, day_dates, daily, MRF_KEYS)
 
@@ -78,7 +84,7 @@ def read_hourly(data: bytes) -> tuple[np.datetime64, dict[str, np.ndarray]]:
     """A `global/hourly/<id>.json` file -> (start, hourly (time, 1) arrays) for `render_zone`."""
     obj = json.loads(data)
     start = np.datetime64(obj["start"].removesuffix("+00:00"), "ns")
-    hourly = {k: np.asarray(obj[k], dtype=np.float64)[:, None] for k in HOURLY_DECIMALS}
+    hourly = {k: np.asarray(obj[k], dtype=np.float64)[:, None] for k in STORED_DECIMALS}
     if len({len(v) for v in hourly.values()}) != 1:
         raise ValueError("hourly arrays of different lengths")
     return start, hourly
@@ -94,7 +100,7 @@ class GlobalWx(WxProduct):
         ds = aggregate(series, start, HOUR, cfg.horizon_hours)
         lats = np.array([p.lat for p in cfg.points])
         lons = np.array([p.lon for p in cfg.points])
-        hourly = published(hourly_fields(ds, lats, lons))
+        hourly = stored(hourly_fields(ds, lats, lons))
         zones = [point_time_zone(p.lat, p.lon) for p in cfg.points]
         files = Files() if files is None else files
         by_zone = defaultdict(list)
@@ -105,7 +111,7 @@ class GlobalWx(WxProduct):
                                    {k: v[:, cols] for k, v in hourly.items()}, ZoneInfo(zone))
             for j, element in zip(cols, elements):
                 files[f"{self.id}/{cfg.points[j].id}.json"] = element
-        texts = {k: numbers(hourly[k], dec) for k, dec in HOURLY_DECIMALS.items()}
+        texts = {k: numbers(hourly[k], dec) for k, dec in STORED_DECIMALS.items()}
         for j, p in enumerate(cfg.points):
             files[f"{self.id}/hourly/{p.id}.json"] = with_arrays(
                 {"lat": p.lat, "lon": p.lon, "time_zone": zones[j], "start": iso(start), "step_seconds": 3600},

@@ -20,8 +20,8 @@ from .. import codes, physics
 from ..config import ProductConfig
 from ..interp import aggregate
 from .base import Files, ProductOutput, RunContext, archive_frame, render_index
-from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, hourly_fields,
-                 local_days, local_times, whole_first_day, wx_elements)
+from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, day_shares,
+                 hourly_fields, local_days, local_times, whole_first_day, wx_elements)
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 SRF_HOURS = 72
@@ -57,7 +57,7 @@ class Japan(WxProduct):
         hourly.update(feel_fields(ds, hourly["wndspd"]))
         local = local_times(ds.time.values, TOKYO)
         days, day_dates = local_days(local, MRF_DAYS)
-        daily = daily_fields(hourly, days, first_whole=whole_first_day(local))
+        daily = daily_fields(hourly, days, day_shares(local, days), first_whole=whole_first_day(local))
         srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
         elements = wx_elements([(p.lat, p.lon) for p in cfg.points], srf_dates, hourly, SRF_KEYS,
                                day_dates, daily, MRF_KEYS)

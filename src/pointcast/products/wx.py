@@ -3,9 +3,10 @@
 Both publish hourly srf entries and daily mrf entries with the units, codes and missing values
 of design.md section 4. This module holds what they share: the hourly quantities from the
 blended canonical series, the local days of a time zone, and the daily aggregates of a day's
-hours. An hourly entry describes the hour that starts at its date; a local day holds the hours
-that start on that day's date in the zone (with a 30 or 45 minute offset they start at half
-or quarter past the local hour).
+hours. An hourly entry describes the hour that starts at its date; a local day's codes and
+extremes are those of the hours that start on that day's date in the zone (with a 30 or 45
+minute offset they start at half or quarter past the local hour), its total and means those
+of the day from midnight to midnight, an hour cut by a midnight counted by its share.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ HOURLY_DECIMALS = {"wx": None, "temp": 1, "prec": 1, "arpress": 1, "wndspd": 1, 
                    "rhum": None, "solrad": 1, "pop": None}
 DAILY_DECIMALS = {"wx": None, "maxtemp": 1, "mintemp": 1, "prec": 1, "pop": None, "rhum": None,
                   "solrad": 1}
+
+# The hourly precipitation a day's total is summed from, where the published one is rounded
+# (global: its hourly file keeps both); else the day's total is summed from "prec".
+FINE_PREC = "prec_fine"
 
 # Archive metadata of the hourly quantities: units, long name, valid range.
 HOURLY_META = {
@@ -68,7 +73,9 @@ def hourly_fields(ds: xr.Dataset, lats: np.ndarray, lons: np.ndarray) -> dict[st
     prec = get("tp")  # kg m-2 over the hour = mm in that hour
     temp = t2m - 273.15
     snow = np.minimum(get("sf"), prec)  # the model's snowfall, or its estimate (interp)
-    daylight = physics.cos_solar_zenith(lats, lons, ds.time.values + HOUR / 2) > 0
+    # Day or night by the sun at the middle of the hour (in minutes: numpy divides a
+    # timedelta64 of hours in whole hours).
+    daylight = physics.cos_solar_zenith(lats, lons, ds.time.values + np.timedelta64(30, "m")) > 0
     return {
         "wx": codes.wx_hourly(get("tcc"), prec, snow, temp, daylight, wind_ms=speed),
         "temp": temp, "prec": prec, "arpress": get("msl") / 100.0, "wndspd": speed,
@@ -109,29 +116,52 @@ WHOLE_DAY = ("maxtemp", "mintemp", "prec", "rhum", "solrad")
 
 
 def whole_first_day(local: list[datetime]) -> bool:
-    """Whether the first local day holds all its hours: the forecast starts in its first hour
-    (00:00, or 00:30/00:45 in zones off the hour)."""
-    return local[0].hour == 0
+    """Whether the series covers the whole first local day: it starts at its midnight (a
+    start at 00:30 or 00:45 in a zone off the hour misses the day's first minutes)."""
+    return (local[0].hour, local[0].minute) == (0, 0)
 
 
-def daily_fields(hourly: dict[str, np.ndarray], days: list[np.ndarray], *,
-                 first_whole: bool) -> dict[str, np.ndarray]:
-    """The mrf aggregates (day, point) of the hours of each day: wx combined (codes.wx_daily),
-    extremes of temperature, total precipitation, the highest hourly probability of
-    precipitation, and daily means of humidity and radiation. Unless ``first_whole``, the
-    first day's `WHOLE_DAY` quantities are missing (-9999): its wx and pop are those of its
-    remaining hours, what is still to come that day."""
+def day_shares(local: list[datetime], days: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each local day, the hours that overlap it from its midnight to the next and the
+    share of each inside it: 1 for an hour within the day, the minutes before (after) the
+    midnight for an hour a midnight cuts (zones 30 or 45 minutes off the hour). An hour's
+    amount is even within it, as the 15-minute series spreads each native interval (interp)."""
+    zone = local[0].tzinfo
+    starts = np.array([t.timestamp() for t in local])
+    out = []
+    for idx in days:
+        date = local[idx[0]].date()
+        day0 = datetime.combine(date, time(0), tzinfo=zone).timestamp()
+        day1 = datetime.combine(date + timedelta(days=1), time(0), tzinfo=zone).timestamp()
+        share = np.clip(np.minimum(starts + 3600.0, day1) - np.maximum(starts, day0), 0.0, 3600.0) / 3600.0
+        inside = np.flatnonzero(share > 0)
+        out.append((inside, share[inside]))
+    return out
+
+
+def daily_fields(hourly: dict[str, np.ndarray], days: list[np.ndarray],
+                 shares: list[tuple[np.ndarray, np.ndarray]], *, first_whole: bool) -> dict[str, np.ndarray]:
+    """The mrf aggregates (day, point) of each day: wx combined (codes.wx_daily), extremes of
+    temperature and the highest hourly probability of precipitation over the hours that
+    start on the day (``days``); total precipitation and means of humidity and radiation
+    over the day itself, each hour weighted by its share of it (``day_shares``). Unless
+    ``first_whole``, the first day's `WHOLE_DAY` quantities are missing (-9999): its wx and
+    pop are those of its remaining hours, what is still to come that day."""
     def each(name, reduce):
         return np.stack([reduce(hourly[name][idx]) for idx in days])
 
+    def total(name):
+        return np.stack([_hours_total(hourly[name][idx] * w[:, None]) for idx, w in shares])
+
+    length = np.array([w.sum() for _, w in shares])[:, None]
     out = {
         "wx": np.stack([codes.wx_daily(hourly["wx"][idx].T) for idx in days]),
         "maxtemp": each("temp", lambda a: a.max(axis=0)),
         "mintemp": each("temp", lambda a: a.min(axis=0)),
-        "prec": each("prec", _hours_total),
+        "prec": total(FINE_PREC if FINE_PREC in hourly else "prec"),
         "pop": each("pop", lambda a: a.max(axis=0)),
-        "rhum": each("rhum", lambda a: np.round(_hours_total(a) / len(a))),
-        "solrad": each("solrad", lambda a: _hours_total(a) / len(a)),
+        "rhum": np.round(total("rhum") / length),
+        "solrad": total("solrad") / length,
     }
     if not first_whole:
         for name in WHOLE_DAY:
