@@ -6,14 +6,16 @@ A row added without either fails here.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import eccodes
 import numpy as np
+import pytest
 
 from conftest import REAL_GRIB
 from pointcast.ingest import _matches, decode, index_file, judge
-from pointcast.sources import GFS, IFS, MSM
+from pointcast.sources import GFS, ICON_D2, ICON_EU, IFS, MSM
 
 DATA = Path(__file__).resolve().parent / "data" / "pygrib"
 
@@ -105,3 +107,21 @@ def test_real_gfs_wind_is_one_message_of_two_fields_and_decodes_both():
     assert not np.allclose(truth["10u"], truth["10v"])
     # The 6-hour average of total cloud (level 200) is not the table's instantaneous row.
     assert "tcc" not in ds and float(ds.ssrd.max()) > 100.0
+
+
+def test_icon_rows_name_their_encoding_and_real_icon_messages_fit_it():
+    """Every ICON row names the parameter and units it expects (``icon.ENCODINGS``, from DWD's
+    GRIB2 numbers as ecCodes reads them), so decode checks ICON's messages too; the real
+    ICON-EU messages (CLCL, ASOB_S) fit their rows, and one relabelled to another parameter of
+    the same name and level is refused."""
+    assert all(r.encodings for m in (ICON_EU, ICON_D2) for r in m.fields)
+    if not REAL_GRIB.is_dir():
+        pytest.skip(f"{REAL_GRIB} is absent")
+    real = [m for f in ("test_icon_europe_001_CLCL.grib2", "test_icon_europe_000_ASOB_S.grib2")
+            for m in index_file(REAL_GRIB / f)]
+    fits = {row.var for m in real for row in ICON_EU.fields
+            if _matches(row, m) and judge(row, m)[1] is None}
+    assert fits == {"lcc", "ssr"}
+    clcl = next(m for m in real if m.shortName == "CLCL")
+    why = judge(next(r for r in ICON_EU.fields if r.var == "lcc"), replace(clcl, units="(0 - 1)"))[1]
+    assert why is not None and "units '(0 - 1)'" in why

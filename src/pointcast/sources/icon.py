@@ -135,8 +135,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from .base import (RUN_LEVELS, GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid,
-                   Upstream, hours)
+from .base import (RUN_LEVELS, Encoding as _E, GribField, Layout, Mirror, ModelSpec, Processing,
+                   RegularGrid, Upstream, hours)
 
 G = 9.80665
 
@@ -227,7 +227,42 @@ def _fields(model_id: str, *, vis: bool, fine: bool) -> tuple[GribField, ...]:
         GribField("hhl", "HHL", "generalVertical", RUN_LEVELS, processing=_C, param="HHL"),
     ]
     return tuple(replace(r, optional=r.param in OPTIONAL_PARAMS
-                         or r.typeOfLevel == "isobaricInhPa") for r in rows)
+                         or r.typeOfLevel == "isobaricInhPa",
+                         encodings=(ENCODINGS[r.param, r.typeOfLevel],)) for r in rows)
+
+
+# What each row's message is, as ecCodes 2.50 reads DWD's GRIB2 (paramId, units, WMO or DWD
+# local discipline/category/number): DWD's ICON database reference gives the numbers, and the
+# real ICON-EU messages in ../shared/data/real-grib (CLCL 0/6/22, ASOB_S 0/4/9) decode as below.
+# A message with another parameter or units is refused at decode (``ingest.judge``).
+_MS = "m s**-1"
+ENCODINGS: dict[tuple[str, str], _E] = {
+    ("T_2M", "heightAboveGround"): _E(167, "K", "0/0/0"),
+    ("TD_2M", "heightAboveGround"): _E(168, "K", "0/0/6"),
+    ("PS", "surface"): _E(134, "Pa", "0/3/0"),
+    ("PMSL", "meanSea"): _E(260074, "Pa", "0/3/1"),
+    ("U_10M", "heightAboveGround"): _E(165, _MS, "0/2/2"),
+    ("V_10M", "heightAboveGround"): _E(166, _MS, "0/2/3"),
+    ("VMAX_10M", "heightAboveGround"): _E(237318, _MS, "0/2/22"),
+    ("TOT_PREC", "surface"): _E(228228, "kg m**-2", "0/1/52"),
+    ("SNOW_GSP", "surface"): _E(231058, "kg m**-2", "0/1/56"),
+    ("SNOW_CON", "surface"): _E(231057, "kg m**-2", "0/1/55"),
+    ("ASWDIR_S", "surface"): _E(500480, "W m-2", "0/4/198"),
+    ("ASWDIFD_S", "surface"): _E(500481, "W m-2", "0/4/199"),
+    ("CLCT", "surface"): _E(500046, "%", "0/6/1"),
+    ("CLCL", "unknown"): _E(502343, "%", "0/6/22"),
+    ("ASOB_S", "surface"): _E(235037, "W m**-2", "0/4/9"),
+    ("VIS", "surface"): _E(3020, "m", "0/19/0"),
+    ("CAPE_ML", "unknown"): _E(500153, "J kg-1", "0/7/6"),
+    ("HSURF", "unknown"): _E(500007, "m", "0/3/6"),
+    ("T", "isobaricInhPa"): _E(130, "K", "0/0/0"),
+    ("U", "isobaricInhPa"): _E(131, _MS, "0/2/2"),
+    ("V", "isobaricInhPa"): _E(132, _MS, "0/2/3"),
+    ("FI", "isobaricInhPa"): _E(129, "m**2 s**-2", "0/3/4"),
+    ("U", "generalVerticalLayer"): _E(131, _MS, "0/2/2"),
+    ("V", "generalVerticalLayer"): _E(132, _MS, "0/2/3"),
+    ("HHL", "generalVertical"): _E(500008, "m", "0/3/6"),
+}
 
 
 # Single-level fields a product can go without (module docstring); the pressure levels too.
