@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -753,6 +753,15 @@ def _csv_float(file: str, line: int, col: str, text: str) -> float:
     return v
 
 
+def csv_rows(reader) -> Iterator[tuple[int, list[str]]]:
+    """(line number, stripped cells) of each row of a CSV ``reader`` that is neither blank nor
+    a ``#`` comment: the points lists and the observation files share this reading."""
+    for row in reader:
+        cells = [c.strip() for c in row]
+        if any(cells) and not cells[0].startswith("#"):
+            yield reader.line_num, cells
+
+
 def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, ...]]:
     try:
         raw = path.read_bytes()
@@ -771,11 +780,7 @@ def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, 
     lines: list[int] = []
     first_seen: dict[str, int] = {}
     try:
-        for row in reader:
-            line = reader.line_num
-            cells = [c.strip() for c in row]
-            if not any(cells) or cells[0].startswith("#"):
-                continue
+        for line, cells in csv_rows(reader):
             if header is None:
                 header, header_line = cells, line
                 seen: set[str] = set()

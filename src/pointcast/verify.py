@@ -35,7 +35,7 @@ import xarray as xr
 from isal import igzip
 
 from . import physics, publish
-from .config import Config
+from .config import Config, csv_rows
 from .products.eu_common import BY_KEY
 from .server import VERIFICATION_DIR  # <root>/verification/<product>.json|.zarr, index.json
 
@@ -175,11 +175,7 @@ def read_tidy(path: Path, keys: Iterable[str]) -> Observations:
     reader = csv.reader(io.StringIO(text, newline=""))
     header = None
     try:
-        for row in reader:
-            line = reader.line_num
-            cells = [c.strip() for c in row]
-            if not any(cells) or cells[0].startswith("#"):
-                continue
+        for line, cells in csv_rows(reader):
             if header is None:
                 if sorted(cells) != sorted(TIDY_HEADER):
                     raise ObservationError(shown, line, f"expected the header {','.join(TIDY_HEADER)}, got {','.join(cells)}")
