@@ -433,3 +433,36 @@ def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefec
     # A run that reaches is not looked for again.
     runs["ifs"] = found["ifs"]
     assert _reaching_basetime(cfg, runs, basetime, {"ifs": timedelta(hours=336)}) == {}
+
+
+GOLDEN = Path(__file__).parent / "data" / "golden" / "sample-cycle.sha256"
+_STAMPS = re.compile(rb'"(updated_time|next_update)":"[^"]*"')
+
+
+def published_digests(root: Path) -> dict[str, str]:
+    """sha256 of every published JSON object of the run (its stamps of the clock blanked),
+    by path under json/; not the viewer's copies of the run's own files."""
+    import hashlib
+
+    base = run_dir(root) / "json"
+    return {rel: hashlib.sha256(_STAMPS.sub(b"", p.read_bytes())).hexdigest()
+            for p in sorted(base.rglob("*.json"))
+            if (rel := p.relative_to(base).as_posix()) not in viewer.RUN_FILES}
+
+
+def test_published_json_is_byte_identical_to_the_golden_run(published):
+    """The fixed sample cycle (conftest.write_config) publishes the very bytes it published
+    when tests/data/golden/sample-cycle.sha256 was written: a refactoring changes no number.
+    A deliberate change of the output rewrites the file (POINTCAST_WRITE_GOLDEN=1), and the
+    commit says why."""
+    import os
+
+    _, root, _ = published
+    digests = published_digests(root)
+    if os.environ.get("POINTCAST_WRITE_GOLDEN"):
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text("".join(f"{d}  {rel}\n" for rel, d in digests.items()))
+    golden = dict(reversed(line.split("  ", 1)) for line in GOLDEN.read_text().splitlines())
+    assert digests.keys() == golden.keys()
+    changed = [rel for rel in digests if digests[rel] != golden[rel]]
+    assert not changed, f"{len(changed)} of {len(digests)} objects differ, e.g. {changed[:5]}"
