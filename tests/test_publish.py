@@ -13,12 +13,14 @@ import threading
 import time
 from pathlib import Path
 
+import fsspec
 import numpy as np
 import pytest
 import xarray as xr
 import zarr
 
 from pointcast import publish as pub
+from pointcast.publish import archive, local
 
 # ---------------------------------------------------------------------------------------------
 # run tree
@@ -134,7 +136,7 @@ def test_refused_first_run_leaves_no_current(tmp_path):
 
 def test_interrupted_cycle_leaves_previous_run_served(tmp_path, monkeypatch):
     make_run(tmp_path, "run-a")
-    real_write = pub._write_bytes
+    real_write = pub.staging.write_bytes
     calls = {"n": 0}
 
     def failing_write(path, data, sync=True):
@@ -143,7 +145,7 @@ def test_interrupted_cycle_leaves_previous_run_served(tmp_path, monkeypatch):
             raise OSError("disk full (simulated)")
         real_write(path, data, sync)
 
-    monkeypatch.setattr(pub, "_write_bytes", failing_write)
+    monkeypatch.setattr(pub.staging, "write_bytes", failing_write)
     staging = pub.new_run_dir(tmp_path, "run-b")
     with pytest.raises(OSError, match="simulated"):
         pub.write_json_tree(staging, files_for("run-b"))
@@ -487,7 +489,7 @@ def test_archive_crash_mid_append_keeps_complete_cycles(tmp_path, monkeypatch, s
     a, b = cycle("2026-11-22T00", seed=1), cycle("2026-11-22T03", seed=2)
     path = pub.append_archive(tmp_path, "eu-short", a)
     before = read(path)
-    real = getattr(pub, step)
+    real = getattr(archive, step)
 
     def crash(*args, **kwargs):
         if step == "_write_slot":  # die after part of the data is on disk
@@ -501,7 +503,7 @@ def test_archive_crash_mid_append_keeps_complete_cycles(tmp_path, monkeypatch, s
             real(*args, **kwargs)
         raise KeyboardInterrupt(f"simulated crash in {step}")
 
-    monkeypatch.setattr(pub, step, crash)
+    monkeypatch.setattr(archive, step, crash)
     with pytest.raises(KeyboardInterrupt):
         pub.append_archive(tmp_path, "eu-short", b)
     monkeypatch.undo()
@@ -540,7 +542,7 @@ def test_archive_crash_during_first_write_leaves_no_store(tmp_path, monkeypatch)
     def crash(tmp, path):
         raise KeyboardInterrupt("simulated crash before the store is moved into place")
 
-    monkeypatch.setattr(pub, "_move_into_place", crash)
+    monkeypatch.setattr(local, "_move_into_place", crash)
     with pytest.raises(KeyboardInterrupt):
         pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"))
     monkeypatch.undo()
@@ -580,7 +582,7 @@ def test_a_product_carried_over_keeps_the_served_bytes(tmp_path, kind):
     def read(run_id: str, rel: str) -> bytes:
         if kind == "local":
             return (tmp_path / "runs" / run_id / "json" / rel).read_bytes()
-        fs, base = pub._fs(root)
+        fs, base = fsspec.core.url_to_fs(root)
         return fs.cat_file(f"{base}/runs/{run_id}/json/{rel}")
 
     writer = pub.TreeWriter(pub.new_run_dir(root, "r0"))

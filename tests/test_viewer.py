@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from pointcast import publish
+from pointcast import publish, viewer
 from test_cycle import run_dir, serving
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -262,7 +262,7 @@ def test_runs_json_lists_the_last_cycles_with_the_reasons_of_failures(tmp_path, 
     assert runs[1]["error_count"] == 7
     assert json.loads((tree / "manifest.json").read_bytes()) == json.loads((tree.parent / "manifest.json").read_bytes())
     assert json.loads((tree / "validation.json").read_bytes()) == {"ok": True, "errors": []}
-    assert (tree / "index.html").read_bytes() == (Path(publish.__file__).parent / "viewer" / "index.html").read_bytes()
+    assert (tree / "index.html").read_bytes() == (Path(viewer.__file__).parent / "index.html").read_bytes()
     assert (tree / "viewer" / "vendor" / "uplot" / "LICENSE").is_file()
     assert not (tree / "viewer" / "vendor" / "refresh.sh").exists()
     assert not (tmp_path / "runs" / "failed" / "r03" / "json" / "index.html").exists()  # never served

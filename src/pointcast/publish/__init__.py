@@ -1,0 +1,48 @@
+"""The publish stage: validated, atomic publication of runs, retention, and the Zarr archive.
+
+One module a job:
+
+==================  ===========================================================================
+``staging.py``      a run's JSON tree (and ``.gz`` siblings) written into its private staging
+                    directory while the products render it (`TreeWriter`, `StagedFiles`)
+``tree.py``         a staged run made the served one: manifest, validation report and viewer
+                    files written, then the backend's atomic step (`publish_run`); `current_run`,
+                    `carry_product`
+``retention.py``    which runs and cached model runs are deleted (`retain`, `retain_cache`)
+``archive.py``      the Zarr append protocol, one store per product (`append_archive`)
+``backend.py``      the layout of an output root, the errors, and `Backend`, the interface
+                    the three stages above are written against
+``local.py``        `Backend` for a local directory: rename, symlink swap, ``flock``, fsync
+``objectstore.py``  `Backend` for an fsspec URL: whole-object uploads, ``current`` last
+``durable.py``      fsync'd writes, locks and deletions on a local file system
+==================  ===========================================================================
+
+Every function taking a ``root`` accepts a local path or a URL and picks the backend itself.
+"""
+
+from .archive import (ARCHIVE_CODEC, CHUNK_BYTES, HEIGHT, INIT, LEAD, POINT, append_archive,
+                      archive_stores, open_committed, zarr_settings)
+from .backend import (CURRENT, FAILED, JSON_DIR, RUNS, STAGING_PREFIX, ZARR_DIR, ArchiveError,
+                      Backend, PublishError, PublishRefused, backend_for, is_url)
+from .durable import fsync_dir, write_bytes
+from .retention import retain, retain_cache
+from .staging import GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWriter, write_json_tree
+from .tree import (HISTORY_ERRORS, HISTORY_RUNS, add_viewer, carry_product, current_run, dump_json,
+                   new_run_dir, publish_run, run_history, to_json_types)
+
+# verify.py imports these under their underscore names; new code uses the public ones.
+_write_bytes = write_bytes
+_fsync_dir = fsync_dir
+_zarr_settings = zarr_settings
+_open_committed = open_committed
+
+__all__ = [
+    "ARCHIVE_CODEC", "CHUNK_BYTES", "CURRENT", "FAILED", "GZIP_LEVEL", "HEIGHT", "HISTORY_ERRORS",
+    "HISTORY_RUNS", "INIT", "JSON_DIR", "LEAD", "POINT", "RUNS", "STAGING_PREFIX", "WRITE_BATCH",
+    "WRITE_THREADS", "ZARR_DIR",
+    "ArchiveError", "Backend", "PublishError", "PublishRefused", "StagedFiles", "TreeWriter",
+    "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product",
+    "current_run", "dump_json", "fsync_dir", "is_url", "new_run_dir", "open_committed",
+    "publish_run", "retain", "retain_cache", "run_history", "to_json_types", "write_bytes",
+    "write_json_tree", "zarr_settings",
+]

@@ -1,0 +1,254 @@
+"""A run's JSON tree, written into its staging directory while the products render it.
+
+Nothing here makes anything visible: the tree is published by ``tree.publish_run``. What is
+guaranteed is that every path is a plain relative path inside ``<staging>/json/`` and that
+``TreeWriter.finish`` returns only once every file and directory is durable.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from isal import igzip
+
+from .. import faults
+from .backend import JSON_DIR, PublishError
+from .durable import fsync_dir, sync_file_system, write_bytes
+
+# The .gz siblings: ISA-L's igzip at level 2 compresses a forecast file several times faster
+# than zlib at 6, nearly as small (docs/performance.md).
+GZIP_LEVEL = 2
+WRITE_THREADS = 2 * (os.cpu_count() or 1)
+WRITE_QUEUE = 16  # batches rendered but not yet written, at most
+WRITE_BATCH = (64, 4 << 20)  # files, bytes: a batch is one task of the write pool
+
+
+def _safe_relpath(rel: str) -> str:
+    """``rel`` if it is a plain relative POSIX path (no empty, ``.`` or ``..`` parts, no
+    backslash or NUL); ValueError otherwise."""
+    if not isinstance(rel, str) or not rel:
+        raise ValueError(f"invalid relative path {rel!r}")
+    if "\\" in rel or "\x00" in rel:
+        raise ValueError(f"invalid relative path {rel!r}: backslash or NUL")
+    if rel.startswith("/"):
+        raise ValueError(f"absolute path {rel!r} is not allowed")
+    if any(p in ("", ".", "..") for p in rel.split("/")):
+        raise ValueError(f"path {rel!r} must be a plain relative path (no '', '.', '..' parts)")
+    return rel
+
+
+def _check_file(rel: str, data, names, gzip: bool) -> str:
+    """A file of a run tree: bytes, a plain relative path (``_safe_relpath``, returned) and,
+    with gzip, no collision with the ``.gz`` sibling of another of ``names``."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{rel}: expected bytes, got {type(data).__name__}")
+    _safe_relpath(rel)
+    gz = rel if rel.endswith(".gz") else rel + ".gz"
+    if gzip and (gz[:-3] if gz == rel else gz) in names:
+        raise ValueError(f"{gz!r} collides with the gzip sibling of {gz[:-3]!r}")
+    return rel
+
+
+class TreeWriter:
+    """Writes a run's JSON tree into its staging directory while the products render it.
+
+    Each file (and, with ``gzip``, its ``<relpath>.gz`` sibling: deterministic, no name, mtime
+    0, for static hosts that serve precompressed files with ``Content-Encoding: gzip``) is
+    written on a thread pool, compression and writes releasing the GIL, in batches of
+    ``WRITE_BATCH`` (a task per file costs more in thread hand-overs than the writes), with at
+    most ``WRITE_QUEUE`` batches waiting: memory holds a few batches, not the run (a run of
+    many points is tens of GB of JSON). Nothing is fsync'd per file; ``finish``
+    flushes the file system once and fsyncs the tree's directories. ``files()`` gives a product its
+    mapping of relative path -> bytes backed by this tree.
+
+    ``threads=0`` writes each batch in the caller's thread: for a build process that is one of
+    as many as there are cores, where a pool only adds GIL and lock hand-overs, and memory its
+    threads free (the rendered bytes) goes back to the kernel to be faulted in again.
+    """
+
+    def __init__(self, staging: Path | str, gzip: bool = True, threads: int = WRITE_THREADS):
+        self.staging = Path(staging)
+        if not self.staging.is_dir():
+            raise PublishError(f"staging directory {self.staging} does not exist")
+        self.base = self.staging / JSON_DIR
+        self.gzip = gzip
+        self.names: set[str] = set()
+        # Directories as strings: a run is a hundred files a point, and pathlib's parsing of
+        # each path costs more than the checks.
+        self._root = str(self.base)
+        self._dirs: set[str] = {str(self.staging)}
+        self._pool = ThreadPoolExecutor(max_workers=threads) if threads else None
+        self._slots = threading.BoundedSemaphore(WRITE_QUEUE) if threads else None  # the pool's queue
+        self._errors: list[BaseException] = []
+        self._queued = False  # files queued since the last drain
+        self._batch: list[tuple[str, bytes]] = []  # files not yet queued, and their bytes
+        self._batch_bytes = 0
+
+    def path(self, rel: str) -> Path:
+        return self.base / _safe_relpath(rel)
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Queue ``data`` for ``<staging>/json/<rel>`` (checked: empty, absolute, ``.``/``..``
+        parts, backslashes and, with gzip, a name that collides with a ``.gz`` sibling raise
+        ``ValueError``)."""
+        path = f"{self._root}/{_check_file(rel, data, self.names, self.gzip)}"
+        self._raise()
+        parent = path.rpartition("/")[0]
+        if parent not in self._dirs:
+            os.makedirs(parent, exist_ok=True)
+            while parent not in self._dirs:
+                self._dirs.add(parent)
+                parent = parent.rpartition("/")[0]
+        self.names.add(rel)
+        self._batch.append((path, bytes(data)))
+        self._batch_bytes += len(data)
+        if len(self._batch) >= WRITE_BATCH[0] or self._batch_bytes >= WRITE_BATCH[1]:
+            self._submit()
+
+    def _submit(self) -> None:
+        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        if self._pool is None:
+            self._write(batch)
+            return
+        self._queued = True
+        self._slots.acquire()
+        self._pool.submit(self._write, batch).add_done_callback(self._done)
+
+    def _write(self, batch: list[tuple[str, bytes]]) -> None:
+        for path, data in batch:
+            faults.point("json")
+            write_bytes(path, data, sync=False)
+            if self.gzip:
+                write_bytes(path + ".gz", igzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0), sync=False)
+
+    def _done(self, future) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self._errors.append(future.exception())
+        self._slots.release()
+
+    def _raise(self) -> None:
+        if self._errors:
+            raise self._errors[0]
+
+    def drain(self) -> None:
+        """Wait until every queued file is on disk (not yet durable); raise a write's error."""
+        if self._batch:
+            self._submit()
+        if self._queued:
+            for _ in range(WRITE_QUEUE):
+                self._slots.acquire()
+            for _ in range(WRITE_QUEUE):
+                self._slots.release()
+            self._queued = False
+        self._raise()
+
+    def finish(self) -> None:
+        """Make the tree durable: every file written, the file system flushed, directories fsync'd."""
+        self.close()
+        sync_file_system(self.staging)
+        for d in sorted(self._dirs, key=lambda p: p.count("/"), reverse=True):
+            fsync_dir(d)
+
+    def close(self) -> set[str]:
+        """Wait until every queued file is on disk and stop writing: for a writer of one part
+        of the run's tree (a slice of points, maybe in a forked process). Returns the
+        directories it made, for the run's writer to make durable (``StagedFiles.adopt``)."""
+        self.drain()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        return set(self._dirs)
+
+    def adopt(self, names, dirs: set[str]) -> None:
+        """Count the files (relative paths) and directories another writer made in this
+        staging tree as this writer's: ``finish`` makes them durable with its own."""
+        if clash := self.names & set(names):
+            raise ValueError(f"{sorted(clash)[0]!r} was written twice")
+        self.names.update(names)
+        self._dirs.update(dirs)
+
+    def abort(self) -> None:
+        """Stop writing (the caller removes the staging tree)."""
+        self._batch = []
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def files(self) -> "StagedFiles":
+        return StagedFiles(self)
+
+
+class StagedFiles(MutableMapping):
+    """A product's files as they go into the staging tree: setting a path queues its bytes on
+    the ``TreeWriter``; reading one reads it back from disk (the validation gate does, one file
+    at a time). It holds paths, not bytes."""
+
+    def __init__(self, writer: TreeWriter):
+        self.writer = writer
+        self._rels: dict[str, bool] = {}  # path -> whether its bytes hold a JSON null
+
+    def __setitem__(self, rel: str, data: bytes) -> None:
+        self.put(rel, data, b"null" in data)
+
+    def put(self, rel: str, data: bytes, null: bool) -> None:
+        """Set ``rel`` when the caller knows whether ``data`` holds a JSON null (a product
+        does from the texts it rendered it from: products.base.Records.null), sparing a scan
+        of its bytes."""
+        self.writer.put(rel, data)
+        self._rels[rel] = null
+
+    def with_null(self) -> list[str]:
+        """The files whose bytes hold ``null`` (noted as they passed: the validation gate
+        need not read every file back to find them)."""
+        return [rel for rel, null in self._rels.items() if null]
+
+    def written(self) -> dict[str, bool]:
+        """Path -> whether its bytes hold ``null``, of every file set here."""
+        return dict(self._rels)
+
+    def adopt(self, written: dict[str, bool], dirs: set[str]) -> None:
+        """Take the files another writer put into the same staging tree (``written`` of its
+        StagedFiles, the directories its ``close`` returned) as this mapping's own."""
+        self.writer.adopt(written.keys(), dirs)
+        self._rels.update(written)
+
+    def __getitem__(self, rel: str) -> bytes:
+        if rel not in self._rels:
+            raise KeyError(rel)
+        self.writer.drain()
+        return self.writer.path(rel).read_bytes()
+
+    def __contains__(self, rel) -> bool:
+        return rel in self._rels
+
+    def __delitem__(self, rel: str) -> None:
+        raise TypeError("a staged file cannot be taken back")
+
+    def __iter__(self):
+        return iter(self._rels)
+
+    def __len__(self) -> int:
+        return len(self._rels)
+
+    def __reduce__(self):
+        """Pickled as a plain dict of the bytes (the crash tests replay the publish stage)."""
+        return dict, (dict(self.items()),)
+
+
+def write_json_tree(staging: Path | str, files: Mapping[str, bytes], gzip: bool = True) -> None:
+    """Write ``files`` (relative path -> bytes) under ``<staging>/json/``, durable on return
+    (``TreeWriter``; every path is checked before anything is written)."""
+    for rel, data in files.items():
+        _check_file(rel, data, files, gzip)
+    writer = TreeWriter(staging, gzip)
+    try:
+        for rel, data in files.items():
+            writer.put(rel, data)
+        writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
