@@ -362,7 +362,7 @@ class Archive:
     def open(cls, root: Path, product: str) -> "Archive | None":
         datasets = []
         for path in publish.archive_stores(root, product):
-            ds = publish._open_committed(path)
+            ds = publish.open_committed(path)
             if ds.sizes.get(publish.INIT, 0):
                 datasets.append(ds)
         if not datasets:
@@ -663,12 +663,12 @@ def _atomic_write(path: Path, data: bytes) -> None:
     """Write ``path`` through a temporary file renamed over it (readers see old or new)."""
     tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
     try:
-        publish._write_bytes(tmp, data)
+        publish.write_bytes(tmp, data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    publish._fsync_dir(path.parent)
+    publish.fsync_dir(path.parent)
 
 
 def replace_dir(tmp: Path, path: Path) -> None:
@@ -677,7 +677,7 @@ def replace_dir(tmp: Path, path: Path) -> None:
     if path.exists():
         os.rename(path, trash)
     os.rename(tmp, path)
-    publish._fsync_dir(path.parent)
+    publish.fsync_dir(path.parent)
     shutil.rmtree(trash, ignore_errors=True)
 
 
@@ -701,7 +701,7 @@ def write_outputs(root: Path, results: list[dict]) -> list[Path]:
     for product, ds in datasets.items():
         tmp = out_dir / f".{product}.zarr.tmp-{secrets.token_hex(4)}"
         try:
-            with publish._zarr_settings():
+            with publish.zarr_settings():
                 ds.to_zarr(tmp, mode="w-", consolidated=True, zarr_format=3)
             replace_dir(tmp, out_dir / f"{product}.zarr")
         finally:

@@ -30,11 +30,6 @@ from .staging import GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWr
 from .tree import (HISTORY_ERRORS, HISTORY_RUNS, add_viewer, carry_product, current_run, dump_json,
                    new_run_dir, publish_run, run_history, to_json_types)
 
-# verify.py imports these under their underscore names; new code uses the public ones.
-_write_bytes = write_bytes
-_fsync_dir = fsync_dir
-_zarr_settings = zarr_settings
-_open_committed = open_committed
 
 __all__ = [
     "ARCHIVE_CODEC", "CHUNK_BYTES", "CURRENT", "FAILED", "GZIP_LEVEL", "HEIGHT", "HISTORY_ERRORS",
