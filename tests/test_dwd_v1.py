@@ -403,12 +403,12 @@ def test_each_points_list_is_profiled_at_its_own_heights(decoded):
 
 
 def test_profiles_split_among_threads_are_those_of_one_thread(decoded, monkeypatch):
-    """The profiles' times are split among `interp.PROFILE_THREADS` threads: the values are
+    """The profiles' times are split among `interp.vertical.PROFILE_THREADS` threads: the values are
     those of one thread, bit for bit."""
     ds, pts, heights = decoded["icon-d2"], points(), [10.0, 60.0, 100.0, 140.0]
-    monkeypatch.setattr(interp, "PROFILE_THREADS", 1)
+    monkeypatch.setattr(interp.vertical, "PROFILE_THREADS", 1)
     one = interp.extract(ds, pts, heights)
-    monkeypatch.setattr(interp, "PROFILE_THREADS", 3)
+    monkeypatch.setattr(interp.vertical, "PROFILE_THREADS", 3)
     three = interp.extract(ds, pts, heights)
     xr.testing.assert_identical(one, three)
     profiled = np.isfinite(three.wind_u.sel(height=60.0).values).any(axis=1)  # times with a profile
