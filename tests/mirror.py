@@ -209,7 +209,7 @@ def publish_sample(tree: Path, cache: Path, model_id: str, init: str, *, scale: 
     placed, in step order."""
     import pointcast  # noqa: F401  (PROJ before ecCodes)
     from pointcast.sources import MODELS
-    from pointcast.sources.sample import SampleSource
+    from pointcast.sample import SampleSource
 
     model = MODELS[model_id]
     src = SampleSource(scale=scale, init=init, horizon_hours=horizon_hours,

@@ -187,7 +187,7 @@ def test_a_multi_field_msm_file_decodes_every_field(tmp_path):
     from datetime import datetime, timezone
 
     from pointcast.sources import MSM
-    from pointcast.sources.sample import SampleSource
+    from pointcast.sample import SampleSource
 
     src = SampleSource(scale=32, init="2026-01-15T00:00Z", horizon_hours=2)
     run = src.discover(MSM, datetime(2026, 1, 15, 17, tzinfo=timezone.utc))
@@ -287,7 +287,7 @@ def test_a_field_without_its_statistical_processing_is_refused(tmp_path):
 def test_a_multi_field_message_after_bytes_that_are_not_grib(tmp_path):
     """Past junk, ecCodes finds the message; its fields are still read one by one, and a
     field whose bitmap section says "the previous bitmap applies" (254) gets that bitmap."""
-    from pointcast.sources.sample import multi_field
+    from pointcast.sample import multi_field
 
     values = np.arange(12, dtype=float) + 280.0
     values[[1, 5]] = np.nan

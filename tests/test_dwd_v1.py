@@ -24,7 +24,7 @@ from pointcast.config import load_config
 from pointcast.ingest import DecodeError, decode
 from pointcast.sources import ICON_D2, ICON_EU, IFS, make_source
 from pointcast.sources.icon import NATIVE_GRIDS, v1_path
-from pointcast.sources.sample import LandMask, SampleSource, Weather, cell_grid
+from pointcast.sample import LandMask, SampleSource, Weather, cell_grid
 
 UTC = timezone.utc
 INIT = "2026-11-20T00:00Z"
@@ -320,7 +320,7 @@ def test_extracted_values_follow_the_truth_at_the_points(decoded):
     truth_grid = SimpleNamespace(columns=lambda: (pts.lats[:, None], pts.lons[:, None]))
     weather = Weather(ICON_EU, truth_grid, LandMask.load())
     init = datetime(2026, 11, 20, tzinfo=UTC)
-    from pointcast.sources.sample import hours_since_epoch
+    from pointcast.sample import hours_since_epoch
 
     for h in (0, 3, 6):
         truth = weather.surface(hours_since_epoch(init) + h, h, full=False)["msl"][:, 0]
@@ -403,12 +403,12 @@ def test_each_points_list_is_profiled_at_its_own_heights(decoded):
 
 
 def test_profiles_split_among_threads_are_those_of_one_thread(decoded, monkeypatch):
-    """The profiles' times are split among `interp.PROFILE_THREADS` threads: the values are
+    """The profiles' times are split among `interp.vertical.PROFILE_THREADS` threads: the values are
     those of one thread, bit for bit."""
     ds, pts, heights = decoded["icon-d2"], points(), [10.0, 60.0, 100.0, 140.0]
-    monkeypatch.setattr(interp, "PROFILE_THREADS", 1)
+    monkeypatch.setattr(interp.vertical, "PROFILE_THREADS", 1)
     one = interp.extract(ds, pts, heights)
-    monkeypatch.setattr(interp, "PROFILE_THREADS", 3)
+    monkeypatch.setattr(interp.vertical, "PROFILE_THREADS", 3)
     three = interp.extract(ds, pts, heights)
     xr.testing.assert_identical(one, three)
     profiled = np.isfinite(three.wind_u.sel(height=60.0).values).any(axis=1)  # times with a profile

@@ -19,7 +19,7 @@ from pointcast import interp
 from pointcast.ingest import decode
 from pointcast.sources import ICON_EU, icon
 from pointcast.sources.remote import HttpSource, SourceUnavailable
-from pointcast.sources.sample import LandMask, Weather, flat_half_level_heights, hours_since_epoch
+from pointcast.sample import LandMask, Weather, flat_half_level_heights, hours_since_epoch
 
 UTC = timezone.utc
 INIT = datetime(2026, 11, 20, tzinfo=UTC)

@@ -6,7 +6,7 @@ import xarray as xr
 
 from pointcast import interp, physics
 from pointcast.blend import SEAM, blend
-from pointcast.interp import BASE_STEP, aggregate, base_axis, resample
+from pointcast.interp import BASE_STEP, aggregate, base_axis, horizontal, resample, temporal, vertical
 
 INIT = np.datetime64("2026-06-21T00:00", "ns")
 LATS = np.array([48.85, 60.17])
@@ -159,7 +159,7 @@ def test_temperature_aloft_without_a_level_above_ground_follows_the_standard_lap
     values = {"t2m": t2m, "u10": np.ones((1, 2)), "v10": np.ones((1, 2)), "z_pl": z_pl, "t_pl": t_pl}
     out = xr.Dataset(coords={"time": [np.datetime64("2026-11-20T00:00", "ns")], "point": ["a", "b"]})
     heights = np.array([10.0, 100.0, 200.0])
-    interp._profiles(out, values, xr.Dataset(), orog, heights, [(2, heights)])
+    vertical.profiles(out, values, xr.Dataset(), orog, heights, [(2, heights)])
     t = out["air_temperature"].values[0]  # (point, height)
     # Point a: between 2 m (280 K) and the 1000 hPa level 110 m above ground (279 K).
     np.testing.assert_allclose(t[0, 1], 280.0 + (279.0 - 280.0) * 98.0 / 108.0, rtol=1e-6)
@@ -173,7 +173,7 @@ def test_temperature_aloft_without_pressure_levels_follows_the_standard_lapse_ra
     values = {"t2m": t2m, "u10": np.ones((2, 2)), "v10": np.ones((2, 2))}
     out = xr.Dataset(coords={"time": INIT + np.arange(2) * np.timedelta64(1, "h"), "point": ["a", "b"]})
     heights = np.array([10.0, 100.0, 200.0])
-    interp._profiles(out, values, xr.Dataset(), np.zeros(2), heights, [(2, heights)])
+    vertical.profiles(out, values, xr.Dataset(), np.zeros(2), heights, [(2, heights)])
     t = out["air_temperature"].values  # (time, point, height)
     np.testing.assert_allclose(t[..., 1], t2m - 0.637, rtol=1e-6)
     np.testing.assert_allclose(t[..., 2], t2m - 1.287, rtol=1e-6)
@@ -274,8 +274,8 @@ def test_quarter_hours_of_one_hour_stay_in_one_chunk():
     """Rows 1-4 and 5-8 are two hours of quarter hours: chunks of 3 rows move their cuts to
     the next hour's start, so a block holds its hours whole."""
     first = np.array([-1, -1, -1, -1, 1, -1, -1, -1, 5])
-    assert interp._window_chunks(first, (3, 3, 3)) == (5, 4)
-    assert interp._window_chunks(np.array([0, 1, 2, 3]), (2, 2)) == (2, 2)  # hourly: unchanged
+    assert horizontal._window_chunks(first, (3, 3, 3)) == (5, 4)
+    assert horizontal._window_chunks(np.array([0, 1, 2, 3]), (2, 2)) == (2, 2)  # hourly: unchanged
 
 
 def test_wind_direction_turns_the_short_way_across_the_branch_cut():
@@ -289,4 +289,4 @@ def test_wind_direction_turns_the_short_way_across_the_branch_cut():
     assert (out.u10.values[:, 0] < -9.99).all()
     angles = np.radians([[170.0], [np.nan], [-170.0], [175.0], [np.nan], [-100.0]])
     finite = ~np.isnan(angles[:, 0])
-    np.testing.assert_allclose(interp._unwrapped(angles)[finite], np.unwrap(angles[finite], axis=0))
+    np.testing.assert_allclose(temporal._unwrapped(angles)[finite], np.unwrap(angles[finite], axis=0))

@@ -25,9 +25,9 @@ from pointcast.sources import msm as msm_module
 from pointcast.sources.base import RUN_LEVELS, Processing, RunRef
 from pointcast.sources import ifs
 from pointcast.sources.ifs import steps_for_run
-from pointcast.sources.sample import (DEFAULT_AREA, SYNTHETIC_NOTE, LandMask, SampleSource,
-                                      Weather, cos_zenith, hours_since_epoch, lows, products_of,
-                                      flat_half_level_heights, relative_humidity, sample_grid)
+from pointcast.sample import (DEFAULT_AREA, SYNTHETIC_NOTE, LandMask, SampleSource,
+                              Weather, cos_zenith, hours_since_epoch, lows, products_of,
+                              flat_half_level_heights, relative_humidity, sample_grid)
 
 UTC = timezone.utc
 INIT = "2026-01-15T00:00Z"  # winter: snow in the north, sunrise inside the 12 hours

@@ -505,24 +505,36 @@ def _server(ctx: _Ctx, doc: dict) -> ServerConfig:
     return ServerConfig(api_keys=tuple(keys))
 
 
-def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
+def parse_init(v: Any) -> datetime | None:
+    """A run's start as configured (``init``): None for "latest" (the newest run), else the
+    time in UTC (a time without a zone is UTC). Raises ValueError."""
+    if v is None:
+        return None
     if isinstance(v, str):
-        if v == "latest":
-            return v
         text = v.strip()
+        if text == "latest":
+            return None
         try:
             dt = datetime.fromisoformat(text)
         except ValueError:
-            raise ctx.error(p, f"expected \"latest\" or an ISO 8601 time like \"2026-11-22T00:00Z\", got {v!r}") from None
+            raise ValueError(f"expected \"latest\" or an ISO 8601 time like \"2026-11-22T00:00Z\", got {v!r}") from None
     elif isinstance(v, datetime):
         dt = v
     elif isinstance(v, date):
         dt = datetime(v.year, v.month, v.day)
     else:
-        raise ctx.error(p, f"expected \"latest\" or an ISO 8601 time, got {_type_name(v)}")
+        raise ValueError(f"expected \"latest\" or an ISO 8601 time, got {_type_name(v)}")
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt.astimezone(timezone.utc)
+
+
+def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
+    try:
+        when = parse_init(v)
+    except ValueError as e:
+        raise ctx.error(p, str(e)) from None
+    return "latest" if when is None else when
 
 
 def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:

@@ -32,7 +32,9 @@ _lock = threading.Lock()  # Zarr objects are written from worker threads
 
 def _fault() -> tuple[str, str, str] | None:
     """(action, point, count) of ``POINTCAST_FAULT``, None when unset."""
-    if ENV not in os.environ:  # every file write asks: os.environ.get of a missing key raises inside
+    # Every file write asks: a membership test, as os.environ.get raises and catches a
+    # KeyError inside when the variable is unset.
+    if ENV not in os.environ:
         return None
     spec = os.environ[ENV]
     if not spec:

@@ -4,7 +4,8 @@ A model is defined once (``ifs.py``, ``icon.py``, ``msm.py``, ``gfs.py``), with 
 where its upstream publishes it (``ModelSpec.upstream``); a source is a place runs of those
 models come from, chosen by configuration (``[sources.<name>] type = ...``) through
 ``make_source``: ``sample`` (synthetic, offline) or ``http`` (the real upstreams and their
-mirrors, ``remote.py``).
+mirrors, ``remote.py``). The sample's synthetic runs are written by its own package,
+``pointcast.sample``, imported only when a sample source is configured.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def make_source(name: str, cfg: SourceConfig) -> Source:
     kind = getattr(cfg, "type", None)
     options = dict(getattr(cfg, "options", None) or {})
     if kind == "sample":
-        from .sample import SampleSource
+        from ..sample import SampleSource
 
         return SampleSource.from_options(name, options)
     if kind == "http":

@@ -9,7 +9,7 @@ ECMWF open data, DWD open data ...) is a place runs of those models come from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -185,3 +185,15 @@ class Source(Protocol):
 
 def hours(*values: float) -> tuple[timedelta, ...]:
     return tuple(timedelta(hours=v) for v in values)
+
+
+def floor_run(model: ModelSpec, when: datetime) -> datetime:
+    """The start of ``model``'s last run at or before ``when`` (a time without a zone is UTC)."""
+    utc = timezone.utc
+    t = (when.replace(tzinfo=utc) if when.tzinfo is None else when.astimezone(utc)).replace(
+        minute=0, second=0, microsecond=0)
+    for _ in range(24):
+        if t.hour in model.run_hours:
+            return t
+        t -= timedelta(hours=1)
+    raise ValueError(f"model {model.id} has no run hours")

@@ -72,7 +72,7 @@ from .. import __version__
 from ..config import HUB_HEIGHT_RANGE_M
 from ..ingest import CELL_CENTRE_ROWS, CellGridKey, index_file, plain_grib
 from .base import (RUN_LEVELS, FetchedRun, GribField, Layout, Mirror, ModelSpec, Processing,
-                   RunRef, Upstream)
+                   RunRef, Upstream, floor_run)
 from .icon import hub_levels
 
 log = logging.getLogger(__name__)
@@ -388,18 +388,11 @@ def _hhl(path: Path, level: int | None = None) -> tuple[int, np.ndarray]:
     return nlev, values
 
 
-def _floor_run(model: ModelSpec, when: datetime) -> datetime:
-    t = when.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    while t.hour not in model.run_hours:
-        t -= timedelta(hours=1)
-    return t
-
-
 def candidate_runs(model: ModelSpec, now: datetime, n: int) -> list[datetime]:
     """The ``n`` newest run times at or before ``now``, newest first."""
-    out = [_floor_run(model, now)]
+    out = [floor_run(model, now)]
     while len(out) < n:
-        out.append(_floor_run(model, out[-1] - timedelta(hours=1)))
+        out.append(floor_run(model, out[-1] - timedelta(hours=1)))
     return out
 
 

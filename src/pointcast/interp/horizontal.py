@@ -1,0 +1,414 @@
+"""Grid -> points: a model's gridded fields sampled at the points of the products.
+
+Extract fuses with decode through dask: each message's grid is reduced to the points as soon
+as it is decoded, so a run's full fields are never all in memory. A point's value is the
+bilinear interpolation of the four source cells around its product-cell centre on a regular
+grid, and on an unstructured grid (DWD's native ICON grids) the barycentric interpolation of
+the three cells whose centres span the triangle around it (``barycentric``). How a grid is
+sampled at a point set (the weights and the neighbourhoods of the precipitation probability)
+is computed once per grid and point set and kept (``sampling``): every field of a run, and
+every later run on the same grid, reuses it.
+
+``extract`` is the stage's one entry: the points' values, the precipitation probability of
+each point's neighbourhood, and through ``vertical`` the wind and temperature at heights above
+ground and the elevation corrections.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+import hashlib
+from typing import ClassVar, Sequence
+
+import dask
+import dask.array as da
+import numpy as np
+import xarray as xr
+from scipy.spatial import Delaunay, cKDTree
+
+from .. import physics
+from ..catalogue import variable
+from .temporal import init_time, intervals, snowfall_from_temperature
+from .vertical import PROFILE_INPUTS, correct_elevation, profiles, surface_height
+
+POP_RADIUS_KM = 25.0  # neighbourhood radius of the precipitation probability
+POP_THRESHOLD_MM_H = 0.1  # wet when the interval's rate reaches this
+KM_PER_DEG = 111.195
+EARTH_RADIUS_KM = 6371.229  # ICON's sphere
+# Cells searched around a point for the triangle holding it (enough to surround it on ICON's
+# grids, where a cell centre has 12 neighbours within two rings).
+TRIANGLE_CANDIDATES = 12
+
+
+@dataclass(frozen=True)
+class PointSet:
+    """Points to extract: ids, the coordinates to sample (cell centres), optional elevation."""
+
+    ids: np.ndarray
+    lats: np.ndarray
+    lons: np.ndarray
+    elevation: np.ndarray  # metres; NaN where not configured
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def concat(cls, sets: Sequence[PointSet]) -> PointSet:
+        """One point set of several, in order (ids may repeat across them)."""
+        return cls(*(np.concatenate([getattr(s, f) for s in sets])
+                     for f in ("ids", "lats", "lons", "elevation")))
+
+
+@dataclass(frozen=True)
+class Bilinear:
+    """Indices and weights of the four source cells around each point (computed once a grid)."""
+
+    y0: np.ndarray
+    y1: np.ndarray
+    x0: np.ndarray
+    x1: np.ndarray
+    wy: np.ndarray
+    wx: np.ndarray
+    inside: np.ndarray
+    grid_ndim: ClassVar[int] = 2  # trailing axes of a field that are the grid: (lat, lon)
+
+    def apply(self, field: np.ndarray) -> np.ndarray:
+        """(..., lat, lon) -> (..., point); NaN for points outside the grid."""
+        f00 = field[..., self.y0, self.x0]
+        f01 = field[..., self.y0, self.x1]
+        f10 = field[..., self.y1, self.x0]
+        f11 = field[..., self.y1, self.x1]
+        wy, wx = self.wy, self.wx
+        out = (1 - wy) * ((1 - wx) * f00 + wx * f01) + wy * ((1 - wx) * f10 + wx * f11)
+        return np.where(self.inside, out, np.nan).astype(np.float32)
+
+
+def bilinear(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np.ndarray) -> Bilinear:
+    """Weights on a regular grid with ascending `lats` and monotonic `lons` (global wrap aware)."""
+    dlat = (lats[-1] - lats[0]) / (len(lats) - 1)
+    dlon = (lons[-1] - lons[0]) / (len(lons) - 1)
+    is_global = wraps_around(lons)
+    fy = (plat - lats[0]) / dlat
+    fx = ((plon - lons[0]) % 360.0) / dlon
+    y0 = np.floor(fy).astype(int)
+    x0 = np.floor(fx).astype(int)
+    inside = (fy >= 0) & (fy <= len(lats) - 1)
+    if is_global:
+        x1 = (x0 + 1) % len(lons)
+    else:
+        inside &= fx <= len(lons) - 1
+        x1 = np.minimum(x0 + 1, len(lons) - 1)
+    y0c = np.clip(y0, 0, len(lats) - 1)
+    x0c = np.clip(x0, 0, len(lons) - 1)
+    y1 = np.minimum(y0c + 1, len(lats) - 1)
+    return Bilinear(y0c, y1, x0c, np.clip(x1, 0, len(lons) - 1), (fy - y0).clip(0, 1),
+                    (fx - x0).clip(0, 1), inside)
+
+
+@dataclass(frozen=True)
+class Barycentric:
+    """The three cells around each point of an unstructured grid and their weights."""
+
+    idx: np.ndarray  # (point, 3) cell indices
+    w: np.ndarray  # (point, 3) weights, summing to 1
+    inside: np.ndarray
+    grid_ndim: ClassVar[int] = 1  # trailing axis of a field that is the grid: (cell,)
+
+    def apply(self, field: np.ndarray) -> np.ndarray:
+        """(..., cell) -> (..., point); NaN for points outside the grid or next to a missing cell."""
+        out = (field[..., self.idx] * self.w).sum(axis=-1)
+        return np.where(self.inside, out, np.nan).astype(np.float32)
+
+
+def unit_vectors(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+    """(n, 3) points on the unit sphere."""
+    phi, lam = np.radians(np.asarray(lat, float)), np.radians(np.asarray(lon, float))
+    return np.stack([np.cos(phi) * np.cos(lam), np.cos(phi) * np.sin(lam), np.sin(phi)], axis=-1)
+
+
+def barycentric(tree: cKDTree, plat: np.ndarray, plon: np.ndarray) -> Barycentric:
+    """Weights on an unstructured grid whose cell centres (unit vectors) are in ``tree``.
+
+    The triangle around a point is a triangle of the Delaunay triangulation of the cell
+    centres, made once for the cells near the points (a triangle of the whole grid's
+    triangulation whose corners are all among those cells is one of theirs too) in a gnomonic
+    projection (great circles are straight lines there, so "inside the plane triangle" is
+    "inside the spherical triangle"). The weights are the point's direction written as a
+    combination of its three cell centres' directions, scaled to sum to one: exact at a cell
+    centre, never negative inside, continuous across triangle edges, and second-order accurate
+    for smooth fields. A point is outside when no triangle holds it (beyond the domain) or the
+    triangle's longest side exceeds three mesh spacings (across a concave edge of the domain).
+    """
+    n = tree.n
+    if n < 3:
+        raise ValueError("an unstructured grid needs at least 3 cells")
+    cells = tree.data
+    spacing = np.median(tree.query(cells[:: max(1, n // 2000)], k=2)[0][:, 1])
+    p = unit_vectors(plat, plon)
+    _, near = tree.query(p, k=min(TRIANGLE_CANDIDATES, n))
+    sub = np.unique(near)
+    centre = cells[sub].mean(axis=0)
+    centre /= np.linalg.norm(centre)
+    if (cells[sub] @ centre).min() < 0.2:
+        raise ValueError("the cells around the points span more than a hemisphere")
+    e1 = np.cross([0.0, 0.0, 1.0], centre)
+    e1 = e1 / np.linalg.norm(e1) if np.linalg.norm(e1) > 1e-9 else np.array([1.0, 0.0, 0.0])
+    e2 = np.cross(centre, e1)
+
+    def plane(v: np.ndarray) -> np.ndarray:
+        q = v / np.maximum(v @ centre, 1e-9)[:, None]
+        return np.stack([q @ e1, q @ e2], axis=-1)
+
+    found = np.full(len(p), -1)
+    if len(sub) >= 3:
+        tri = Delaunay(plane(cells[sub]))
+        found = np.where(p @ centre > 0.2, tri.find_simplex(plane(p)), -1)
+    idx = np.zeros((len(p), 3), dtype=np.int64)
+    w = np.zeros((len(p), 3))
+    ok = found >= 0
+    if ok.any():
+        idx[ok] = sub[tri.simplices[found[ok]]]
+        corners = cells[idx[ok]]  # (point, corner, xyz)
+        alpha = np.linalg.solve(np.transpose(corners, (0, 2, 1)), p[ok][:, :, None])[..., 0]
+        alpha = np.clip(alpha, 0.0, None)
+        w[ok] = alpha / alpha.sum(axis=1, keepdims=True)
+        sides = np.linalg.norm(corners - np.roll(corners, 1, axis=1), axis=2).max(axis=1)
+        ok[np.nonzero(ok)[0][sides > 3.0 * spacing]] = False
+    return Barycentric(idx, w, ok)
+
+
+def neighbourhood_cells(tree: cKDTree, plat: np.ndarray, plon: np.ndarray, around: Barycentric,
+                        radius_km: float = POP_RADIUS_KM) -> tuple[np.ndarray, np.ndarray]:
+    """``neighbourhood`` on an unstructured grid: the cells whose centres lie within
+    ``radius_km`` (great-circle) of each point, from the KD-tree of the unit vectors, and at
+    least the three cells around the point (a grid coarser than the radius, as for the
+    regular grids' one-cell minimum). A point outside the grid gets none (NaN later)."""
+    chord = 2.0 * np.sin(radius_km / EARTH_RADIUS_KM / 2.0)
+    found = tree.query_ball_point(unit_vectors(plat, plon), r=chord)
+    cells = [sorted(set(c) | set(tri.tolist())) if ok else []
+             for c, tri, ok in zip(found, around.idx, around.inside)]
+    return _pack(cells)
+
+
+def _pack(cells: list) -> tuple[np.ndarray, np.ndarray]:
+    width = max(1, max(len(c) for c in cells))
+    idx = np.zeros((len(cells), width), dtype=np.int64)
+    mask = np.zeros((len(cells), width), dtype=bool)
+    for i, c in enumerate(cells):
+        idx[i, :len(c)] = np.sort(np.asarray(c, dtype=np.int64))
+        mask[i, :len(c)] = True
+    return idx, mask
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How one grid is sampled at one point set: the interpolation weights, and each point's
+    neighbourhood (flat cell indices and mask) for the precipitation probability."""
+
+    weights: Bilinear | Barycentric
+    near_idx: np.ndarray
+    near_mask: np.ndarray
+
+
+class SamplingCache:
+    """Samplings by (grid, point set), newest last; ``computed`` counts the ones built."""
+
+    def __init__(self, size: int = 16):
+        self.size = size
+        self.computed = 0
+        self._items: OrderedDict[tuple, Sampling] = OrderedDict()
+
+    def get(self, ds: xr.Dataset, points: PointSet) -> Sampling:
+        key = (_grid_id(ds), _points_id(points))
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        if "cell" in ds.dims:
+            tree = cKDTree(unit_vectors(ds.clat.values, ds.clon.values))
+            w = barycentric(tree, points.lats, points.lons)
+            made = Sampling(w, *neighbourhood_cells(tree, points.lats, points.lons, w))
+        else:
+            made = Sampling(bilinear(ds.lat.values, ds.lon.values, points.lats, points.lons),
+                            *neighbourhood(ds.lat.values, ds.lon.values, points.lats, points.lons))
+        self.computed += 1
+        self._items[key] = made
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return made
+
+
+SAMPLINGS = SamplingCache()
+
+
+def sampling(ds: xr.Dataset, points: PointSet) -> Sampling:
+    """The sampling of ``ds``'s grid at ``points``, computed once per grid and point set."""
+    return SAMPLINGS.get(ds, points)
+
+
+def _grid_id(ds: xr.Dataset) -> tuple:
+    if "cell" in ds.dims:
+        return ("cell", ds.attrs.get("grid_uuid") or _digest(ds.clat.values, ds.clon.values))
+    return ("latlon", _digest(ds.lat.values, ds.lon.values))
+
+
+def _points_id(points: PointSet) -> str:
+    return _digest(points.lats, points.lons)
+
+
+def _digest(*arrays: np.ndarray) -> str:
+    h = hashlib.sha1()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
+def wraps_around(lons: np.ndarray) -> bool:
+    """Whether regular longitudes go round the globe (the last column neighbours the first)."""
+    dlon = abs(lons[1] - lons[0])
+    return abs(dlon * len(lons) - 360.0) < dlon / 2
+
+
+def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np.ndarray,
+                  radius_km: float = POP_RADIUS_KM) -> tuple[np.ndarray, np.ndarray]:
+    """Flat indices (point, k) of the source cells within `radius_km` of each point, and a mask."""
+    dlat = abs(lats[1] - lats[0])
+    dlon = abs(lons[1] - lons[0])
+    ry = max(1, int(np.ceil(radius_km / (dlat * KM_PER_DEG))))
+    wrap = wraps_around(lons)  # across the antimeridian (or the 0/360 seam)
+    cells = []
+    for la, lo in zip(plat, plon):
+        rx = max(1, int(np.ceil(radius_km / (dlon * KM_PER_DEG * max(np.cos(np.radians(la)), 0.05)))))
+        cy = int(round((la - lats[0]) / (lats[1] - lats[0])))
+        cx = int(round(((lo - lons[0]) % 360.0) / (lons[1] - lons[0])))
+        yy, xx = np.mgrid[cy - ry:cy + ry + 1, cx - rx:cx + rx + 1]
+        dist = KM_PER_DEG * np.hypot(yy * dlat - cy * dlat,
+                                     (xx - cx) * dlon * np.cos(np.radians(la)))
+        if wrap:
+            xx = xx % len(lons)
+        ok = (dist <= radius_km) & (yy >= 0) & (yy < len(lats)) & (xx >= 0) & (xx < len(lons))
+        cells.append(yy[ok] * len(lons) + xx[ok])
+    return _pack(cells)
+
+
+def _pop_windows(times: np.ndarray, steps_minutes: Sequence[int], init: np.datetime64
+                 ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The windows the precipitation probability is taken over, for the rows ``times`` of a
+    dataset whose precipitation has its own steps: each window's length in hours and its first
+    row, at the row where it ends (NaN and -1 at the other rows), and the windows' ends in
+    minutes. Intervals of an hour or longer are windows of their own; intervals shorter than
+    an hour (ICON-D2's quarter hours) are summed into the clock hour they end in, and an hour
+    they do not fill is left out."""
+    starts, ends = intervals(steps_minutes, init)
+    row = {int(t): k for k, t in enumerate(times.astype("datetime64[ns]").view(np.int64))}
+    hour = np.timedelta64(1, "h")
+    groups: dict[np.datetime64, list[int]] = {}
+    for i, (start, end) in enumerate(zip(starts, ends)):
+        label = end if end - start >= hour else init + -((init - end) // hour) * hour
+        groups.setdefault(label, []).append(i)
+    hours = np.full(len(times), np.nan, dtype=np.float32)
+    first = np.full(len(times), -1, dtype=np.int64)
+    out = []
+    for label, members in groups.items():
+        length = sum(ends[i] - starts[i] for i in members)
+        if ends[members[-1]] != label or length < hour:
+            continue  # an hour its quarter hours do not fill
+        last = row[int(ends[members[-1]].astype("datetime64[ns]").astype(np.int64))]
+        hours[last] = length / hour
+        first[last] = row[int(ends[members[0]].astype("datetime64[ns]").astype(np.int64))]
+        out.append(int((label - init) / np.timedelta64(1, "m")))
+    return hours, first, out
+
+
+def _window_chunks(first: np.ndarray, chunks: tuple[int, ...]) -> tuple[int, ...]:
+    """Time chunks near ``chunks`` in which no window (rows first..last) is split."""
+    cut = np.ones(len(first) + 1, dtype=bool)  # where a chunk may start
+    for last in np.flatnonzero(first >= 0):
+        cut[first[last] + 1:last + 1] = False
+    bounds = np.flatnonzero(cut)
+    wanted = np.cumsum(chunks)[:-1]
+    keep = sorted({0, len(first), *(bounds[np.searchsorted(bounds, w)] for w in wanted)})
+    return tuple(int(b - a) for a, b in zip(keep, keep[1:]) if b > a)
+
+
+def _pop_block(block: np.ndarray, idx: np.ndarray, mask: np.ndarray, hours: np.ndarray,
+               first: np.ndarray, block_info=None) -> np.ndarray:
+    t0 = block_info[0]["array-location"][0][0] if block_info else 0
+    flat = block.reshape(block.shape[0], -1)
+    cells = mask.sum(axis=1)
+    out = np.full((block.shape[0], idx.shape[0]), np.nan, dtype=np.float32)
+    for k in range(block.shape[0]):
+        if not np.isfinite(hours[t0 + k]):
+            continue
+        rows = flat[first[t0 + k] - t0:k + 1]
+        amounts = rows.sum(axis=0)[idx] if len(rows) > 1 else rows[0][idx]
+        # An amount spread evenly over an interval longer than an hour, as precipitation is
+        # resampled: at least 0.1 mm in each of its hours.
+        wet = (mask & (amounts >= POP_THRESHOLD_MM_H * max(float(hours[t0 + k]), 1.0))).sum(axis=1)
+        complete = (cells > 0) & ~np.isnan(np.where(mask, amounts, 0.0)).any(axis=1)
+        out[k] = np.where(complete, 100.0 * wet / np.maximum(cells, 1), np.nan)
+    return out
+
+
+def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
+            groups: Sequence[tuple[int, Sequence[float]]] | None = None) -> xr.Dataset:
+    """Canonical gridded dataset -> point dataset (time, point[, height]), computed.
+
+    Adds the wind and temperature at `heights` above ground (from the surface fields and the
+    source's upper levels), the neighbourhood precipitation probability, and the elevation
+    corrections of the catalogue where a point's elevation is configured. ``groups``: the
+    points as consecutive groups (their number, the heights they need, among ``heights``),
+    each profiled at its own heights only and NaN at the others; every point at every height
+    when None: a model's points lists share one extraction, and a list that needs only
+    10 m is not profiled at the heights of another.
+    """
+    s = sampling(ds, points)
+    w, nd = s.weights, s.weights.grid_ndim
+    lazy = {}
+    for name, arr in ds.data_vars.items():
+        data = arr.data
+        if not isinstance(data, da.Array):
+            data = da.from_array(data, chunks=(1,) * (data.ndim - nd) + data.shape[-nd:])
+        lazy[name] = data.map_blocks(w.apply, drop_axis=list(range(data.ndim - nd, data.ndim)),
+                                     new_axis=data.ndim - nd, dtype=np.float32,
+                                     chunks=data.chunks[:-nd] + ((len(points),),))
+    if "tp" in ds:
+        hours, first, pop_steps = _pop_windows(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
+        tp = ds.tp.data if isinstance(ds.tp.data, da.Array) else da.from_array(ds.tp.data)
+        tp = tp.rechunk({0: _window_chunks(first, tp.chunks[0])})
+        lazy["pop"] = tp.map_blocks(_pop_block, s.near_idx, s.near_mask, hours, first,
+                                    drop_axis=list(range(1, 1 + nd)), new_axis=1, dtype=np.float32,
+                                    chunks=(tp.chunks[0], (len(points),)))
+    # The graph is already one task chain per message: optimising its many layers costs more
+    # than it saves on threads. On dask.distributed, where every task pays a scheduler round
+    # trip, fusing the chains saves more than it costs.
+    distributed = dask.config.get("scheduler", None) == "dask.distributed"
+    values = dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=distributed)))
+
+    out = xr.Dataset(coords={"time": ds.time.values, "point": points.ids})
+    for name, val in values.items():
+        if name in PROFILE_INPUTS:
+            continue
+        out[name] = (("time", "point"), val)
+    if "d2m" not in values and {"rh2m", "t2m"} <= values.keys():
+        # Sources that publish humidity instead of dewpoint (JMA MSM): one canonical dewpoint.
+        out["d2m"] = (("time", "point"), physics.dewpoint_from_relative_humidity(
+            values["t2m"].astype(np.float64), values["rh2m"] / 100.0).astype(np.float32))
+        out = out.drop_vars("rh2m")
+    orog = values["orog"] if "orog" in values else surface_height(values, len(points))
+    profiles(out, values, ds, orog, np.asarray(heights, dtype=float),
+             [(len(points), heights)] if groups is None else groups)
+    correct_elevation(out, points.elevation - orog)
+    if "sf" not in out and {"tp", "t2m"} <= set(out.data_vars):
+        snowfall_from_temperature(out, ds)
+    for name in out.data_vars:
+        spec = variable(name)
+        out[name].attrs.update(units=spec.units, long_name=spec.long_name)
+        for key in ("steps_minutes", "starts_minutes"):
+            if name in ds and key in ds[name].attrs:
+                out[name].attrs[key] = ds[name].attrs[key]
+    if "pop" in out:
+        out["pop"].attrs["steps_minutes"] = pop_steps
+    out.attrs.update(ds.attrs)
+    return out
+

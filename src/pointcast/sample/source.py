@@ -1,0 +1,186 @@
+"""The sample source: the ``Source`` a cycle discovers and fetches synthetic runs from.
+
+A run sits under ``<cache>/sample/<model>/<YYYYMMDDHH>/`` with a ``README.txt`` saying the
+data are synthetic and a ``complete`` marker written last (it records the parameters, so a
+second fetch of the same run writes nothing, and a fetch with another scale or area rewrites
+the run). Files are written under a temporary name and renamed. The default area
+(``DEFAULT_AREA``, west -25, south 20, east 150, north 72) crops the global models to Europe and
+Asia as far as Japan; a regional model is cropped to it too and must overlap it by at least
+2 x 2 points. The same model, init time, scale, area and steps give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from ..config import parse_init
+from ..sources import run_steps
+from ..sources.base import FetchedRun, ModelSpec, RunRef, floor_run
+from ..sources.icon import NATIVE_GRIDS
+from . import gfs, icon, ifs, msm
+from .encode import Writer
+from .grids import CellGrid, SampleGrid, cell_grid, sample_grid
+from .terrain import LandMask
+from .weather import Weather
+
+log = logging.getLogger(__name__)
+
+# Part of the cached run's fingerprint: bump it when the files written change, so that runs
+# cached by an older version are rewritten.
+GENERATOR = "pointcast-sample/5"
+SYNTHETIC_NOTE = ("SYNTHETIC DATA: written by pointcast's embedded sample source from an "
+                  "analytic weather model; this is not a real forecast.")
+
+DEFAULT_SCALE = 4
+ICON_LAYOUTS = ("v1", "legacy")
+# West, south, east, north: Europe, and Asia as far as Japan (MSM's whole domain lies inside,
+# and IFS covers Japan beyond MSM's horizon).
+DEFAULT_AREA = (-25.0, 20.0, 150.0, 72.0)
+
+UTC = timezone.utc
+
+@dataclass
+class SampleSource:
+    """Deterministic synthetic runs of the configured models, written like their upstreams."""
+
+    name: str = "sample"
+    scale: int = DEFAULT_SCALE
+    area: tuple[float, float, float, float] = DEFAULT_AREA
+    init: Any = "latest"
+    horizon_hours: float | None = None  # cap on the steps (tests); None = the full horizon
+    # DWD's tree for ICON-EU/ICON-D2: "v1" (native grids, DWD's only scheme after 30 November
+    # 2026) or "legacy" (``icon-eu/grib/...`` bz2 files on regular lat/lon grids).
+    icon_layout: str = "v1"
+    _init: datetime | None = field(init=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.scale, bool) or not isinstance(self.scale, int) or self.scale < 1:
+            raise ValueError(f"sample source: scale must be an integer >= 1, got {self.scale!r}")
+        try:
+            area = tuple(float(v) for v in self.area)
+        except (TypeError, ValueError):
+            raise ValueError(f"sample source: area must be [west, south, east, north], got "
+                             f"{self.area!r}") from None
+        if len(area) != 4 or not (area[0] < area[2] and area[1] < area[3]):
+            raise ValueError(f"sample source: area must be [west, south, east, north] with "
+                             f"west < east and south < north, got {self.area!r}")
+        if not (-180 <= area[0] and area[2] <= 180 and -90 <= area[1] and area[3] <= 90):
+            raise ValueError(f"sample source: area {self.area!r} is outside -180..180/-90..90")
+        self.area = area  # type: ignore[assignment]
+        try:
+            self._init = parse_init(self.init)
+        except ValueError as e:
+            raise ValueError(f"sample source: init: {e}") from None
+        if self.horizon_hours is not None and self.horizon_hours < 0:
+            raise ValueError("sample source: horizon_hours must be >= 0")
+        if self.icon_layout not in ICON_LAYOUTS:
+            raise ValueError(f"sample source: icon_layout must be one of {list(ICON_LAYOUTS)}, "
+                             f"got {self.icon_layout!r}")
+
+    @classmethod
+    def from_options(cls, name: str, options: Mapping[str, Any]) -> "SampleSource":
+        known = {"scale", "area", "init", "horizon_hours", "icon_layout"}
+        unknown = sorted(set(options) - known - {"type"})
+        if unknown:
+            raise ValueError(f"source {name!r} (sample): unknown option(s) {unknown}; "
+                             f"known: {sorted(known)}")
+        kwargs = {k: v for k, v in options.items() if k in known}
+        return cls(name=name, **kwargs)
+
+    # -- the Source protocol -----------------------------------------------------------------
+
+    def discover(self, model: ModelSpec, now: datetime) -> RunRef:
+        init = floor_run(model, self._init or now)
+        steps = run_steps(model, init)
+        if self.horizon_hours is not None:
+            steps = tuple(s for s in steps if s <= timedelta(hours=self.horizon_hours))
+        return RunRef(model=model.id, init=init, steps=steps, source="sample", synthetic=True,
+                      complete=True)
+
+    def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
+        if run.model != model.id:
+            raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
+        if not run.steps:
+            raise ValueError(f"run {run.model} {run.init:%Y%m%d%H} has no steps")
+        init = (run.init.replace(tzinfo=UTC) if run.init.tzinfo is None
+                else run.init.astimezone(UTC))
+        run_dir = Path(cache) / "sample" / model.id / f"{init:%Y%m%d%H}"
+        marker = run_dir / "complete"
+        fingerprint = {
+            "generator": GENERATOR, "model": model.id, "init": init.isoformat(),
+            "steps_minutes": [int(s.total_seconds() // 60) for s in run.steps],
+            "scale": self.scale, "area": list(self.area),
+        }
+        native = model.id in NATIVE_GRIDS and self.icon_layout == "v1"
+        if model.id in NATIVE_GRIDS:
+            fingerprint["icon_layout"] = self.icon_layout
+        notes = (SYNTHETIC_NOTE,
+                 f"sample {model.id} run {init:%Y-%m-%d %H} UTC, scale {self.scale} (every "
+                 f"{self.scale}th row/column of the {model.grid.dlat} deg grid), area "
+                 f"{list(self.area)}")
+        if marker.exists():
+            try:
+                done = json.loads(marker.read_text())
+            except (OSError, ValueError):
+                done = {}
+            if {k: done.get(k) for k in fingerprint} == fingerprint:
+                files = tuple(run_dir / f for f in done.get("files", []))
+                if all(f.exists() for f in files):
+                    return FetchedRun(run=run, files=files, notes=notes)
+            log.info("sample %s %s: cached run differs from the configuration, rewriting",
+                     model.id, run_dir)
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True)
+        grid = (cell_grid if native else sample_grid)(model, self.scale, self.area)
+        weather = Weather(model, grid, LandMask.load(cache))
+        writer = Writer(run_dir)
+        try:
+            writer.write("README.txt", _readme(model, init, grid, self).encode(),
+                         data_file=False)
+            if model.id == "ifs":
+                ifs.write_files(run, model, grid, weather, writer)
+            elif native:
+                icon.write_v1_files(run, model, grid, weather, writer)
+            elif model.id in ("icon-eu", "icon-d2"):
+                icon.write_legacy_files(run, model, grid, weather, writer)
+            elif model.id == "msm":
+                msm.write_files(run, model, grid, weather, writer)
+            elif model.id == "gfs":
+                gfs.write_files(run, model, grid, weather, writer)
+            else:
+                raise ValueError(f"the sample source has no writer for model {model.id!r}")
+        finally:
+            writer.close()
+        files = tuple(writer.files)  # in step order
+        record = dict(fingerprint, files=[str(f.relative_to(run_dir)) for f in files],
+                      bytes=writer.bytes, note=SYNTHETIC_NOTE)
+        tmp = marker.with_name(f"complete.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record) + "\n")
+        os.replace(tmp, marker)
+        log.info("sample %s %s: %d files, %.1f MB", model.id, f"{init:%Y%m%d%H}", len(files),
+                 writer.bytes / 1e6)
+        return FetchedRun(run=run, files=files, notes=notes)
+
+
+def _readme(model: ModelSpec, init: datetime, grid: SampleGrid | CellGrid,
+            src: SampleSource) -> str:
+    return (
+        f"{SYNTHETIC_NOTE}\n\n"
+        f"Model stood in for: {model.name} ({model.id}), run {init:%Y-%m-%d %H:%M} UTC.\n"
+        f"Layout, parameter encoding, packing and step conventions follow the real upstream\n"
+        f"(ECMWF open data for IFS, DWD open data for ICON, JMA's GPV for MSM), the values\n"
+        f"do not.\n"
+        f"Grid: {grid.describe()}\n"
+        f"(scale {src.scale}: {src.scale} times the operational grid spacing, "
+        f"area {list(src.area)}).\n"
+        f"Generator: {GENERATOR} (pointcast.sample).\n"
+    )
