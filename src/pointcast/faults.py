@@ -6,15 +6,15 @@ flush, no cleanup) and ``enospc`` raises ``OSError(ENOSPC)`` (a full disk). The 
 in the publish stage, in the order a cycle meets them (docs/contracts.md, "Crash safety"):
 
 ================  ==========================================================================
-``json``          publish.write_json_tree: before the n-th file of the staging tree
-``write``         publish._write_bytes: half of a file's bytes written (every durable file
+``json``          publish.staging.TreeWriter: before the n-th file of the staging tree
+``write``         publish.durable.write_bytes: half of a file's bytes written (every durable file
                   write counts: JSON, ``.gz``, manifest, Zarr objects)
-``zarr``          publish._durable_put: a Zarr object written, before its rename into place
-``zarr-commit``   publish.append_archive: slot written, before the consolidated metadata
-``run-staged``    publish.publish_run: manifest and validation written, before the rename
-``run-renamed``   publish.publish_run: ``runs/<id>`` in place, before ``current`` is swapped
-``current-tmp``   publish._swap_current: temporary symlink made, before it replaces ``current``
-``trash``         publish._remove_tree: a run renamed to ``.trash-*``, before its deletion
+``zarr``          publish.local (the durable store): a Zarr object written, before its rename into place
+``zarr-commit``   publish.archive.append_archive: slot written, before the consolidated metadata
+``run-staged``    publish.tree.publish_run: manifest and validation written, before the rename
+``run-renamed``   publish.local (its publication): ``runs/<id>`` in place, before ``current`` is swapped
+``current-tmp``   publish.local (the swap of ``current``): temporary symlink made, before it replaces ``current``
+``trash``         publish.durable.remove_tree: a run renamed to ``.trash-*``, before its deletion
 ================  ==========================================================================
 """
 
