@@ -1,39 +1,30 @@
 """The forecast cycle as a Prefect flow: discover, fetch, decode+extract, build, validate, publish.
 
 `pointcast run` runs it once; `pointcast schedule` serves it as a deployment every 3 hours.
-Each task is one stage of the library; the flow only wires them, so the same stages run
-identically from tests, the CLI and the deployment.
+Each task calls one stage of the library (the build stage: ``pointcast.build``); the flow only
+wires them, so the same stages run identically from tests, the CLI and the deployment.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import replace
-import json
 import logging
 import shutil
 import time
 from datetime import datetime, timedelta, timezone
-from functools import partial
 from pathlib import Path
 
 import dask
-import numpy as np
 from prefect import allow_failure, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
-from pointcast import blend as blend_stage
-from pointcast import interp, publish
-from pointcast.config import Config, ProductConfig, load_config
-from pointcast.forked import fork_map
-from pointcast.grids import grid_for
+from pointcast import build, interp, publish
+from pointcast.config import Config, load_config
 from pointcast.ingest import decode
-from pointcast.products import PRODUCTS
-from pointcast.products.base import RunContext, iso, merge
+from pointcast.products.base import RunContext
 from pointcast.sources import MODELS, make_source, run_steps
 from pointcast.sources.base import FetchedRun, RunRef
 from pointcast.sources.remote import SourceUnavailable, candidate_runs
@@ -123,73 +114,6 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
     return out
 
 
-def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                 basetime: datetime, points: slice):
-    """Resample and blend once for products sharing points, models and heights, over the
-    longest of their horizons, for one slice of their points; each product then takes its own
-    horizon from the start of the series. Only their heights and variables are resampled: the
-    windpack's thirty-odd heights over the medium range's 14 days were most of a 10,000-point
-    cycle's memory, and it reads two of the two dozen variables. ``where``: the points list's
-    sampled points (`point_set`), of which ``points`` is the slice."""
-    pc = cfg.products[pids[0]]
-    start = np.datetime64(basetime.replace(tzinfo=None), "ns")
-    hours = max(cfg.products[pid].horizon_hours for pid in pids)
-    heights = PRODUCTS[pids[0]].heights(pc)  # the same for every product of the blend
-    axis = interp.base_axis(start, start + np.timedelta64(hours, "h") - interp.BASE_STEP)
-    wanted = [PRODUCTS[pid].variables for pid in pids]
-    # Only the variables the products read, and t2m: the manifest's account of the seams.
-    keep = None if None in wanted else {"t2m", *(v for w in wanted for v in w)}
-    members = []
-    for m in (m for m in pc.models if m in extracted):
-        ds = extracted[m].isel(point=points)
-        ds = ds if keep is None else ds[[v for v in ds.data_vars if v in keep]]
-        ds = ds.sel(height=heights) if "height" in ds.dims else ds
-        members.append((m, interp.resample(ds, axis, where.lats[points], where.lons[points])))
-    until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
-    series, used = blend_stage.blend(members, until)
-    return series, _segments(used.get("t2m", []), axis)
-
-
-def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish.StagedFiles,
-                  points: slice):
-    """One slice of the product's points; its files go into the run's staging tree as they
-    are rendered (``files``)."""
-    pc = cfg.products[pid]
-    return PRODUCTS[pid].build(series.sel(time=series.time < _horizon_end(pc, ctx)),
-                               replace(pc, points=pc.points[points]), ctx, files)
-
-
-def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                ctx: RunContext, corrected: list[str], estimate, staging: Path, write_threads: int,
-                points: slice):
-    """Blend and build one slice of the points for the blend's products, their files written
-    into the run's staging tree by a writer of the slice's own (``write_threads``: its pool,
-    0 in a forked process, which has a core of its own to write on). It may run in a forked
-    process (`build_blend`), so it returns what the cycle keeps, not the files: each
-    product's output without its files, the names of its files (and whether they hold a
-    null), the seams, the directories made. ``corrected``: the products built from the
-    series corrected with ``estimate`` (`postprocess.correct_series`)."""
-    series, seams = blend_models(cfg, pids, extracted, where, ctx.basetime, points)
-    writer = publish.TreeWriter(staging, threads=write_threads)
-    outputs, written = {}, {}
-    try:
-        if corrected:  # [postprocess]: built from the corrected series, the raw archived beside
-            from pointcast import postprocess
-
-            start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
-            fixed = postprocess.correct_series(series, estimate, start)
-        for pid in pids:
-            files = writer.files()
-            out = build_product(cfg, pid, fixed if pid in corrected else series, ctx, files, points)
-            if pid in corrected:
-                postprocess.keep_raw(out.archive, series, pid)
-            outputs[pid] = replace(out, files={})
-            written[pid] = files.written()
-    finally:
-        dirs = writer.close()
-    return outputs, written, seams, dirs
-
-
 # The data-heavy tasks take no cache key: Prefect's default one hashes the inputs, which are
 # the run's fields and, for the last tasks, its whole JSON tree. Those inputs, and the
 # configuration (its points lists: half a million objects for 5 x 1,000 points), are passed
@@ -197,50 +121,8 @@ def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 @task(cache_policy=NO_CACHE)
 def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
                 ctx: RunContext, writer: publish.TreeWriter, corrections: dict) -> dict:
-    """The products of one blend, over their points in slices of at most `[dask]
-    points_per_slice`, at least one a build process, built `build_processes` at a time in
-    forked processes (rendering is Python: one core a process). The memory is a slice's
-    resampled members, blend and elements a process, whatever the number of points.
-    ``corrections``: the bias estimates of the blend's corrected products
-    (`postprocess.prepare`), by product."""
-    n = len(cfg.products[pids[0]].points)
-    processes = cfg.dask.build_processes
-    step = min(cfg.dask.points_per_slice, -(-n // processes))
-    slices = [slice(first, first + step) for first in range(0, n, step)]
-    forked = processes > 1 and len(slices) > 1
-    estimate = None
-    if corrections:  # the products of one blended series share one correction
-        from pointcast import postprocess
-
-        estimate = postprocess.merged(list(corrections.values()))
-    build = partial(build_slice, cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging,
-                    0 if forked else publish.WRITE_THREADS)
-    built = fork_map(build, slices, processes) if forked else [build(s) for s in slices]
-    files = {pid: writer.files() for pid in pids}
-    for _, written, _, dirs in built:
-        for pid in pids:
-            files[pid].adopt(written[pid], dirs)
-    seams = built[0][2]  # the manifest's account of the seams is at the first point
-    return {pid: finish_product(cfg, pid, [replace(outputs[pid], files=files[pid])
-                                           for outputs, *_ in built], seams, ctx, files[pid])
-            for pid in pids}
-
-
-def finish_product(cfg: Config, pid: str, parts: list, seams: list[dict], ctx: RunContext,
-                   files: publish.StagedFiles):
-    """The product's slices as one output, with its index over all points and the seams of
-    its horizon."""
-    pc = cfg.products[pid]
-    out = merge(parts)
-    files[f"{pid}/index.json"] = PRODUCTS[pid].index(pc, ctx)
-    last = iso(_horizon_end(pc, ctx) - interp.BASE_STEP)
-    out.checks["seams"] = [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last]
-    return out
-
-
-def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:
-    """The end of the product's horizon (exclusive)."""
-    return np.datetime64(ctx.basetime.replace(tzinfo=None), "ns") + np.timedelta64(pc.horizon_hours, "h")
+    """The products of one blend (`build.build_blend`)."""
+    return build.build_blend(cfg, pids, extracted, where, ctx, writer, corrections)
 
 
 @task(cache_policy=NO_CACHE)
@@ -376,35 +258,6 @@ def dask_scheduler(cfg: Config):
             cluster.close()
 
 
-def point_set(pc: ProductConfig) -> interp.PointSet:
-    """A product's points, sampled at the centres of their product grid cells."""
-    grid = grid_for(pc.id)
-    centres = [grid.cell_centre(grid.cell_key(p.lat, p.lon)) for p in pc.points]
-    return interp.PointSet(
-        ids=np.array([p.id for p in pc.points]),
-        lats=np.array([c[0] for c in centres]), lons=np.array([c[1] for c in centres]),
-        elevation=np.array([np.nan if p.elevation is None else p.elevation for p in pc.points]),
-    )
-
-
-def _segments(models: list[str], axis: np.ndarray) -> list[dict]:
-    """Runs of the same model along the axis (at the first point), for the manifest."""
-    out: list[dict] = []
-    for i, m in enumerate(models):
-        if out and out[-1]["model"] == m:
-            out[-1]["to"] = iso(axis[i])
-        else:
-            out.append({"model": m, "from": iso(axis[i]), "to": iso(axis[i])})
-    return out
-
-
-def next_update(cfg: Config, now: datetime) -> datetime:
-    every = timedelta(hours=cfg.schedule.every_hours)
-    day = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(minutes=cfg.schedule.offset_minutes)
-    ticks = int((now - day) / every) + 1
-    return day + ticks * every
-
-
 @flow(name="pointcast-cycle", log_prints=True)
 def cycle(config_path: str, now: datetime | None = None) -> str:
     """One forecast cycle. Returns the published run id; raises (publishing nothing) on failure."""
@@ -418,44 +271,30 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     # Sources are asked at once (one may wait for a run being published). A model whose
     # source gave up, or whose run does not decode, is dropped where the products can do
     # without it; a product that cannot (its last model is dropped) keeps the files of the
-    # served run (_without, publish.carry_product).
+    # served run (build.without, publish.carry_product).
     dropped: dict[str, str] = {}
     unbuilt: dict[str, str] = {}  # product -> why it cannot be built this cycle
     runs = _available({m: discover.submit(quote(cfg), m, now, needed[m]) for m in models}, dropped)
-    cfg = _without(cfg, dropped, unbuilt)
+    cfg = build.without(cfg, dropped, unbuilt)
     if not cfg.products:
-        raise RuntimeError(_nothing_published(cfg, unbuilt))
+        raise RuntimeError(build.nothing_published(cfg, unbuilt))
     runs = {m: runs[m] for m in runs if any(m in pc.models for pc in cfg.products.values())}
     runs.update(_reaching_basetime(cfg, runs, now, needed))
-    run_id = _run_id(cfg, runs)
+    run_id = build.run_id(cfg, runs)
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return run_id
 
     fetched = _available({m: fetch(quote(cfg), runs[m], return_state=True) for m in runs}, dropped)
-    cfg = _without(cfg, dropped, unbuilt)
+    cfg = build.without(cfg, dropped, unbuilt)
     if not cfg.products:
-        raise RuntimeError(_nothing_published(cfg, unbuilt))
+        raise RuntimeError(build.nothing_published(cfg, unbuilt))
     runs = {m: runs[m] for m in fetched}
-    # A model's messages are read once: one extraction at every points list that uses it
-    # (products sharing a list share its points), each list then takes its points and heights.
-    groups: dict[Path, list[str]] = {}
-    for pid, pc in cfg.products.items():
-        groups.setdefault(pc.points_file, []).append(pid)
-    point_sets = {f: point_set(cfg.products[pids[0]]) for f, pids in groups.items()}
-    heights = {f: sorted({h for pid in pids for h in PRODUCTS[pid].heights(cfg.products[pid])})
-               for f, pids in groups.items()}
-    users = {m: [f for f, pids in groups.items() if any(m in cfg.products[p].models for p in pids)]
-             for m in fetched}
+    lists = build.points_lists(cfg)
+    users = build.model_users(cfg, lists, fetched)
     ends = {pc.models[-1] for pc in cfg.products.values()}
-    extracted: dict[Path, dict] = {f: {} for f in groups}
-    model_info = {m: {"init": iso(r.init), "source": r.source, "synthetic": r.synthetic,
-                      "steps": len(r.steps), "horizon_hours": max(r.steps) / timedelta(hours=1)}
-                  for m, r in runs.items()}
-    blends: dict[tuple, list[str]] = {}
-    for pid, pc in cfg.products.items():
-        blend_heights = tuple(PRODUCTS[pid].heights(pc))
-        blends.setdefault((pc.points_file, pc.models, pc.max_lead_hours, blend_heights), []).append(pid)
+    extracted: dict[Path, dict] = {f: {} for f in lists}
+    model_info = build.model_info(runs)
     outputs, carried = {}, {}
     with dask_scheduler(cfg):  # one scheduler (one cluster) for every extraction of the cycle
         # The models are decoded one after the other in the background, in the order the
@@ -464,42 +303,36 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         # the first products (one thread rendering, the others writing files).
         decoding, previous = {}, []
         for m in fetched:
-            points = interp.PointSet.concat([point_sets[f] for f in users[m]])
-            decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points),
-                                                sorted({h for f in users[m] for h in heights[f]}),
-                                                [(len(point_sets[f]), heights[f]) for f in users[m]],
+            points, heights, groups = build.extraction([lists[f] for f in users[m]])
+            decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points), heights, groups,
                                                 m in ends, wait_for=[allow_failure(f) for f in previous])
             previous = [decoding[m]]
         learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
-        updated = datetime.now(timezone.utc).replace(microsecond=0)
+        # Every product of the run says it was generated now (updated_time, the manifest's
+        # created); the run is published once all are built and validated (published_at).
+        generated = datetime.now(timezone.utc).replace(microsecond=0)
         # The products write their files into the run's staging tree as they render them: a
         # run of many points never holds its JSON in memory (publish.TreeWriter).
         writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id))
         with _cleaned_up(writer, cfg.output.root, run_id):
             corrections, learnt = learning.result()
-            for (points_file, models, _, _), pids in blends.items():
+            for (points_file, models, _, _), pids in build.blends(cfg).items():
                 for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
                     out = _available({m: decoding[m]}, dropped).get(m)
-                    if out is None:  # dropped: _without takes it out of the blend
+                    if out is None:  # dropped: build.without takes it out of the blend
                         continue
-                    first = 0
-                    for f in users[m]:
-                        part = out.isel(point=slice(first, first + len(point_sets[f])))
-                        extracted[f][m] = part.sel(height=heights[f]) if "height" in part.dims else part
-                        first += len(point_sets[f])
-                cfg = _without(cfg, dropped, unbuilt)
+                    for f, part in build.split(out, {f: lists[f] for f in users[m]}).items():
+                        extracted[f][m] = part
+                cfg = build.without(cfg, dropped, unbuilt)
                 pids = [pid for pid in pids if pid in cfg.products]
                 if not pids:
                     continue
-                models = cfg.products[pids[0]].models
-                basetime = runs[models[0]].init
-                ctx = RunContext(basetime=basetime, updated=updated, next_update=next_update(cfg, now),
-                                 models={m: model_info[m] for m in models})
+                ctx = build.run_context(cfg, pids[0], runs, model_info, generated, now)
                 outputs.update(build_blend(quote(cfg), pids, quote(extracted[points_file]),
-                                           quote(point_sets[points_file]), ctx, quote(writer),
+                                           quote(lists[points_file].points), ctx, quote(writer),
                                            quote({pid: corrections[pid] for pid in pids if pid in corrections})))
             if not outputs:
-                raise RuntimeError(_nothing_published(cfg, unbuilt))
+                raise RuntimeError(build.nothing_published(cfg, unbuilt))
             for pid, reason in unbuilt.items():
                 carried[pid] = publish.carry_product(cfg.output.root, writer, pid)
                 log.warning("%s cannot be built this cycle (%s): %s", pid, reason,
@@ -507,24 +340,8 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                             else "it is absent from this run (no served run has it)")
             report = validate_run(quote(cfg), quote(outputs))
             applied = postprocess_run(quote(cfg), quote(outputs), quote(writer), learnt)
-    synthetic = any(r.synthetic for r in runs.values())
-    manifest = {
-        "run_id": run_id, "created": iso(updated), "synthetic": synthetic,
-        "notice": ("SYNTHETIC: produced from the embedded sample source; not a real forecast."
-                   if synthetic else "Produced from real model runs."),
-        "models": {m: info for m, info in model_info.items() if m not in dropped},
-        "products": {pid: {"basetime": iso(runs[pc.models[0]].init), "models": list(pc.models),
-                           "horizon_hours": pc.horizon_hours, "freqs": list(pc.freqs),
-                           "points": len(pc.points), "seams_t2m": outputs[pid].checks.get("seams", [])}
-                     for pid, pc in cfg.products.items()}
-        | {pid: {**entry, "carried_because": unbuilt[pid]}
-           for pid, entry in carried.items() if entry is not None},
-    }
-    manifest.update(dropped=dropped,
-                    absent={pid: unbuilt[pid] for pid, entry in carried.items() if entry is None},
-                    source_notes={m: [*runs[m].notes, *fetched[m].notes] for m in runs})
+    manifest = build.manifest(cfg, run_id, runs, fetched, outputs, dropped, unbuilt, carried, generated, applied)
     report["carried"] = {pid: entry["carried_from"] for pid, entry in carried.items() if entry}
-    manifest["postprocess"] = applied
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
     return run_id
 
@@ -578,46 +395,6 @@ def _reason(exc) -> str:
     if isinstance(exc, (SourceUnavailable, ModelFailed)) or not isinstance(exc, BaseException):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
-
-
-def _without(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str]) -> Config:
-    """``cfg`` with the dropped models taken out of the products. A product that loses its
-    last model (the one reaching its horizon) cannot be built: it is taken out too, and
-    ``unbuilt`` says why (the cycle carries its files over from the served run)."""
-    if not dropped:
-        return cfg
-    products = {}
-    for pid, pc in cfg.products.items():
-        if pc.models[-1] in dropped:
-            m = pc.models[-1]
-            unbuilt.setdefault(pid, f"needs {m}, which is dropped: {dropped[m]}")
-            continue
-        products[pid] = replace(pc, models=tuple(m for m in pc.models if m not in dropped))
-    return replace(cfg, products=products)
-
-
-def _nothing_published(cfg: Config, unbuilt: dict[str, str]) -> str:
-    """The failure of a cycle that can build no product: what stays served."""
-    served = publish.current_run(cfg.output.root)
-    why = "; ".join(f"{pid} {reason}" for pid, reason in unbuilt.items())
-    return (f"no product can be built this cycle ({why}); nothing is published, "
-            + (f"the previously published run {served} stays served" if served
-               else "and no run has been published yet"))
-
-
-def _run_id(cfg: Config, runs: dict[str, RunRef]) -> str:
-    """Same model runs and same configuration -> same id, so a re-run is recognised."""
-    key = json.dumps({m: [r.source, r.init.isoformat(), len(r.steps)] for m, r in sorted(runs.items())}
-                     | {"config": _config_digest(cfg)}, sort_keys=True)
-    newest = max(r.init for r in runs.values())
-    return f"{newest:%Y%m%dT%H%MZ}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
-
-
-def _config_digest(cfg: Config) -> str:
-    digest = hashlib.sha256(cfg.path.read_bytes())
-    for points_file in sorted({pc.points_file for pc in cfg.products.values()}):
-        digest.update(Path(points_file).read_bytes())
-    return digest.hexdigest()
 
 
 def deployment(cfg: Config):

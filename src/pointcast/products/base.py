@@ -39,7 +39,7 @@ class ProductOutput:
 @dataclass(frozen=True)
 class RunContext:
     basetime: datetime  # model run time of the product's first model
-    updated: datetime  # publication time
+    generated: datetime  # when the run's products were generated: their updated_time
     next_update: datetime  # when the next run is expected
     models: dict  # model id -> {"init", "source", "synthetic"}
 
@@ -279,7 +279,7 @@ def render_index(product_id: str, path: str, cfg: ProductConfig, ctx: RunContext
     grid = grid_for(product_id)
     return dumps({
         "product": product_id, "path": path, "grid": grid.name,
-        "basetime": iso(ctx.basetime), "updated_time": iso(ctx.updated),
+        "basetime": iso(ctx.basetime), "updated_time": iso(ctx.generated),
         "next_update": iso(ctx.next_update), "freqs": list(cfg.freqs), **extra,
         "points": [{"id": p.id, "name": p.name, "lat": p.lat, "lon": p.lon,
                     "cell": grid.cell_key(p.lat, p.lon), "elevation": p.elevation,

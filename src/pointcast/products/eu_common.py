@@ -153,7 +153,7 @@ class EuCommon:
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         files = Files() if files is None else files
-        basetime, updated, units = iso(ctx.basetime), iso(ctx.updated), {k: UNITS[k] for k in ORDER}
+        basetime, updated, units = iso(ctx.basetime), iso(ctx.generated), {k: UNITS[k] for k in ORDER}
         for freq, step, ds in freq_series(series, cfg, ctx):
             values = elements(ds, step)
             rows = Records({"datetime": strings([iso(t) for t in ds.time.values]),

@@ -52,7 +52,7 @@ class EuWind:
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         files = Files() if files is None else files
-        basetime, updated = iso(ctx.basetime), iso(ctx.updated)
+        basetime, updated = iso(ctx.basetime), iso(ctx.generated)
         heights = [set(point_heights(p)) for p in cfg.points]
         for freq, step, ds in freq_series(series[list(self.variables)], cfg, ctx):
             wind = _wind(ds)

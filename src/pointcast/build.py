@@ -1,0 +1,319 @@
+"""Build: the models' point series of a cycle -> the products' files, archives and manifest.
+
+The stage between extraction and validation. Products sharing a points file share one
+extraction of each model (`points_lists`); products sharing points, models, lead limits and
+heights share one blend (`blends`). A blend's points are built in slices (`slices`), each
+slice resampled, blended and rendered on its own (`build_slice`, whose inputs all pickle, so
+it can run in a forked process or on a worker), then each product's slices are finished as
+one output (`finish_product`). The manifest (`manifest`) says what the run was built from.
+No Prefect here: flows/cycle.py wires these functions into tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from . import blend as blend_stage
+from . import interp, publish
+from .config import Config, DaskConfig, ProductConfig
+from .forked import fork_map
+from .grids import grid_for
+from .products import PRODUCTS
+from .products.base import ProductOutput, RunContext, iso, merge
+from .sources.base import FetchedRun, RunRef
+
+
+@dataclass(frozen=True)
+class PointsList:
+    """The products of one points file (``pids``): its points, sampled at their product grid
+    cells (`point_set`), and every height one of its products needs."""
+
+    pids: list[str]
+    points: interp.PointSet
+    heights: list[float]
+
+
+def points_lists(cfg: Config) -> dict[Path, PointsList]:
+    """The products by points file: a model's messages are read once, one extraction at
+    every points list using it (products sharing a list share its points)."""
+    groups: dict[Path, list[str]] = {}
+    for pid, pc in cfg.products.items():
+        groups.setdefault(pc.points_file, []).append(pid)
+    return {f: PointsList(pids, point_set(cfg.products[pids[0]]),
+                          sorted({h for pid in pids for h in PRODUCTS[pid].heights(cfg.products[pid])}))
+            for f, pids in groups.items()}
+
+
+def point_set(pc: ProductConfig) -> interp.PointSet:
+    """A product's points, sampled at the centres of their product grid cells."""
+    grid = grid_for(pc.id)
+    centres = [grid.cell_centre(grid.cell_key(p.lat, p.lon)) for p in pc.points]
+    return interp.PointSet(
+        ids=np.array([p.id for p in pc.points]),
+        lats=np.array([c[0] for c in centres]), lons=np.array([c[1] for c in centres]),
+        elevation=np.array([np.nan if p.elevation is None else p.elevation for p in pc.points]),
+    )
+
+
+def model_users(cfg: Config, lists: dict[Path, PointsList], models) -> dict[str, list[Path]]:
+    """The points lists each of ``models`` is extracted at (those of the products it feeds)."""
+    return {m: [f for f, pl in lists.items() if any(m in cfg.products[p].models for p in pl.pids)]
+            for m in models}
+
+
+def extraction(lists: list[PointsList]) -> tuple[interp.PointSet, list[float], list[tuple[int, list[float]]]]:
+    """A model's one extraction at several points lists (`interp.extract`): their points one
+    after the other, every height any needs, and each list's number of points and heights."""
+    return (interp.PointSet.concat([pl.points for pl in lists]),
+            sorted({h for pl in lists for h in pl.heights}),
+            [(len(pl.points), pl.heights) for pl in lists])
+
+
+def split(extracted: xr.Dataset, lists: dict[Path, PointsList]) -> dict[Path, xr.Dataset]:
+    """A model's one extraction (`extraction`) back into its points lists, each at its own
+    heights."""
+    out, first = {}, 0
+    for f, pl in lists.items():
+        part = extracted.isel(point=slice(first, first + len(pl.points)))
+        out[f] = part.sel(height=pl.heights) if "height" in part.dims else part
+        first += len(pl.points)
+    return out
+
+
+def blends(cfg: Config) -> dict[tuple, list[str]]:
+    """The products blended together, by (points file, models, lead limits, heights): they
+    share one resampling and blend of their models (`blend_models`)."""
+    out: dict[tuple, list[str]] = {}
+    for pid, pc in cfg.products.items():
+        out.setdefault((pc.points_file, pc.models, pc.max_lead_hours, tuple(PRODUCTS[pid].heights(pc))),
+                       []).append(pid)
+    return out
+
+
+def without(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str]) -> Config:
+    """``cfg`` with the dropped models taken out of the products. A product that loses its
+    last model (the one reaching its horizon) cannot be built: it is taken out too, and
+    ``unbuilt`` says why (the cycle carries its files over from the served run)."""
+    if not dropped:
+        return cfg
+    products = {}
+    for pid, pc in cfg.products.items():
+        if pc.models[-1] in dropped:
+            m = pc.models[-1]
+            unbuilt.setdefault(pid, f"needs {m}, which is dropped: {dropped[m]}")
+            continue
+        products[pid] = replace(pc, models=tuple(m for m in pc.models if m not in dropped))
+    return replace(cfg, products=products)
+
+
+def nothing_published(cfg: Config, unbuilt: dict[str, str]) -> str:
+    """The failure of a cycle that can build no product: what stays served."""
+    served = publish.current_run(cfg.output.root)
+    why = "; ".join(f"{pid} {reason}" for pid, reason in unbuilt.items())
+    return (f"no product can be built this cycle ({why}); nothing is published, "
+            + (f"the previously published run {served} stays served" if served
+               else "and no run has been published yet"))
+
+
+def run_id(cfg: Config, runs: dict[str, RunRef]) -> str:
+    """Same model runs and same configuration -> same id, so a re-run is recognised."""
+    key = json.dumps({m: [r.source, r.init.isoformat(), len(r.steps)] for m, r in sorted(runs.items())}
+                     | {"config": _config_digest(cfg)}, sort_keys=True)
+    newest = max(r.init for r in runs.values())
+    return f"{newest:%Y%m%dT%H%MZ}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+def _config_digest(cfg: Config) -> str:
+    digest = hashlib.sha256(cfg.path.read_bytes())
+    for points_file in sorted({pc.points_file for pc in cfg.products.values()}):
+        digest.update(Path(points_file).read_bytes())
+    return digest.hexdigest()
+
+
+def next_update(cfg: Config, now: datetime) -> datetime:
+    """The next tick of the schedule after ``now``: when the next run is expected."""
+    every = timedelta(hours=cfg.schedule.every_hours)
+    day = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(minutes=cfg.schedule.offset_minutes)
+    ticks = int((now - day) / every) + 1
+    return day + ticks * every
+
+
+def model_info(runs: dict[str, RunRef]) -> dict[str, dict]:
+    """The manifest's and the archives' account of each model run."""
+    return {m: {"init": iso(r.init), "source": r.source, "synthetic": r.synthetic,
+                "steps": len(r.steps), "horizon_hours": max(r.steps) / timedelta(hours=1)}
+            for m, r in runs.items()}
+
+
+def run_context(cfg: Config, pid: str, runs: dict[str, RunRef], info: dict[str, dict],
+                generated: datetime, now: datetime) -> RunContext:
+    """What the products of ``pid``'s blend stamp: its first model's run as basetime."""
+    models = cfg.products[pid].models
+    return RunContext(basetime=runs[models[0]].init, generated=generated, next_update=next_update(cfg, now),
+                      models={m: info[m] for m in models})
+
+
+def slices(n: int, dask_cfg: DaskConfig) -> list[slice]:
+    """``n`` points in slices of at most `[dask] points_per_slice`, at least one a build
+    process."""
+    step = min(dask_cfg.points_per_slice, -(-n // dask_cfg.build_processes))
+    return [slice(first, first + step) for first in range(0, n, step)]
+
+
+def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
+                 basetime: datetime, points: slice):
+    """Resample and blend once for products sharing points, models and heights, over the
+    longest of their horizons, for one slice of their points; each product then takes its own
+    horizon from the start of the series. Only their heights and variables are resampled: the
+    windpack's thirty-odd heights over the medium range's 14 days were most of a 10,000-point
+    cycle's memory, and it reads two of the two dozen variables. ``where``: the points list's
+    sampled points (`point_set`), of which ``points`` is the slice."""
+    pc = cfg.products[pids[0]]
+    start = np.datetime64(basetime.replace(tzinfo=None), "ns")
+    hours = max(cfg.products[pid].horizon_hours for pid in pids)
+    heights = PRODUCTS[pids[0]].heights(pc)  # the same for every product of the blend
+    axis = interp.base_axis(start, start + np.timedelta64(hours, "h") - interp.BASE_STEP)
+    wanted = [PRODUCTS[pid].variables for pid in pids]
+    # Only the variables the products read, and t2m: the manifest's account of the seams.
+    keep = None if None in wanted else {"t2m", *(v for w in wanted for v in w)}
+    members = []
+    for m in (m for m in pc.models if m in extracted):
+        ds = extracted[m].isel(point=points)
+        ds = ds if keep is None else ds[[v for v in ds.data_vars if v in keep]]
+        ds = ds.sel(height=heights) if "height" in ds.dims else ds
+        members.append((m, interp.resample(ds, axis, where.lats[points], where.lons[points])))
+    until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
+    series, used = blend_stage.blend(members, until)
+    return series, _segments(used.get("t2m", []), axis)
+
+
+def _segments(models: list[str], axis: np.ndarray) -> list[dict]:
+    """Runs of the same model along the axis (at the first point), for the manifest."""
+    out: list[dict] = []
+    for i, m in enumerate(models):
+        if out and out[-1]["model"] == m:
+            out[-1]["to"] = iso(axis[i])
+        else:
+            out.append({"model": m, "from": iso(axis[i]), "to": iso(axis[i])})
+    return out
+
+
+def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish.StagedFiles,
+                  points: slice) -> ProductOutput:
+    """One slice of the product's points; its files go into the run's staging tree as they
+    are rendered (``files``)."""
+    pc = cfg.products[pid]
+    return PRODUCTS[pid].build(series.sel(time=series.time < _horizon_end(pc, ctx)),
+                               replace(pc, points=pc.points[points]), ctx, files)
+
+
+def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
+                ctx: RunContext, corrected: list[str], estimate, staging: Path, write_threads: int,
+                points: slice):
+    """Blend and build one slice of the points for the blend's products, their files written
+    into the run's staging tree by a writer of the slice's own (``write_threads``: its pool,
+    0 in a forked process, which has a core of its own to write on). It may run in a forked
+    process (`build_blend`), so it returns what the cycle keeps, not the files: each
+    product's output without its files, the names of its files (and whether they hold a
+    null), the seams, the directories made. ``corrected``: the products built from the
+    series corrected with ``estimate`` (`postprocess.correct_series`)."""
+    series, seams = blend_models(cfg, pids, extracted, where, ctx.basetime, points)
+    writer = publish.TreeWriter(staging, threads=write_threads)
+    outputs, written = {}, {}
+    try:
+        if corrected:  # [postprocess]: built from the corrected series, the raw archived beside
+            from . import postprocess
+
+            start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
+            fixed = postprocess.correct_series(series, estimate, start)
+        for pid in pids:
+            files = writer.files()
+            out = build_product(cfg, pid, fixed if pid in corrected else series, ctx, files, points)
+            if pid in corrected:
+                postprocess.keep_raw(out.archive, series, pid)
+            outputs[pid] = replace(out, files={})
+            written[pid] = files.written()
+    finally:
+        dirs = writer.close()
+    return outputs, written, seams, dirs
+
+
+def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
+                ctx: RunContext, writer: publish.TreeWriter, corrections: dict) -> dict[str, ProductOutput]:
+    """The products of one blend, over their points in `slices`, built `build_processes` at
+    a time in forked processes (rendering is Python: one core a process). The memory is a
+    slice's resampled members, blend and elements a process, whatever the number of points.
+    ``corrections``: the bias estimates of the blend's corrected products
+    (`postprocess.prepare`), by product."""
+    parts = slices(len(cfg.products[pids[0]].points), cfg.dask)
+    processes = cfg.dask.build_processes
+    forked = processes > 1 and len(parts) > 1
+    estimate = None
+    if corrections:  # the products of one blended series share one correction
+        from . import postprocess
+
+        estimate = postprocess.merged(list(corrections.values()))
+    build = partial(build_slice, cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging,
+                    0 if forked else publish.WRITE_THREADS)
+    built = fork_map(build, parts, processes) if forked else [build(s) for s in parts]
+    files = {pid: writer.files() for pid in pids}
+    for _, written, _, dirs in built:
+        for pid in pids:
+            files[pid].adopt(written[pid], dirs)
+    seams = built[0][2]  # the manifest's account of the seams is at the first point
+    return {pid: finish_product(cfg, pid, [replace(outputs[pid], files=files[pid])
+                                           for outputs, *_ in built], seams, ctx, files[pid])
+            for pid in pids}
+
+
+def finish_product(cfg: Config, pid: str, parts: list[ProductOutput], seams: list[dict], ctx: RunContext,
+                   files: publish.StagedFiles) -> ProductOutput:
+    """The product's slices as one output, with its index over all points and the seams of
+    its horizon."""
+    pc = cfg.products[pid]
+    out = merge(parts)
+    files[f"{pid}/index.json"] = PRODUCTS[pid].index(pc, ctx)
+    last = iso(_horizon_end(pc, ctx) - interp.BASE_STEP)
+    out.checks["seams"] = [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last]
+    return out
+
+
+def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:
+    """The end of the product's horizon (exclusive)."""
+    return np.datetime64(ctx.basetime.replace(tzinfo=None), "ns") + np.timedelta64(pc.horizon_hours, "h")
+
+
+def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, FetchedRun],
+             outputs: dict[str, ProductOutput], dropped: dict[str, str], unbuilt: dict[str, str],
+             carried: dict[str, dict | None], generated: datetime, postprocess: dict) -> dict:
+    """The run's manifest (docs/contracts.md) without ``published_at``, which the publish
+    stage adds: ``created`` is ``generated``, when the products began to be built (their
+    `updated_time`). ``runs``/``fetched``: the model runs built from, by model; ``carried``:
+    the served run's entry of each product not built (`publish.carry_product`), None where
+    it had none (the product is absent)."""
+    synthetic = any(r.synthetic for r in runs.values())
+    out = {
+        "run_id": run, "created": iso(generated), "synthetic": synthetic,
+        "notice": ("SYNTHETIC: produced from the embedded sample source; not a real forecast."
+                   if synthetic else "Produced from real model runs."),
+        "models": {m: info for m, info in model_info(runs).items() if m not in dropped},
+        "products": {pid: {"basetime": iso(runs[pc.models[0]].init), "models": list(pc.models),
+                           "horizon_hours": pc.horizon_hours, "freqs": list(pc.freqs),
+                           "points": len(pc.points), "seams_t2m": outputs[pid].checks.get("seams", [])}
+                     for pid, pc in cfg.products.items()}
+        | {pid: {**entry, "carried_because": unbuilt[pid]}
+           for pid, entry in carried.items() if entry is not None},
+    }
+    out.update(dropped=dropped,
+               absent={pid: unbuilt[pid] for pid, entry in carried.items() if entry is None},
+               source_notes={m: [*runs[m].notes, *fetched[m].notes] for m in runs})
+    out["postprocess"] = postprocess
+    return out
