@@ -180,7 +180,7 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
     if writers:
         (writer,) = writers.values()
     else:
-        writer = publish.TreeWriter(publish.new_run_dir(root, run_id))
+        writer = publish.TreeWriter(publish.new_run_dir(root, run_id), cfg.output.json)
     with _cleaned_up(writer, root, run_id):
         for out in outputs.values():
             if not isinstance(out.files, publish.StagedFiles):
@@ -198,7 +198,7 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
             flushed = durable.result()
         _logger().info("run %s: files durable in %.1f s, archives appended in %.1f s (side by side)",
                        run_id, flushed, appended)
-        path = publish.publish_run(root, writer.staging, run_id, manifest, report, report["ok"])
+        path = publish.publish_run(root, writer.staging, run_id, manifest, report, report["ok"], writer.mode)
     publish.retain(root, cfg.output.keep_runs)
     in_use = {(m, f"{datetime.fromisoformat(info['init']):%Y%m%d%H}")
               for m, info in manifest["models"].items() if info.get("init")}
@@ -313,7 +313,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         generated = datetime.now(timezone.utc).replace(microsecond=0)
         # The products write their files into the run's staging tree as they render them: a
         # run of many points never holds its JSON in memory (publish.TreeWriter).
-        writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id))
+        writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id), cfg.output.json)
         with _cleaned_up(writer, cfg.output.root, run_id):
             corrections, learnt = learning.result()
             for (points_file, models, _, _), pids in build.blends(cfg).items():

@@ -79,7 +79,7 @@ def run_files(run_id: str, basetime: datetime, temp: float, scratch: Path) -> di
 def republish(root: Path, run_id: str, files: dict[str, bytes]) -> None:
     """One publication as the cycle makes it: stage, write the tree, publish_run (the swap)."""
     staging = publish.new_run_dir(root, run_id)
-    publish.write_json_tree(staging, files, gzip=False)
+    publish.write_json_tree(staging, files, mode="plain")
     publish.publish_run(root, staging, run_id, {"products": {}}, {"ok": True}, ok=True)
 
 

@@ -257,7 +257,7 @@ def test_gzip_siblings_decompress_to_same_bytes(tmp_path):
             == (other / "json" / (rel + ".gz")).read_bytes())
 
     no_gz = pub.new_run_dir(tmp_path, "r2")
-    pub.write_json_tree(no_gz, files, gzip=False)
+    pub.write_json_tree(no_gz, files, mode="plain")
     assert not list((no_gz / "json").rglob("*.gz"))
     with pytest.raises(ValueError, match="gzip sibling"):
         pub.write_json_tree(no_gz, {"a.json": b"1", "a.json.gz": b"2"})

@@ -226,7 +226,7 @@ def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     null), the seams, the directories made. ``corrected``: the products built from the
     series corrected with ``estimate`` (`postprocess.correct_series`)."""
     series, seams = blend_models(cfg, pids, extracted, where, ctx.basetime, points)
-    writer = publish.TreeWriter(staging, threads=write_threads)
+    writer = publish.TreeWriter(staging, cfg.output.json, threads=write_threads)
     outputs, written = {}, {}
     try:
         if corrected:  # [postprocess]: built from the corrected series, the raw archived beside

@@ -59,6 +59,9 @@ STATION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HUB_HEIGHT_RANGE_M: tuple[float, float] = (10.0, 300.0)
 ELEVATION_RANGE_M: tuple[float, float] = (-500.0, 9000.0)
 DASK_SCHEDULERS: tuple[str, ...] = ("threads", "synchronous", "local-cluster")
+JSON_MODES: tuple[str, ...] = ("both", "plain", "gzip")
+"""``[output] json``: how a run's JSON files are written (docs/config.md): ``<file>.json`` and its
+``.json.gz`` twin, the plain file alone, or the ``.json.gz`` alone."""
 POINT_ID_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 _DEFAULT_KEEP_RUNS = 8
@@ -67,6 +70,7 @@ _DEFAULT_EVERY_HOURS = 3
 _DEFAULT_OFFSET_MINUTES = 0
 _DEFAULT_SCHEDULER = "threads"
 _DEFAULT_WORKERS = 2
+_DEFAULT_JSON = "both"
 
 
 # --------------------------------------------------------------------------------------------
@@ -103,6 +107,7 @@ class OutputConfig:
     cache_max_gb: float | None = None  # cap on the cache's model runs; None: no cap
 
     cache: Path | None = None  # local cache of model runs; default <root>/cache
+    json: str = _DEFAULT_JSON  # one of JSON_MODES
 
     @property
     def cache_dir(self) -> Path:
@@ -396,8 +401,11 @@ _TOP_LEVEL = ("output", "schedule", "dask", "sources", "models", "products", "se
 def _output(ctx: _Ctx, doc: dict, base: Path) -> OutputConfig:
     path = ("output",)
     tbl = _table(ctx, doc, "output", path, required=True)
-    _check_keys(ctx, tbl, path, ("root", "cache", "keep_runs", "keep_cache_runs", "cache_max_gb"))
+    _check_keys(ctx, tbl, path, ("root", "cache", "keep_runs", "keep_cache_runs", "cache_max_gb", "json"))
     root = _str(ctx, tbl, "root", path)
+    json_mode = _str(ctx, tbl, "json", path, _DEFAULT_JSON)
+    if json_mode not in JSON_MODES:
+        raise ctx.error(path + ("json",), f"expected one of {', '.join(map(repr, JSON_MODES))}, got {json_mode!r}")
     cache = tbl.get("cache")
     if cache is not None:
         cache = Path(os.path.normpath(base / Path(_str(ctx, tbl, "cache", path)).expanduser()))
@@ -411,10 +419,10 @@ def _output(ctx: _Ctx, doc: dict, base: Path) -> OutputConfig:
             raise ctx.error(path + ("root",), f"expected a path or a URL such as 's3://bucket/prefix', got {root!r}")
         return OutputConfig(root=root.rstrip("/"), keep_runs=keep, keep_cache_runs=keep_cache,
                             cache_max_gb=None if cap is None else float(cap),
-                            cache=cache if cache is not None else base / "cache")
+                            cache=cache if cache is not None else base / "cache", json=json_mode)
     root_path = Path(os.path.normpath(base / Path(root).expanduser()))
     return OutputConfig(root=root_path, keep_runs=keep, keep_cache_runs=keep_cache,
-                        cache_max_gb=None if cap is None else float(cap), cache=cache)
+                        cache_max_gb=None if cap is None else float(cap), cache=cache, json=json_mode)
 
 
 def _schedule(ctx: _Ctx, doc: dict) -> ScheduleConfig:

@@ -566,6 +566,23 @@ def _parse_time(value: Any) -> datetime | None:
     return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
 
 
+def read_run_file(path: Path, gzip_ok: bool = False) -> tuple[bytes, bool]:
+    """A run's JSON file ``path`` in whichever form the run was written in (``[output] json``,
+    docs/config.md: the file, its ``.gz`` twin, or both): ``(stored gzip bytes, True)`` when
+    ``gzip_ok`` and the ``.gz`` is there, else ``(JSON bytes, False)``, decompressed from the
+    ``.gz`` when the file is not there. FileNotFoundError when neither is."""
+    gz = path.with_name(path.name + ".gz")
+    if gzip_ok:
+        try:
+            return gz.read_bytes(), True
+        except FileNotFoundError:
+            pass
+    try:
+        return path.read_bytes(), False
+    except FileNotFoundError:
+        return gzip.decompress(gz.read_bytes()), False
+
+
 @dataclass
 class ProductIndex:
     """A product's ``index.json`` as the server needs it."""
@@ -585,7 +602,7 @@ class ProductIndex:
     @classmethod
     def load(cls, product: str, path: Path) -> ProductIndex | None:
         try:
-            meta = json.loads(path.read_bytes())
+            meta = json.loads(read_run_file(path)[0])
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
@@ -892,15 +909,12 @@ class Run:
         return [p for p in found if p is not None]
 
     def _read(self, directory: Path, stem: str, what: str) -> bytes | None:
-        """``<stem>.json`` (or ``<stem>.json.gz``) of a run directory; None when absent."""
+        """``<stem>.json`` of a run directory (``read_run_file``); None when absent."""
         try:
-            return (directory / (stem + ".json")).read_bytes()
+            return read_run_file(directory / (stem + ".json"))[0]
         except FileNotFoundError:
-            try:
-                return gzip.decompress((directory / (stem + ".json.gz")).read_bytes())
-            except FileNotFoundError:
-                log.error("run %s: no file for %s", self.run_id, what)
-                return None
+            log.error("run %s: no file for %s", self.run_id, what)
+            return None
 
     def point_file(self, product: str, freq: str, point_id: str) -> PointFile | None:
         key = ("point", product, freq, point_id)
@@ -1503,11 +1517,17 @@ def viewer_assets() -> dict[str, bytes]:
     return assets
 
 
-def file_response(data: bytes, path: str) -> Response:
+def file_response(data: bytes, path: str, encoded: bool | None = None) -> Response:
+    """200 with a file's bytes; ``encoded`` (a run file, ``read_run_file``): they are its
+    stored gzip form, sent with ``Content-Encoding: gzip``."""
     suffix = PurePath(path).suffix if path != "/" else ".html"
     kind = _CONTENT_TYPES.get(suffix, b"text/plain; charset=utf-8")  # LICENSE, VERSIONS
-    return Response(200, [data], [(b"content-type", kind), (b"content-length", b"%d" % len(data)),
-                                  (b"cache-control", b"no-cache")])
+    headers = [(b"content-type", kind), (b"content-length", b"%d" % len(data)), (b"cache-control", b"no-cache")]
+    if encoded is not None:  # the form depends on the request's Accept-Encoding
+        headers.append((b"vary", b"Accept-Encoding"))
+    if encoded:
+        headers.append((b"content-encoding", b"gzip"))
+    return Response(200, [data], headers)
 
 
 def tree_file(run: Run, path: str) -> Path | None:
@@ -1876,7 +1896,7 @@ class PointcastApp:
                     raise invalid("product")
                 name = f"{product}.json"
             try:
-                data = (self.root / VERIFICATION_DIR / name).read_bytes()
+                data = read_run_file(self.root / VERIFICATION_DIR / name)[0]
             except OSError:
                 raise (no_data("no verification published yet (pointcast verify)") if name == "index.json"
                        else not_found()) from None
@@ -1916,9 +1936,10 @@ class PointcastApp:
             raise not_allowed()
         self.access.admit(headers)
         try:
-            return file_response(file.read_bytes(), path)
+            data, encoded = read_run_file(file, accepts_gzip(header_value(headers, b"accept-encoding")))
         except FileNotFoundError:  # an optional file (verification), or a run being removed
             raise not_found() from None
+        return file_response(data, path, encoded)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]

@@ -32,7 +32,6 @@ import pandas as pd
 import scores.continuous
 import scores.probability
 import xarray as xr
-from isal import igzip
 
 from . import physics, publish
 from .config import Config, csv_rows
@@ -685,10 +684,10 @@ def _dumps(obj: dict) -> bytes:
     return (json.dumps(obj, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
-def write_outputs(root: Path, results: list[dict]) -> list[Path]:
+def write_outputs(root: Path, results: list[dict], mode: str = "both") -> list[Path]:
     """``<root>/verification/<product>.json`` and ``.zarr``, ``index.json``, and their copy in
-    the served run's JSON tree (``json/verification/``, with ``.gz`` siblings) for static hosts
-    and the status page. Each file is replaced whole; everything is computed before the
+    the served run's JSON tree (``json/verification/``, in the forms ``[output] json`` names:
+    ``mode``) for static hosts and the status page. Each file is replaced whole; everything is computed before the
     first write."""
     out_dir = root / VERIFICATION_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -712,19 +711,28 @@ def write_outputs(root: Path, results: list[dict]) -> list[Path]:
         written.append(out_dir / name)
     current = root / publish.CURRENT
     if current.is_symlink():
-        written += publish_copy(current.resolve() / publish.JSON_DIR, published_files(root))
+        written += publish_copy(current.resolve() / publish.JSON_DIR, published_files(root), mode)
     return written
 
 
-def publish_copy(json_dir: Path, files: dict[str, bytes]) -> list[Path]:
-    """``json/verification/<name>`` (and ``.gz``) in a run's JSON tree, each replaced whole."""
+def publish_copy(json_dir: Path, files: dict[str, bytes], mode: str = "both") -> list[Path]:
+    """``json/verification/<name>`` in a run's JSON tree, in the forms ``mode`` names, each
+    replaced whole; a form the mode does not write is removed (an older copy would be served
+    beside the new one)."""
     target = json_dir / VERIFICATION_DIR
     target.mkdir(parents=True, exist_ok=True)
     written = []
     for name, data in sorted(files.items()):
-        _atomic_write(target / name, data)
-        _atomic_write(target / f"{name}.gz", igzip.compress(data, compresslevel=publish.GZIP_LEVEL, mtime=0))
-        written.append(target / name)
+        plain, gz = target / name, target / f"{name}.gz"
+        if mode == "gzip":
+            plain.unlink(missing_ok=True)
+        else:
+            _atomic_write(plain, data)
+        if mode == "plain":
+            gz.unlink(missing_ok=True)
+        else:
+            _atomic_write(gz, publish.gzip_bytes(data))
+        written.append(gz if mode == "gzip" else plain)
     return written
 
 
@@ -782,5 +790,5 @@ def run(cfg: Config, paths: Sequence[Path], since: datetime | None = None,
         for a in archives.values():
             a.close()
     results = [r for r in results if r["variables"]]
-    written = write_outputs(root, results) if results else []
+    written = write_outputs(root, results, cfg.output.json) if results else []
     return Report(results, len(frame), obs.flagged, obs.flagged_at, outside, written)

@@ -3,8 +3,9 @@
 One module a job:
 
 ==================  ===========================================================================
-``staging.py``      a run's JSON tree (and ``.gz`` siblings) written into its private staging
-                    directory while the products render it (`TreeWriter`, `StagedFiles`)
+``staging.py``      a run's JSON tree (plain and/or ``.gz``, as ``[output] json`` says) written
+                    into its private staging directory while the products render it
+                    (`TreeWriter`, `StagedFiles`)
 ``tree.py``         a staged run made the served one: manifest, validation report and viewer
                     files written, then the backend's atomic step (`publish_run`); `current_run`,
                     `carry_product`
@@ -26,7 +27,8 @@ from .backend import (CURRENT, FAILED, JSON_DIR, RUNS, STAGING_PREFIX, ZARR_DIR,
                       Backend, PublishError, PublishRefused, backend_for, is_url)
 from .durable import fsync_dir, write_bytes
 from .retention import retain, retain_cache
-from .staging import GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWriter, write_json_tree
+from .staging import (GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWriter, gzip_bytes,
+                      write_json_tree)
 from .tree import (HISTORY_ERRORS, HISTORY_RUNS, add_viewer, carry_product, current_run, dump_json,
                    new_run_dir, publish_run, run_history, to_json_types)
 
@@ -37,7 +39,7 @@ __all__ = [
     "WRITE_THREADS", "ZARR_DIR",
     "ArchiveError", "Backend", "PublishError", "PublishRefused", "StagedFiles", "TreeWriter",
     "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product",
-    "current_run", "dump_json", "fsync_dir", "is_url", "new_run_dir", "open_committed",
+    "current_run", "dump_json", "fsync_dir", "gzip_bytes", "is_url", "new_run_dir", "open_committed",
     "publish_run", "retain", "retain_cache", "run_history", "to_json_types", "write_bytes",
     "write_json_tree", "zarr_settings",
 ]

@@ -3,6 +3,10 @@
 Nothing here makes anything visible: the tree is published by ``tree.publish_run``. What is
 guaranteed is that every path is a plain relative path inside ``<staging>/json/`` and that
 ``TreeWriter.finish`` returns only once every file and directory is durable.
+
+A file is written in the forms ``[output] json`` names (``JSON_MODES``, docs/config.md):
+``both`` (``<rel>`` and its ``<rel>.gz`` twin), ``plain`` (``<rel>``) or ``gzip``
+(``<rel>.gz`` alone). Callers name files by ``<rel>`` whatever the mode.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from pathlib import Path
 from isal import igzip
 
 from .. import faults
+from ..config import JSON_MODES
 from .backend import JSON_DIR, PublishError
 from .durable import fsync_dir, sync_file_system, write_bytes
 
-# The .gz siblings: ISA-L's igzip at level 2 compresses a forecast file several times faster
+# The .gz forms: ISA-L's igzip at level 2 compresses a forecast file several times faster
 # than zlib at 6, nearly as small (docs/performance.md).
 GZIP_LEVEL = 2
 WRITE_THREADS = 2 * (os.cpu_count() or 1)
@@ -41,14 +46,20 @@ def _safe_relpath(rel: str) -> str:
     return rel
 
 
-def _check_file(rel: str, data, names, gzip: bool) -> str:
+def gzip_bytes(data: bytes) -> bytes:
+    """The ``.gz`` form of a tree's file: deterministic (no name, mtime 0), so a run written
+    again has the same bytes, for static hosts that serve it with ``Content-Encoding: gzip``."""
+    return igzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
+
+
+def _check_file(rel: str, data, names, mode: str) -> str:
     """A file of a run tree: bytes, a plain relative path (``_safe_relpath``, returned) and,
-    with gzip, no collision with the ``.gz`` sibling of another of ``names``."""
+    with a ``.gz`` form, no collision with the ``.gz`` form of another of ``names``."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"{rel}: expected bytes, got {type(data).__name__}")
     _safe_relpath(rel)
     gz = rel if rel.endswith(".gz") else rel + ".gz"
-    if gzip and (gz[:-3] if gz == rel else gz) in names:
+    if mode != "plain" and (gz[:-3] if gz == rel else gz) in names:
         raise ValueError(f"{gz!r} collides with the gzip sibling of {gz[:-3]!r}")
     return rel
 
@@ -56,26 +67,28 @@ def _check_file(rel: str, data, names, gzip: bool) -> str:
 class TreeWriter:
     """Writes a run's JSON tree into its staging directory while the products render it.
 
-    Each file (and, with ``gzip``, its ``<relpath>.gz`` sibling: deterministic, no name, mtime
-    0, for static hosts that serve precompressed files with ``Content-Encoding: gzip``) is
-    written on a thread pool, compression and writes releasing the GIL, in batches of
-    ``WRITE_BATCH`` (a task per file costs more in thread hand-overs than the writes), with at
-    most ``WRITE_QUEUE`` batches waiting: memory holds a few batches, not the run (a run of
-    many points is tens of GB of JSON). Nothing is fsync'd per file; ``finish``
-    flushes the file system once and fsyncs the tree's directories. ``files()`` gives a product its
-    mapping of relative path -> bytes backed by this tree.
+    Each file, in the forms ``mode`` names (``JSON_MODES``; the ``.gz`` form is
+    ``gzip_bytes``), is written on a thread pool, compression and writes releasing the GIL,
+    in batches of ``WRITE_BATCH`` (a task per file costs more in thread hand-overs than the
+    writes), with at most ``WRITE_QUEUE`` batches waiting: memory holds a few batches, not
+    the run (a run of many points is tens of GB of JSON). Nothing is fsync'd per file;
+    ``finish`` flushes the file system once and fsyncs the tree's directories. ``files()``
+    gives a product its mapping of relative path -> bytes backed by this tree.
 
     ``threads=0`` writes each batch in the caller's thread: for a build process that is one of
     as many as there are cores, where a pool only adds GIL and lock hand-overs, and memory its
     threads free (the rendered bytes) goes back to the kernel to be faulted in again.
     """
 
-    def __init__(self, staging: Path | str, gzip: bool = True, threads: int = WRITE_THREADS):
+    def __init__(self, staging: Path | str, mode: str = "both", threads: int = WRITE_THREADS):
         self.staging = Path(staging)
         if not self.staging.is_dir():
             raise PublishError(f"staging directory {self.staging} does not exist")
         self.base = self.staging / JSON_DIR
-        self.gzip = gzip
+        if mode not in JSON_MODES:
+            raise ValueError(f"JSON mode {mode!r} is not one of {', '.join(JSON_MODES)}")
+        self.mode = mode
+        self.plain, self.gzip = mode != "gzip", mode != "plain"  # the forms written
         self.names: set[str] = set()
         # Directories as strings: a run is a hundred files a point, and pathlib's parsing of
         # each path costs more than the checks.
@@ -91,11 +104,19 @@ class TreeWriter:
     def path(self, rel: str) -> Path:
         return self.base / _safe_relpath(rel)
 
+    def read(self, rel: str) -> bytes:
+        """The bytes put at ``rel``, read back from the tree (from its ``.gz`` form in gzip
+        mode): only once ``drain`` has returned."""
+        path = self.path(rel)
+        if self.plain:
+            return path.read_bytes()
+        return igzip.decompress(path.with_name(path.name + ".gz").read_bytes())
+
     def put(self, rel: str, data: bytes) -> None:
-        """Queue ``data`` for ``<staging>/json/<rel>`` (checked: empty, absolute, ``.``/``..``
-        parts, backslashes and, with gzip, a name that collides with a ``.gz`` sibling raise
-        ``ValueError``)."""
-        path = f"{self._root}/{_check_file(rel, data, self.names, self.gzip)}"
+        """Queue ``data`` for ``<staging>/json/<rel>`` in the writer's forms (checked: empty,
+        absolute, ``.``/``..`` parts, backslashes and, with a ``.gz`` form, a name that collides
+        with another's ``.gz`` raise ``ValueError``)."""
+        path = f"{self._root}/{_check_file(rel, data, self.names, self.mode)}"
         self._raise()
         parent = path.rpartition("/")[0]
         if parent not in self._dirs:
@@ -121,9 +142,10 @@ class TreeWriter:
     def _write(self, batch: list[tuple[str, bytes]]) -> None:
         for path, data in batch:
             faults.point("json")
-            write_bytes(path, data, sync=False)
+            if self.plain:
+                write_bytes(path, data, sync=False)
             if self.gzip:
-                write_bytes(path + ".gz", igzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0), sync=False)
+                write_bytes(path + ".gz", gzip_bytes(data), sync=False)
 
     def _done(self, future) -> None:
         if not future.cancelled() and future.exception() is not None:
@@ -218,7 +240,7 @@ class StagedFiles(MutableMapping):
         if rel not in self._rels:
             raise KeyError(rel)
         self.writer.drain()
-        return self.writer.path(rel).read_bytes()
+        return self.writer.read(rel)
 
     def __contains__(self, rel) -> bool:
         return rel in self._rels
@@ -237,12 +259,12 @@ class StagedFiles(MutableMapping):
         return dict, (dict(self.items()),)
 
 
-def write_json_tree(staging: Path | str, files: Mapping[str, bytes], gzip: bool = True) -> None:
-    """Write ``files`` (relative path -> bytes) under ``<staging>/json/``, durable on return
-    (``TreeWriter``; every path is checked before anything is written)."""
+def write_json_tree(staging: Path | str, files: Mapping[str, bytes], mode: str = "both") -> None:
+    """Write ``files`` (relative path -> bytes) under ``<staging>/json/`` in the forms ``mode``
+    names, durable on return (``TreeWriter``; every path is checked before anything is written)."""
     for rel, data in files.items():
-        _check_file(rel, data, files, gzip)
-    writer = TreeWriter(staging, gzip)
+        _check_file(rel, data, files, mode)
+    writer = TreeWriter(staging, mode)
     try:
         for rel, data in files.items():
             writer.put(rel, data)

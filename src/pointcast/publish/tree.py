@@ -3,8 +3,8 @@
 ::
 
     staging = new_run_dir(root, run_id)           # private: <root>/runs/.staging-<run_id>-<random>
-    write_json_tree(staging, files)                # json/<relpath> (+ json/<relpath>.gz), staging.py
-    publish_run(root, staging, run_id, manifest, validation, ok)
+    write_json_tree(staging, files, mode)          # json/<relpath> and/or json/<relpath>.gz, staging.py
+    publish_run(root, staging, run_id, manifest, validation, ok, mode)
     retain(root, keep=8)                           # retention.py
 
 ``publish_run`` writes the run's ``manifest.json``, ``validation.json`` and viewer files into
@@ -28,11 +28,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from isal import igzip
 
 from .. import faults, viewer
 from .backend import FAILED, JSON_DIR, MANIFEST, NAME_RE, VALIDATION, backend_for, check_name
 from .durable import fsync_dir, write_bytes
-from .staging import TreeWriter
+from .staging import TreeWriter, gzip_bytes
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +99,10 @@ def carry_product(root: Path | str, writer: TreeWriter, product: str) -> dict | 
     cycle that could not build it (the model reaching its horizon failed): its last good
     forecast stays served beside the products the cycle built. Local roots link the files
     (published files never change, and the staging tree is on the same file system), URL
-    roots copy them. They are counted as ``writer``'s (``TreeWriter.adopt``), so ``finish``
-    makes them durable with the rest; they were validated and archived when first published,
-    and are neither again.
+    roots copy them. A form ``writer``'s mode wants and the served run lacks (it was written
+    in another ``[output] json`` mode) is made from the other form. They are counted as
+    ``writer``'s (``TreeWriter.adopt``), so ``finish`` makes them durable with the rest; they
+    were validated and archived when first published, and are neither again.
 
     Returns the served run's manifest entry of the product with ``carried_from`` (the run
     that built it: the served run, or the one it carried the product from), or None when
@@ -113,21 +115,35 @@ def carry_product(root: Path | str, writer: TreeWriter, product: str) -> dict | 
     files = backend.product_files(run, product) if entry else {}
     if not files:
         return None
+    forms: dict[str, dict[bool, Any]] = {}  # file -> {whether the .gz form: its source}
+    for rel, source in files.items():
+        name = rel.removesuffix(".gz")
+        forms.setdefault(name, {})[rel != name] = source
+    wanted = [gz for gz, on in ((False, writer.plain), (True, writer.gzip)) if on]
     dirs = {str(writer.staging), str(writer.base)}
-    for rel, source in sorted(files.items()):
-        dest = writer.path(f"{product}/{rel}")
+    for name, have in sorted(forms.items()):
+        dest = writer.path(f"{product}/{name}")
         if str(dest.parent) not in dirs:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dirs.update(str(d) for d in dest.parents if writer.staging in d.parents)
-        backend.copy_file(source, dest)
-    writer.adopt([f"{product}/{rel}" for rel in files if not (writer.gzip and rel.endswith(".gz"))],
-                 dirs)
+        form = {False: dest, True: dest.with_name(dest.name + ".gz")}
+        for gz in (gz for gz in wanted if gz in have):
+            backend.copy_file(have[gz], form[gz])
+        for gz in (gz for gz in wanted if gz not in have):  # made from the other form
+            other = not gz
+            if other not in wanted:
+                backend.copy_file(have[other], form[other])
+            data = form[other].read_bytes()
+            if other not in wanted:
+                form[other].unlink()
+            write_bytes(form[gz], gzip_bytes(data) if gz else igzip.decompress(data), sync=False)
+    writer.adopt([f"{product}/{name}" for name in forms], dirs)
     log.info("%s: the files of run %s carried into the new run", product, run)
     return {**entry, "carried_from": entry.get("carried_from", run)}
 
 
 def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Mapping[str, Any],
-                validation: Mapping[str, Any], ok: bool) -> Any:
+                validation: Mapping[str, Any], ok: bool, mode: str = "both") -> Any:
     """Finish a run: write its manifest and validation report and make it visible.
 
     ``manifest.json`` is ``manifest`` plus ``run_id`` and ``published_at`` (UTC ISO time) when
@@ -142,7 +158,8 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
       again): the published run is kept as it is and the staging copy discarded, so the
       served bytes (and ETags) do not change.
 
-    A valid run's JSON tree also gets the viewer (:func:`add_viewer`). Finally ``current``
+    A valid run's JSON tree also gets the viewer (:func:`add_viewer`; ``mode``: the tree's
+    ``[output] json`` mode, which its copies of the run files follow). Finally ``current``
     names ``run_id`` and the run's location is returned (a `Path` on a local root, a URL on an
     object store). ``staging`` must come from :func:`new_run_dir` for the same ``root``.
     """
@@ -155,7 +172,7 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
     write_bytes(staging / MANIFEST, dump_json(meta))
     write_bytes(staging / VALIDATION, dump_json(validation))
     if ok:
-        add_viewer(staging, meta, validation, backend.history_dir)
+        add_viewer(staging, meta, validation, backend.history_dir, mode)
     fsync_dir(staging)
     faults.point("run-staged")
     location = backend.commit_run(staging, run_id, ok)
@@ -166,15 +183,22 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
 # ---- the viewer in the run tree (docs/viewer.md) ----------------------------------------------
 
 def add_viewer(staging: Path, manifest: Mapping[str, Any], validation: Mapping[str, Any],
-               runs: Path | None) -> None:
+               runs: Path | None, mode: str = "both") -> None:
     """Put the viewer at the root of a run's JSON tree, with the files its status page reads
     that live outside it (``manifest.json``, ``validation.json``) and ``runs.json``, the last
     cycles published or refused (``run_history``): a static host serving ``json/`` then shows
-    the same pages as ``pointcast serve``."""
+    the same pages as ``pointcast serve``. The viewer's own files are plain, for any static
+    host; the three run files are JSON of the tree, in the forms ``mode`` names, as the
+    products' files are."""
     base = staging / JSON_DIR
     entry = _history_entry(manifest.get("run_id"), manifest, validation)
-    files = {**viewer.files(), MANIFEST: dump_json(manifest), VALIDATION: dump_json(validation),
-             viewer.HISTORY: dump_json({"runs": run_history(runs, entry)})}
+    files = dict(viewer.files())
+    for rel, data in ((MANIFEST, dump_json(manifest)), (VALIDATION, dump_json(validation)),
+                      (viewer.HISTORY, dump_json({"runs": run_history(runs, entry)}))):
+        if mode != "gzip":
+            files[rel] = data
+        if mode != "plain":
+            files[rel + ".gz"] = gzip_bytes(data)
     dirs = set()
     for rel, data in files.items():
         path = base / rel
