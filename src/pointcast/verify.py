@@ -687,8 +687,8 @@ def _dumps(obj: dict) -> bytes:
 def write_outputs(root: Path, results: list[dict], mode: str = "both") -> list[Path]:
     """``<root>/verification/<product>.json`` and ``.zarr``, ``index.json``, and their copy in
     the served run's JSON tree (``json/verification/``, in the forms ``[output] json`` names:
-    ``mode``) for static hosts and the status page. Each file is replaced whole; everything is computed before the
-    first write."""
+    ``mode``) for static hosts and the status page. Each file is replaced whole; everything
+    is computed before the first write."""
     out_dir = root / VERIFICATION_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {f"{r['product']}.json": _dumps(r) for r in results}
