@@ -1,7 +1,12 @@
 """The served run: one published run directory, what the server reads from it (each product's
 ``index.json``, its point files and what is made of them) and its answers, cached per run and
 byte-bounded. File paths are made of names from fixed tables (products, freqs) and of the run's
-own index (point ids, heights), never of request text."""
+own index (point ids, heights), never of request text.
+
+The answers are kept by path and raw query text: a query text seen before in the run skips
+parsing, coverage, cell look-up and splicing, and only the request's own headers (gzip,
+conditions, max-age) and a fresh requestId are applied to the kept answer (docs/api.md,
+"Running the server")."""
 
 from __future__ import annotations
 
