@@ -25,22 +25,14 @@ from urllib.parse import quote
 import httpx
 import pytest
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pointcast import server
 from pointcast.grids import grid_for
-from pointcast.server import (
-    WX_LAYOUT,
-    OPERATIONS,
-    PointFile,
-    create_app,
-    parse_coordinate,
-    parse_pairs,
-    parse_query,
-    server_config,
-)
+from pointcast.server import OPERATIONS, ApiError, app as server_app, create_app, server_config
+from pointcast.server.grammar import check_hubheight_range, parse_coordinate, parse_hubheight, parse_pairs, parse_query
+from pointcast.server.splice import WX_LAYOUT, PointFile
+from pointcast.server.wind import WindSeries
 
 MEDIUM = "/V1/forecast/medium-range/common"
 SS1WX = "/api/v1/ss1wx"
@@ -295,7 +287,7 @@ def wind_bytes(root: Path, freq: str, pid: str, h: float, run_id: str = "2026112
 def live_server(root: Path, api_keys=(), **uvicorn_options):
     """The app under a real uvicorn (the configuration ``serve`` uses) on a free port."""
     config = server_config(root, "127.0.0.1", 0, api_keys, log_level="warning", **uvicorn_options)
-    assert (config.loop, config.access_log) == ("uvloop", False) and issubclass(config.http, HttpToolsProtocol)
+    assert (config.loop, config.http, config.access_log) == ("uvloop", "httptools", False)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -766,8 +758,8 @@ def test_a_repeated_query_is_answered_from_its_runs_kept_answer(tmp_path, monkey
     publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc), temp=10.0)
     publish_run(root, "b", datetime(2026, 11, 22, 3, tzinfo=timezone.utc), temp=20.0)
     parsed = []
-    original = server.parse_query
-    monkeypatch.setattr(server, "parse_query", lambda query, known=(): parsed.append(query) or original(query, known))
+    monkeypatch.setattr(server_app, "parse_query",
+                        lambda query, known=(): parsed.append(query) or parse_query(query, known))
     now = [1_795_000_000.0]
     app = create_app(root, clock=lambda: now[0])
     query = f"latlon={PARIS}&freq=1H".encode()
@@ -804,8 +796,8 @@ def test_kept_answers_stay_within_their_own_bound(tmp_path, monkeypatch):
     publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
     point_current(root, "a")
     parsed = []
-    original = server.parse_query
-    monkeypatch.setattr(server, "parse_query", lambda query, known=(): parsed.append(query) or original(query, known))
+    monkeypatch.setattr(server_app, "parse_query",
+                        lambda query, known=(): parsed.append(query) or parse_query(query, known))
     one = call_app(create_app(root), "GET", MEDIUM, f"latlon={PARIS}&freq=1H".encode())
     bound = 2 * len(one[2])  # room for one answer, not for two
     app = create_app(root, max_answer_bytes=bound)
@@ -1124,13 +1116,13 @@ def test_windpack_caching_headers(client):
 
 def test_windpack_parses_each_file_once(tree, monkeypatch):
     parsed = []
-    original = server.WindSeries.from_file
+    original = WindSeries.from_file
 
     def counting(wind):
         parsed.append(wind.digest)
         return original(wind)
 
-    monkeypatch.setattr(server.WindSeries, "from_file", staticmethod(counting))
+    monkeypatch.setattr(WindSeries, "from_file", staticmethod(counting))
     app = create_app(tree)
     first = call_app(app, "GET", WIND, f"latlon={PARIS}&freq=1H&hubheight=90m".encode())
     assert first[0] == 200 and len(parsed) == 2
@@ -1197,8 +1189,6 @@ def test_windpack_gzip_files(tmp_path):
 
 
 def test_hubheight_parser():
-    from pointcast.server import ApiError, check_hubheight_range, parse_hubheight
-
     assert parse_hubheight("112.50m").text == "112.50m" and parse_hubheight("112.50m").metres == 112.5
     for bad in ["", "m", "100", "9.m", ".5m", "1e2m", "-1m", "100M", " 100m", "100 m", "١٠٠m"]:
         with pytest.raises(ApiError) as err:
@@ -1591,14 +1581,12 @@ def test_warm_up_builds_every_grid_without_errors(tree, caplog):
     app = create_app(tree)
     with caplog.at_level("WARNING", logger="pointcast.server"):
         app.warm_up()
-    assert [r for r in caplog.records if r.name == "pointcast.server"] == []
+    assert [r for r in caplog.records if r.name.startswith("pointcast.server")] == []
     assert set(app._grids) == {"eu-medium", "eu-short", "eu-wind", "global", "japan"}
     assert app._run is not None and app._run.product("japan") is not None
 
 
 def test_coordinate_parser():
-    from pointcast.server import ApiError
-
     assert parse_coordinate("35.6812", "lat") == 35.6812
     assert parse_coordinate(" +3.56812e1\t", "lat") == 35.6812
     assert parse_coordinate("-0", "lon") == 0.0 and parse_coordinate("91", "lat") == 91.0  # range: later
