@@ -148,7 +148,8 @@ def publish_run(root: Path, run_id: str, basetime: datetime, *, next_update: dat
                 (base / freq / f"{pid}.json").write_text(json.dumps(obj, ensure_ascii=False))
     publish_wind(run / "json" / "eu-wind", basetime, updated, next_update)
     publish_japan(run / "json" / "japan", basetime, updated, next_update, temp=temp)
-    (run / "manifest.json").write_text("{}")
+    # published once built and validated: later than the files' updated_time
+    (run / "manifest.json").write_text(json.dumps({"published_at": iso(updated + timedelta(minutes=5))}))
     (run / "validation.json").write_text("{}")
     return run
 
@@ -612,8 +613,9 @@ def test_hostile_queries_are_400_002(live, query):
 def test_caching_headers(client, tree):
     r = get(client, MEDIUM, f"latlon={PARIS}&freq=1H")
     index = json.loads((tree / "current" / "json" / "eu-medium" / "index.json").read_text())
-    assert r.headers["last-modified"] == format_datetime(datetime.fromisoformat(index["updated_time"]), usegmt=True)
-    assert r.headers["last-modified"] == "Sun, 22 Nov 2026 03:41:07 GMT"
+    manifest = json.loads((tree / "current" / "manifest.json").read_text())
+    assert r.headers["last-modified"] == format_datetime(datetime.fromisoformat(manifest["published_at"]), usegmt=True)
+    assert r.headers["last-modified"] == "Sun, 22 Nov 2026 03:46:07 GMT"  # the publication, not updated_time
     directive, _, max_age = r.headers["cache-control"].partition(", ")
     assert directive == "public" and max_age.startswith("max-age=")
     expected = datetime.fromisoformat(index["next_update"]) - datetime.now(timezone.utc)
@@ -1093,7 +1095,7 @@ def test_windpack_caching_headers(client):
         common = get(client, SHORT, f"latlon={HORNSEA}&freq=1H")
         assert common.status_code == 404  # Hornsea is not a point of the fixture's eu-short
         medium = get(client, MEDIUM, f"latlon={PARIS}&freq=1H")
-        assert r.headers["last-modified"] == medium.headers["last-modified"] == "Sun, 22 Nov 2026 03:41:07 GMT"
+        assert r.headers["last-modified"] == medium.headers["last-modified"] == "Sun, 22 Nov 2026 03:46:07 GMT"
         assert r.headers["cache-control"].startswith("public, max-age=")
         age = int(r.headers["cache-control"].removeprefix("public, max-age="))
         assert 3 * 3600 - 120 < age <= 3 * 3600
@@ -1456,7 +1458,7 @@ def test_ss1wx_caching_headers(client):
     r = ss1wx(client, *TOKYO)
     etag = r.headers["etag"]
     assert re.fullmatch(r'W/"[0-9a-f]{32}-gzip"', etag)  # httpx asks for gzip: the gzip representation's tag
-    assert r.headers["last-modified"] == "Sun, 22 Nov 2026 03:41:07 GMT"
+    assert r.headers["last-modified"] == "Sun, 22 Nov 2026 03:46:07 GMT"
     assert r.headers["cache-control"].startswith("public, max-age=")
     age = int(r.headers["cache-control"].removeprefix("public, max-age="))
     assert 3 * 3600 - 120 < age <= 3 * 3600

@@ -103,7 +103,7 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
         tag.update(b"\0".join([key, lat_json, lon_json, point.digest]))
     parts.append(b"}")
     etag = b'"' + tag.hexdigest().encode() + b'"'
-    return Answer(parts, etag, index.updated, index.next_update, run.deflated)
+    return Answer(parts, etag, run.published, index.next_update, run.deflated)
 
 
 def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answer:
@@ -155,7 +155,7 @@ def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answe
         tag.update(b"\0".join([key, lat_json, lon_json, digest]))
     parts.append(b"}")
     etag = b'"' + tag.hexdigest().encode() + b'"'
-    return Answer(parts, etag, index.updated, index.next_update, run.deflated)
+    return Answer(parts, etag, run.published, index.next_update, run.deflated)
 
 
 def _wind_at_height(
@@ -246,7 +246,7 @@ def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float
                            lat_json, lon_json, point.digest]))
     etag = b'W/"' + tag.hexdigest().encode() + b'"'
     parts = [b'{"requestId":"', b"", b'","wxdata":[', *point.splice(lat_json, lon_json), b"]}"]
-    return Answer(parts, etag, index.updated, index.next_update, run.deflated, request_id_at=1)
+    return Answer(parts, etag, run.published, index.next_update, run.deflated, request_id_at=1)
 
 
 def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Answer:
@@ -283,9 +283,8 @@ def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Answer
             raise no_data("the current run has no products")
         body = Piece(json.dumps({"run_id": run.run_id, "products": products}).encode(), ("catalog",))  # ASCII-safe
         etag = b'"' + hashlib.blake2b(os.fsencode(run.run_id) + b"\0" + body, digest_size=16).hexdigest().encode() + b'"'
-        updates = [i.updated for i in run.products() if i.updated is not None]
         nexts = [i.next_update for i in run.products() if i.next_update is not None]
-        run.catalog = (body, etag, max(updates, default=None), min(nexts, default=None))
+        run.catalog = (body, etag, run.published, min(nexts, default=None))
     body, etag, updated, next_update = run.catalog
     return Answer([body], etag, updated, next_update, run.deflated)
 

@@ -159,6 +159,17 @@ class Run:
         # the catalog's body, ETag, Last-Modified and next update, rendered once per run
         self.catalog: tuple[Piece, bytes, datetime | None, datetime | None] | None = None
 
+    @functools.cached_property
+    def published(self) -> datetime | None:
+        """The run's publication time (its manifest's ``published_at``): every answer's
+        ``Last-Modified``. The files' ``updated_time`` is earlier: they are generated before
+        the run is validated and published (docs/api.md)."""
+        try:
+            return parse_time(json.loads((self.path / "manifest.json").read_bytes()).get("published_at"))
+        except (OSError, ValueError, AttributeError) as exc:
+            log.error("run %s: no publication time in its manifest (%s)", self.run_id, exc)
+            return None
+
     def product(self, product: str) -> ProductIndex | None:
         try:
             return self._products[product]
