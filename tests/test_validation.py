@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from opscycle import archived, make_world, served_run
+from pointcast import contract
 from pointcast.config import load_config
 from pointcast.validate import validate
 
@@ -125,9 +126,15 @@ def test_a_null_is_found_in_any_staged_file(tmp_path):
     (tmp_path / "staging").mkdir()
     writer = TreeWriter(tmp_path / "staging")
     files = writer.files()
+    def entry(table, **values):  # the contract's elements, each at its lowest valid value (or first code)
+        return {e.name: values.get(e.ref, "d" if e.type == "date-time" else e.codes[0] if e.codes else
+                                   int(e.valid[0]) if e.type == "integer" else float(e.valid[0])) for e in table}
+
     for i in range(3 * PARSED_FILES):
         values = [1.5, None] if i == 302 else [1.5, 2.5]
-        files[f"japan/p{i:04d}.json"] = json.dumps({"srf": [{"date": "d", "temp": v} for v in values]}).encode()
+        files[f"japan/p{i:04d}.json"] = json.dumps(
+            {"lat": 35.0, "lon": 139.0, "srf": [entry(contract.JAPAN_SRF, temp=v) for v in values],
+             "mrf": [entry(contract.JAPAN_MRF)]}).encode()
     assert files.with_null() == ["japan/p0302.json"]
     assert _files("japan", files, 72) == ["japan: japan/p0302.json: 1 null value(s) in srf (first: temp at d)"]
     writer.finish()
