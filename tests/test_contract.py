@@ -60,8 +60,9 @@ def render_eu_short() -> dict:
     series = xr.Dataset({**{k: (("time", "point"), v) for k, v in surface.items()},
                          **{k: (("time", "point", "height"), v) for k, v in profile.items()}},
                         coords={"time": times, "point": ["paris"], "height": heights})
-    cfg = ProductConfig(id="eu-short", points_file=HERE / "points.csv", points=(Point("paris", "Paris", 48.8566, 2.3522),),
-                        models=("sample",), freqs=("1H",), horizon_hours=3)
+    cfg = ProductConfig(id="eu-short", points_file=HERE / "points.csv",
+                        points=(Point("paris", "Paris", 48.8566, 2.3522),), models=("sample",), freqs=("1H",),
+                        horizon_hours=3)
     ctx = RunContext(basetime=BASETIME, updated=BASETIME, next_update=BASETIME, models={})
     out = PRODUCTS["eu-short"].build(series, cfg, ctx)
     return json.loads(out.files["eu-short/1H/paris.json"])
@@ -179,7 +180,8 @@ def test_the_real_cycles_files_are_what_the_document_says(published):
         edit(answer)
         return not validator(name).is_valid(answer)
 
-    assert breaks("EuForecasts", lambda a: a["48.8566,2.3522"]["data"][7].update(rh=a["48.8566,2.3522"]["data"][7].pop("humidity")))
+    assert breaks("EuForecasts", lambda a: a["48.8566,2.3522"]["data"][7].update(
+        rh=a["48.8566,2.3522"]["data"][7].pop("humidity")))
     assert breaks("EuForecasts", lambda a: a["48.8566,2.3522"]["data"][0].update(weather_type="Sunny"))
     assert breaks("WindForecasts", lambda a: a["53.885,1.791"]["data"][0].update(windir=360.5))
     assert breaks("JapanWx", lambda a: a["wxdata"][0]["srf"][0].update(wx=600))

@@ -52,9 +52,9 @@ import math
 
 import numpy as np
 
-# The code tables are the contract's; their names stay importable from here, beside the rules.
-from .contract import (CALM_CODE, FEELIDX_LABELS, MISSING_CODE, MISSING_NUMBER,  # noqa: F401
-                       WEATHER_TYPES, WX_DAILY_CODES, WX_HOURLY_CODES)
+from .contract import CALM_CODE, MISSING_CODE, WEATHER_TYPES
+# The other code tables are the contract's too; their names stay importable from here, beside the rules.
+from .contract import FEELIDX_LABELS, MISSING_NUMBER, WX_DAILY_CODES, WX_HOURLY_CODES  # noqa: F401
 
 CALM_SPEED = 0.3
 """Upper bound of Beaufort force 0, m/s."""

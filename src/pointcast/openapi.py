@@ -121,8 +121,8 @@ def document(served: Iterable[tuple[str, str, tuple[str, ...]]], secured: bool =
             raise RuntimeError(f"the contract does not document exactly the parameters of {path}: "
                                f"{sorted(documented or ())} != {sorted(params)}")
         responses: dict[str, Any] = {
-            "200": {"description": "the forecast", "headers": _CACHE_HEADERS,
-                    "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{_SUCCESS[op.answer]}"}}}},
+            "200": {"description": "the forecast", "headers": _CACHE_HEADERS, "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{_SUCCESS[op.answer]}"}}}},
             "304": {"description": "not modified (If-None-Match / If-Modified-Since)", "headers": _CACHE_HEADERS},
         }
         for status in sorted({*op.errors, *((401, 429) if secured else ())}):

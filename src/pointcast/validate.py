@@ -197,7 +197,8 @@ def _daily_extremes(pid: str, srf: list[dict], mrf: list[dict]) -> list[str]:
 # variable compares every variable the two archives share.
 AGREEMENT = (
     (("eu-short", None, {}), ("eu-medium", None, {})),
-    *((("eu-short", f"{c}_{h}m", {}), ("eu-wind", c, {"height": float(h)}))
+    *((("eu-short", contract.EU_DATA[f"{c}_{h}m"].name, {}),
+       ("eu-wind", contract.WIND_DATA[c].name, {"height": float(h)}))
       for h in (10, 100, 200) for c in ("windspd", "u_windspd", "v_windspd")),
 )
 
