@@ -15,20 +15,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
+from ..contract import (HUB_HEIGHT_RANGE_M, HUB_HEIGHT_SYNTAX, MAX_NUMBER_CHARS, NUMBER_SYNTAX,
+                        PAIR_SEPARATORS)
 from .errors import invalid, missing, out_of_range, outside_coverage
 
-FREQS = ("1H", "30min", "15min")  # the variants of the European products
-MAX_PAIRS = 10  # pairs per request with freq=1H
-MAX_PAIRS_SUBHOURLY = 1  # pairs per request with freq=15min or 30min
-MAX_NUMBER_CHARS = 32  # a coordinate (or a hub height) longer than this is not one
-HUB_HEIGHT_RANGE = (Decimal(10), Decimal(300))  # metres, both bounds included
-
-# A decimal degree: ASCII digits only (``float`` alone would take "1_0", "nan", "١٢").
-NUMBER_SYNTAX = r"[ \t]*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*"
+HUB_HEIGHT_RANGE = tuple(map(Decimal, HUB_HEIGHT_RANGE_M))  # metres, both bounds included, exact
+# The grammar is the contract's (pointcast.contract): compiled here once.
 _NUMBER = re.compile(NUMBER_SYNTAX + r"\Z")
-_PAIR_SEPARATORS = re.compile(r"[;|]")
-# A hub height: plain decimal metres with a lower-case "m" (no sign, exponent or spaces).
-HUB_HEIGHT_SYNTAX = r"([0-9]+(?:\.[0-9]+)?)m"
+_PAIR_SEPARATORS = re.compile(PAIR_SEPARATORS)
 _HUB_HEIGHT = re.compile(HUB_HEIGHT_SYNTAX + r"\Z")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 
@@ -132,10 +126,6 @@ def _number(text: str) -> float | None:
         return None
     value = float(text)
     return value if math.isfinite(value) else None
-
-
-def max_pairs_for(freq: str) -> int:
-    return MAX_PAIRS if freq == "1H" else MAX_PAIRS_SUBHOURLY
 
 
 def parse_pairs(value: str, max_pairs: int, name: str = "latlon", *, check_range: bool = True) -> list[Pair]:

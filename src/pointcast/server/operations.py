@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
-from .. import viewer
+from .. import contract, viewer
+from ..contract import FREQS, height_name, max_pairs
 from .compress import Deflated, Piece
 from .errors import ApiError, invalid, no_data, not_found, out_of_range, outside_coverage
-from .grammar import (FREQS, HubHeight, Pair, check_coverage, check_hubheight_range, check_pair_ranges, max_pairs_for,
+from .grammar import (HubHeight, Pair, check_coverage, check_hubheight_range, check_pair_ranges,
                       parse_coordinate, parse_hubheight, parse_lat_slash_lon, parse_pairs, parse_query, parse_time_zone,
                       single)
 from .responses import JSON_TYPE, Answer, Response
@@ -71,7 +72,7 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
     freq = single(request.params, "freq")
     if freq not in FREQS:
         raise invalid("freq")
-    pairs = parse_pairs(latlon, max_pairs_for(freq))
+    pairs = parse_pairs(latlon, max_pairs(freq))
 
     grid = app.grid(op.product)
     check_coverage(grid, pairs)
@@ -117,7 +118,7 @@ def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answe
     hub_text = single(request.params, "hubheight")
     if freq not in FREQS:
         raise invalid("freq")
-    pairs = parse_pairs(latlon, max_pairs_for(freq), check_range=False)
+    pairs = parse_pairs(latlon, max_pairs(freq), check_range=False)
     height = parse_hubheight(hub_text)
     check_pair_ranges(pairs)
     check_hubheight_range(height)
@@ -295,20 +296,17 @@ def handle_openapi(app: PointcastApp, op: Operation, request: Request) -> Answer
     return Answer([body], etag, None, None, lambda piece: app.openapi_deflated)
 
 
+_HANDLERS: dict[str, Handler] = {"4.1": handle_common, "4.2": handle_common, "4.3": handle_windpack,
+                                 "4.4": handle_global, "4.5": handle_ss1wx, "catalog": handle_catalog}
 OPERATIONS: dict[str, Operation] = {
     op.path: op
     for op in (
-        Operation("4.1", "/V1/forecast/medium-range/common", "eu-medium", handle_common, ("latlon", "freq")),
-        Operation("4.2", "/V1/forecast/short-range/common", "eu-short", handle_common, ("latlon", "freq")),
-        Operation(
-            "4.3", "/V1/forecast/short-range/windpack", "eu-wind", handle_windpack, ("latlon", "freq", "hubheight")
-        ),
-        Operation("4.4", "/api/v2/global/wx", "global", handle_global, ("latlon", "tz")),
-        Operation("4.5", "/api/v1/ss1wx", "japan", handle_ss1wx, ("lat", "lon")),
-        Operation("catalog", "/catalog", None, handle_catalog),
+        *(Operation(c.name, c.path, c.product, _HANDLERS[c.name], tuple(p.name for p in c.params))
+          for c in contract.OPERATIONS),
         Operation("openapi", "/openapi.json", None, handle_openapi),
     )
 }
+"""The served operations: the contract's (paths, products, parameters) and the OpenAPI document."""
 
 
 # --------------------------------------------------------------------------- the viewer (docs/viewer.md)
@@ -341,7 +339,6 @@ def tree_file(run: Run, path: str) -> Path | None:
     """The file of ``run``'s JSON tree that a viewer URL names (docs/contracts.md has the layout),
     or None: the run files, a product's ``index.json``, its point files (``<freq>/<id>.json``,
     ``<id>.json``, ``hourly/<id>.json``, ``<freq>/<id>/<height>.json``) and the verification files."""
-    from ..products.eu_wind import height_name  # imported on first use: the products load pandas and xarray
 
     parts = path[1:].split("/")
     stem = parts[-1].removesuffix(".json")

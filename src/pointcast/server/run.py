@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..contract import height_name
 from .compress import Deflated, Piece
 from .grammar import HubHeight
 from .splice import WX_LAYOUT, PointFile, WindFile, check_wxdata
@@ -281,8 +282,7 @@ class Run:
 
     def wind_file(self, product: str, freq: str, point_id: str, metres: float) -> WindFile | None:
         """A precomputed height file (``<freq>/<point id>/<height>m.json``), ready to splice."""
-        from ..products.eu_wind import height_name  # imported on first use: the products load pandas and xarray
-
+    
         name = height_name(metres)
         key = ("wind", product, freq, point_id, name)
         cached = self.files.get(key)

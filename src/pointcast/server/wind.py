@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..contract import WIND_DATA
 from .grammar import HubHeight
 from .splice import WindFile
 
-WIND_UNIT = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
+WIND_UNIT = WIND_DATA.units
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,9 @@ def interpolate_wind(lower: WindSeries, upper: WindSeries, z1: float, z2: float,
     v = lower.v + (upper.v - lower.v) * w
     speed = np.hypot(u, v)
     direction = published_direction(u, v)  # calm: exactly 0
-    data = [
-        {"datetime": t, "windspd": s, "windir": d, "u_windspd": x, "v_windspd": y}
-        for t, s, d, x, y in zip(
-            lower.datetimes, _round(speed, 2), _round(direction, 1), _round(u, 2), _round(v, 2)
-        )
-    ]
+    values = {"windspd": speed, "windir": direction, "u_windspd": u, "v_windspd": v}  # by contract ref
+    columns = [lower.datetimes, *(_round(values[e.ref], e.decimals) for e in WIND_DATA.elements[1:])]
+    data = [dict(zip(WIND_DATA.names, row)) for row in zip(*columns)]
     obj = {
         "basetime": lower.basetime,
         "updated_time": lower.updated_time,
