@@ -23,7 +23,7 @@ from test_cycle import run_dir, serving
 
 SRF_FIELDS = ["date", "wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum", "solrad"]
 MRF_FIELDS = ["date", "wx", "maxtemp", "mintemp", "prec", "pop", "rhum", "solrad"]
-SRF_CODES = {100, 200, 300, 400, 430, 500, 550, 600, 650, 850, 950}
+SRF_CODES = {100, 200, 300, 400, 430, 500, 550, 650, 850, 950}
 HOURS = 342
 
 
@@ -93,7 +93,7 @@ def _hourly(n: int = HOURS, *, seed: int = 0) -> dict[str, np.ndarray]:
     hour = np.arange(n)
     temp = np.round(10 + 8 * np.sin(2 * np.pi * (hour - 9) / 24) + rng.normal(0, 1, n), 1)
     return {k: v[:, None] for k, v in {
-        "wx": rng.choice([100, 200, 300, 500, 600, 650], n).astype(float),
+        "wx": rng.choice([100, 200, 300, 500, 650], n).astype(float),
         "temp": temp, "prec": np.round(rng.gamma(0.3, 1.0, n), 1),
         "arpress": np.round(1013 + rng.normal(0, 5, n), 1), "wndspd": np.round(rng.gamma(2, 2, n), 1),
         "wnddir": rng.integers(0, 17, n).astype(float), "rhum": rng.integers(30, 100, n).astype(float),

@@ -25,22 +25,14 @@ from urllib.parse import quote
 import httpx
 import pytest
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pointcast import server
 from pointcast.grids import grid_for
-from pointcast.server import (
-    WX_LAYOUT,
-    OPERATIONS,
-    PointFile,
-    create_app,
-    parse_coordinate,
-    parse_pairs,
-    parse_query,
-    server_config,
-)
+from pointcast.server import OPERATIONS, ApiError, app as server_app, create_app, server_config
+from pointcast.server.grammar import check_hubheight_range, parse_coordinate, parse_hubheight, parse_pairs, parse_query
+from pointcast.server.splice import WX_LAYOUT, PointFile
+from pointcast.server.wind import WindSeries
 
 MEDIUM = "/V1/forecast/medium-range/common"
 SS1WX = "/api/v1/ss1wx"
@@ -156,7 +148,8 @@ def publish_run(root: Path, run_id: str, basetime: datetime, *, next_update: dat
                 (base / freq / f"{pid}.json").write_text(json.dumps(obj, ensure_ascii=False))
     publish_wind(run / "json" / "eu-wind", basetime, updated, next_update)
     publish_japan(run / "json" / "japan", basetime, updated, next_update, temp=temp)
-    (run / "manifest.json").write_text("{}")
+    # published once built and validated: later than the files' updated_time
+    (run / "manifest.json").write_text(json.dumps({"published_at": iso(updated + timedelta(minutes=5))}))
     (run / "validation.json").write_text("{}")
     return run
 
@@ -295,7 +288,7 @@ def wind_bytes(root: Path, freq: str, pid: str, h: float, run_id: str = "2026112
 def live_server(root: Path, api_keys=(), **uvicorn_options):
     """The app under a real uvicorn (the configuration ``serve`` uses) on a free port."""
     config = server_config(root, "127.0.0.1", 0, api_keys, log_level="warning", **uvicorn_options)
-    assert (config.loop, config.access_log) == ("uvloop", False) and issubclass(config.http, HttpToolsProtocol)
+    assert (config.loop, config.http, config.access_log) == ("uvloop", "httptools", False)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -620,8 +613,9 @@ def test_hostile_queries_are_400_002(live, query):
 def test_caching_headers(client, tree):
     r = get(client, MEDIUM, f"latlon={PARIS}&freq=1H")
     index = json.loads((tree / "current" / "json" / "eu-medium" / "index.json").read_text())
-    assert r.headers["last-modified"] == format_datetime(datetime.fromisoformat(index["updated_time"]), usegmt=True)
-    assert r.headers["last-modified"] == "Sun, 22 Nov 2026 03:41:07 GMT"
+    manifest = json.loads((tree / "current" / "manifest.json").read_text())
+    assert r.headers["last-modified"] == format_datetime(datetime.fromisoformat(manifest["published_at"]), usegmt=True)
+    assert r.headers["last-modified"] == "Sun, 22 Nov 2026 03:46:07 GMT"  # the publication, not updated_time
     directive, _, max_age = r.headers["cache-control"].partition(", ")
     assert directive == "public" and max_age.startswith("max-age=")
     expected = datetime.fromisoformat(index["next_update"]) - datetime.now(timezone.utc)
@@ -766,8 +760,8 @@ def test_a_repeated_query_is_answered_from_its_runs_kept_answer(tmp_path, monkey
     publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc), temp=10.0)
     publish_run(root, "b", datetime(2026, 11, 22, 3, tzinfo=timezone.utc), temp=20.0)
     parsed = []
-    original = server.parse_query
-    monkeypatch.setattr(server, "parse_query", lambda query, known=(): parsed.append(query) or original(query, known))
+    monkeypatch.setattr(server_app, "parse_query",
+                        lambda query, known=(): parsed.append(query) or parse_query(query, known))
     now = [1_795_000_000.0]
     app = create_app(root, clock=lambda: now[0])
     query = f"latlon={PARIS}&freq=1H".encode()
@@ -804,8 +798,8 @@ def test_kept_answers_stay_within_their_own_bound(tmp_path, monkeypatch):
     publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
     point_current(root, "a")
     parsed = []
-    original = server.parse_query
-    monkeypatch.setattr(server, "parse_query", lambda query, known=(): parsed.append(query) or original(query, known))
+    monkeypatch.setattr(server_app, "parse_query",
+                        lambda query, known=(): parsed.append(query) or parse_query(query, known))
     one = call_app(create_app(root), "GET", MEDIUM, f"latlon={PARIS}&freq=1H".encode())
     bound = 2 * len(one[2])  # room for one answer, not for two
     app = create_app(root, max_answer_bytes=bound)
@@ -1101,7 +1095,7 @@ def test_windpack_caching_headers(client):
         common = get(client, SHORT, f"latlon={HORNSEA}&freq=1H")
         assert common.status_code == 404  # Hornsea is not a point of the fixture's eu-short
         medium = get(client, MEDIUM, f"latlon={PARIS}&freq=1H")
-        assert r.headers["last-modified"] == medium.headers["last-modified"] == "Sun, 22 Nov 2026 03:41:07 GMT"
+        assert r.headers["last-modified"] == medium.headers["last-modified"] == "Sun, 22 Nov 2026 03:46:07 GMT"
         assert r.headers["cache-control"].startswith("public, max-age=")
         age = int(r.headers["cache-control"].removeprefix("public, max-age="))
         assert 3 * 3600 - 120 < age <= 3 * 3600
@@ -1124,13 +1118,13 @@ def test_windpack_caching_headers(client):
 
 def test_windpack_parses_each_file_once(tree, monkeypatch):
     parsed = []
-    original = server.WindSeries.from_file
+    original = WindSeries.from_file
 
     def counting(wind):
         parsed.append(wind.digest)
         return original(wind)
 
-    monkeypatch.setattr(server.WindSeries, "from_file", staticmethod(counting))
+    monkeypatch.setattr(WindSeries, "from_file", staticmethod(counting))
     app = create_app(tree)
     first = call_app(app, "GET", WIND, f"latlon={PARIS}&freq=1H&hubheight=90m".encode())
     assert first[0] == 200 and len(parsed) == 2
@@ -1197,8 +1191,6 @@ def test_windpack_gzip_files(tmp_path):
 
 
 def test_hubheight_parser():
-    from pointcast.server import ApiError, check_hubheight_range, parse_hubheight
-
     assert parse_hubheight("112.50m").text == "112.50m" and parse_hubheight("112.50m").metres == 112.5
     for bad in ["", "m", "100", "9.m", ".5m", "1e2m", "-1m", "100M", " 100m", "100 m", "١٠٠m"]:
         with pytest.raises(ApiError) as err:
@@ -1466,7 +1458,7 @@ def test_ss1wx_caching_headers(client):
     r = ss1wx(client, *TOKYO)
     etag = r.headers["etag"]
     assert re.fullmatch(r'W/"[0-9a-f]{32}-gzip"', etag)  # httpx asks for gzip: the gzip representation's tag
-    assert r.headers["last-modified"] == "Sun, 22 Nov 2026 03:41:07 GMT"
+    assert r.headers["last-modified"] == "Sun, 22 Nov 2026 03:46:07 GMT"
     assert r.headers["cache-control"].startswith("public, max-age=")
     age = int(r.headers["cache-control"].removeprefix("public, max-age="))
     assert 3 * 3600 - 120 < age <= 3 * 3600
@@ -1591,14 +1583,12 @@ def test_warm_up_builds_every_grid_without_errors(tree, caplog):
     app = create_app(tree)
     with caplog.at_level("WARNING", logger="pointcast.server"):
         app.warm_up()
-    assert [r for r in caplog.records if r.name == "pointcast.server"] == []
+    assert [r for r in caplog.records if r.name.startswith("pointcast.server")] == []
     assert set(app._grids) == {"eu-medium", "eu-short", "eu-wind", "global", "japan"}
     assert app._run is not None and app._run.product("japan") is not None
 
 
 def test_coordinate_parser():
-    from pointcast.server import ApiError
-
     assert parse_coordinate("35.6812", "lat") == 35.6812
     assert parse_coordinate(" +3.56812e1\t", "lat") == 35.6812
     assert parse_coordinate("-0", "lon") == 0.0 and parse_coordinate("91", "lat") == 91.0  # range: later

@@ -1,11 +1,11 @@
-"""gzip answers (``Content-Encoding: gzip``) and the server's direct answer path (issue 8).
+"""gzip answers (``Content-Encoding: gzip``) and the served HTTP behaviour (issue 8).
 
 Every operation's gzip answer must decode, with Python's gzip, zlib's streaming decoder (what
 urllib3 uses), httpx and ``curl --compressed``, to exactly the bytes of its identity answer; an
 answer without ``Accept-Encoding`` stays identity. The gzip stream is assembled per request from
-deflate blocks cached per run (``server.Deflated``) and stored blocks, with a combined CRC-32:
-that arithmetic is checked against zlib on its own. The last tests drive ``HttpTools``' direct
-path on a raw socket: pipelining, back-pressure, ``Connection: close``, HTTP/1.0, WebSocket.
+deflate blocks cached per run (``compress.Deflated``) and stored blocks, with a combined CRC-32:
+that arithmetic is checked against zlib on its own. The last tests drive ``pointcast serve``'s
+uvicorn on a raw socket: pipelining, ``Connection: close``, HTTP/1.0, WebSocket.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ from test_server import (
     publish_run,
 )
 
-from pointcast import server
 from pointcast.grids import grid_for
 from pointcast.products.global_wx import STORED_DECIMALS, render_zone
-from pointcast.server import Deflated, Piece, accepts_gzip, create_app, gzip_chunks
+from pointcast.server import create_app
+from pointcast.server.compress import Deflated, Piece, accepts_gzip, gzip_chunks
 
 GLOBAL = "/api/v2/global/wx"
 RUN = "20261122T00Z"
@@ -326,7 +326,7 @@ def test_deflate_forms_are_cached_within_the_bound(tree):
     assert sorted(k[0] for k in roomy.current_run().files.entries) == ["gzip", "point"]
 
 
-# --------------------------------------------------------------------------- the direct path
+# --------------------------------------------------------------------------- HTTP under uvicorn
 
 
 def test_pipelined_requests_are_answered_in_order(live):
@@ -350,50 +350,6 @@ def test_pipelined_requests_are_answered_in_order(live):
         assert (status, body) == (status_, body_)
         assert {k: v for k, v in headers.items() if k != "date"} == {k: v for k, v in headers_.items() if k != "date"}
     assert [g[0] for g in got] == [200, 200, 200, 404, 200, 405]
-
-
-def test_back_pressure_holds_pipelined_requests(live, monkeypatch):
-    """While the transport's buffer is over its high-water mark (uvloop then calls
-    ``pause_writing``), pipelined requests wait with reading paused; ``resume_writing`` answers
-    them, in order. The kernel's socket buffers make a real overflow timing-dependent, so the
-    transport's two calls are made here, on the server's loop."""
-    _, _, port = live
-    protocols = []
-    original = server.HttpTools.connection_made
-
-    def connection_made(self, transport):
-        original(self, transport)
-        protocols.append(self)
-
-    def in_loop(call):
-        done = threading.Event()
-        proto.loop.call_soon_threadsafe(lambda: (call(), done.set()))
-        assert done.wait(10)
-
-    asks = [("/openapi.json", "", ""), (MEDIUM, f"latlon={ROME}&freq=1H", "Accept-Encoding: gzip\r\n"),
-            ("/nowhere", "", ""), (SHORT, f"latlon={PARIS}&freq=1H", "")] * 25
-    expected = [fetch(port, path, query, headers)[::2] for path, query, headers in asks[:4]] * 25
-    monkeypatch.setattr(server.HttpTools, "connection_made", connection_made)
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        deadline = time.monotonic() + 10
-        while not protocols:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        (proto,) = protocols
-        in_loop(proto.pause_writing)
-        s.sendall(b"".join(request(path, query, headers=headers) for path, query, headers in asks))
-        while not proto._waiting:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        s.settimeout(0.3)
-        with pytest.raises(socket.timeout):
-            s.recv(1)  # nothing is answered while the buffer is full
-        assert proto.flow.read_paused
-        s.settimeout(10)
-        in_loop(proto.resume_writing)
-        with s.makefile("rb") as f:
-            got = [read_response(f)[::2] for _ in asks]
-    assert got == expected
 
 
 def test_many_pipelined_answers_arrive_in_order(live):
@@ -442,27 +398,3 @@ def test_websocket_upgrade_takes_uvicorns_path(live):
         status_line = s.makefile("rb").readline()
     assert status_line.split()[1] == b"403"
     assert httpx.get(f"http://127.0.0.1:{port}/catalog").status_code == 200  # still serving
-
-
-def test_access_log_line_is_uvicorns(live, caplog):
-    _, _, port = live
-    with caplog.at_level("INFO", logger="uvicorn.access"):
-        fetch(port, MEDIUM, f"latlon={PARIS}&freq=1H")
-        fetch(port, "/nowhere", "", method="HEAD")
-    records = [r for r in caplog.records if r.name == "uvicorn.access"]
-    assert [r.args[1:] for r in records] == [("GET", f"{MEDIUM}?latlon={PARIS}&freq=1H", "1.1", 200),
-                                             ("HEAD", "/nowhere", "1.1", 404)]
-    assert re.fullmatch(r"127\.0\.0\.1:\d+", records[0].args[0])
-
-
-def test_keep_alive_timeout(tree):
-    """An idle keep-alive connection is closed after ``timeout_keep_alive``; a busy one is not."""
-    with live_server(tree, timeout_keep_alive=1) as (_, _, port):
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as s, s.makefile("rb") as f:
-            for _ in range(4):  # 2 s of requests 0.5 s apart: open all along
-                s.sendall(request(MEDIUM, f"latlon={PARIS}&freq=1H"))
-                assert read_response(f)[0] == 200
-                time.sleep(0.5)
-            started = time.monotonic()
-            assert f.read() == b""  # then closed by the server
-            assert 0.2 < time.monotonic() - started < 3

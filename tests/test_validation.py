@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from opscycle import archived, make_world, served_run
+from pointcast import contract
 from pointcast.config import load_config
 from pointcast.validate import validate
 
@@ -79,6 +80,21 @@ CORRUPTIONS = {
                                   "eu-short pressure_sfc and eu-medium pressure_sfc disagree"),
     "windpack-10m-disagrees": ("eu-wind", dict(archive=lambda ds: _set(ds, "windspd", 3.0, height=10.0)),
                                "eu-short windspd_10m and eu-wind windspd disagree"),
+    # The JSON files against the contract (pointcast.contract): elements, order, types, ranges, codes.
+    "renamed-element": ("eu-short", dict(files=_edit_json("eu-short/1H/paris.json", lambda o: o["data"].__setitem__(
+        slice(None), [{("rh" if k == "humidity" else k): v for k, v in e.items()} for e in o["data"]]))),
+                        "eu-short/1H/paris.json: data entry keys"),
+    "changed-unit": ("eu-medium", dict(files=_edit_json("eu-medium/1H/paris.json",
+                                                       lambda o: o["unit"].update(temp_2m="K"))),
+                     "eu-medium/1H/paris.json: unit"),
+    "json-value-out-of-range": ("eu-wind", dict(files=_edit_json("eu-wind/1H/paris/100m.json",
+                                                                 lambda o: o["data"][3].update(windir=400.0))),
+                                "eu-wind/1H/paris/100m.json: data windir: [400.0] outside [0.0, 360.0]"),
+    "unknown-wx-code": ("japan", dict(files=_edit_json("japan/tokyo.json", lambda o: o["srf"][2].update(wx=600))),
+                        "japan/tokyo.json: srf wx: [600] not among its codes"),
+    "integer-element-as-float": ("japan", dict(files=_edit_json("japan/tokyo.json",
+                                                                lambda o: o["mrf"][1].update(pop=12.5))),
+                                 "japan/tokyo.json: mrf pop: values of type ['float'], not integer"),
     "daily-extreme-off-its-hours": ("japan", dict(files=_edit_json("japan/sapporo.json",
                                                                    lambda o: o["mrf"][1].update(maxtemp=50.0))),
                                     "japan/sapporo.json: mrf"),
@@ -110,9 +126,15 @@ def test_a_null_is_found_in_any_staged_file(tmp_path):
     (tmp_path / "staging").mkdir()
     writer = TreeWriter(tmp_path / "staging")
     files = writer.files()
+    def entry(table, **values):  # the contract's elements, each at its lowest valid value (or first code)
+        return {e.name: values.get(e.ref, "d" if e.type == "date-time" else e.codes[0] if e.codes else
+                                   int(e.valid[0]) if e.type == "integer" else float(e.valid[0])) for e in table}
+
     for i in range(3 * PARSED_FILES):
         values = [1.5, None] if i == 302 else [1.5, 2.5]
-        files[f"japan/p{i:04d}.json"] = json.dumps({"srf": [{"date": "d", "temp": v} for v in values]}).encode()
+        files[f"japan/p{i:04d}.json"] = json.dumps(
+            {"lat": 35.0, "lon": 139.0, "srf": [entry(contract.JAPAN_SRF, temp=v) for v in values],
+             "mrf": [entry(contract.JAPAN_MRF)]}).encode()
     assert files.with_null() == ["japan/p0302.json"]
     assert _files("japan", files, 72) == ["japan: japan/p0302.json: 1 null value(s) in srf (first: temp at d)"]
     writer.finish()

@@ -52,30 +52,10 @@ import math
 
 import numpy as np
 
-WEATHER_TYPES = (
-    "Clear sky",
-    "Mainly clear",
-    "Partly cloudy",
-    "Overcast",
-    "Fog",
-    "Drizzle",
-    "Freezing drizzle",
-    "Rain",
-    "Heavy rain",
-    "Freezing rain",
-    "Sleet",
-    "Snow",
-    "Heavy snow",
-    "Rain showers",
-    "Snow showers",
-    "Thunderstorm",
-)
+from .contract import CALM_CODE, MISSING_CODE, WEATHER_TYPES
+# The other code tables are the contract's too; their names stay importable from here, beside the rules.
+from .contract import FEELIDX_LABELS, MISSING_NUMBER, WX_DAILY_CODES, WX_HOURLY_CODES  # noqa: F401
 
-MISSING_CODE = -99
-"""Integer code for a missing value in the global and Japan products (design.md §4)."""
-MISSING_NUMBER = -9999.0
-"""A missing number in the global and Japan products (design.md §4)."""
-CALM_CODE = 0
 CALM_SPEED = 0.3
 """Upper bound of Beaufort force 0, m/s."""
 _SECTOR_EDGES_DEG = 11.25 + 22.5 * np.arange(16)
@@ -173,11 +153,6 @@ def compass16(speed, direction_deg):
 
 # --- feel-like index (Japan srf) --------------------------------------------------------------
 
-FEELIDX_LABELS = (
-    "severe cold", "very cold", "cold", "slightly cold", "comfortable",
-    "slightly warm", "warm", "muggy", "very hot", "extreme heat",
-)  # fmt: skip
-"""Names of feelidx 1..10 (design.md §4), index 0 = feelidx 1."""
 FEELIDX_BOUNDS_C = (-10.0, -5.0, 5.0, 15.0, 25.0, 28.0, 32.0, 36.0, 40.0)
 """Lower bounds (degC of apparent temperature) of feelidx 2..10; see `feelidx`."""
 
@@ -225,34 +200,24 @@ WX_SNOW = 400
 WX_SLEET = 430
 WX_CLEAR = 500
 WX_EXTREME_HEAT = 550
-WX_THIN_CLOUD = 600
 WX_LIGHT_RAIN = 650
 WX_HEAVY_RAIN = 850
 WX_HEAVY_SNOW = 950
-WX_HOURLY_CODES = {
-    WX_SUNNY: "sunny", WX_CLOUDY: "cloudy", WX_RAIN: "rain", WX_SNOW: "snow", WX_SLEET: "sleet",
-    WX_CLEAR: "clear", WX_EXTREME_HEAT: "extreme heat", WX_THIN_CLOUD: "thin cloud",
-    WX_LIGHT_RAIN: "light rain", WX_HEAVY_RAIN: "heavy rain / storm", WX_HEAVY_SNOW: "heavy snow / blizzard",
-}  # fmt: skip
-"""The single (srf) codes of design.md §4 and their meaning."""
-
 CLOUDY_FROM_PCT = 85.0
 """Total cloud cover from which the sky is cloudy: 9-10 tenths, JMA's "kumori" (8.5 tenths rounds to 9)."""
-THIN_CLOUD_LOW_MID_BELOW_PCT = 50.0
 LIGHT_RAIN_BELOW_MM_H = 1.0
 WX_HEAVY_RAIN_MM_H = 10.0
 STORM_WIND_M_S = 15.0
 EXTREME_HEAT_C = 35.0
 
 
-def wx_hourly(cloud_pct, precip_mm_h, snow_mm_h, temp_c, daylight, *, low_mid_cloud_pct=None, wind_ms=None):
+def wx_hourly(cloud_pct, precip_mm_h, snow_mm_h, temp_c, daylight, *, wind_ms=None):
     """Single srf wx code per element (int array); MISSING_CODE where undecidable.
 
     Inputs broadcast together: total cloud cover (%), precipitation rate and its snow part
     (water equivalent, mm/h, for the hour the code describes), 2 m temperature (degC),
     ``daylight`` (True where the sun is up, e.g. ``physics.cos_solar_zenith`` at the middle of
-    the hour > 0), optionally the cover of low and middle cloud together (%) and the 10 m wind
-    speed (m/s). Rules, first match wins:
+    the hour > 0) and optionally the 10 m wind speed (m/s). Rules, first match wins:
 
     * precipitation rate < 0.1 mm/h is dry (as `weather_type`);
     * wet, by snow fraction f = snow / precipitation (as `weather_type`):
@@ -267,11 +232,11 @@ def wx_hourly(cloud_pct, precip_mm_h, snow_mm_h, temp_c, daylight, *, low_mid_cl
         over several hours);
     * dry: 550 extreme heat when the temperature is >= 35 degC (JMA's "extremely hot day"),
       whatever the sky; else by total cloud cover: < 85 % is 100 sunny by day and 500 clear at
-      night; >= 85 % (9-10 tenths, JMA's "cloudy") is 600 thin cloud when low and middle cloud
-      cover less than 50 % of the sky (the overcast is mostly high cloud: JMA's "thin cloud"),
-      else 200 cloudy.
+      night; >= 85 % (9-10 tenths, JMA's "cloudy") is 200 cloudy. (No 600 "thin cloud": it
+      needs the low and middle cloud cover, which no model of the global and Japan blends
+      supplies over their whole horizon; docs/method.md.)
 
-    Missing wind counts as calm and missing low/middle cloud as not thin. Where a missing
+    Missing wind counts as calm. Where a missing
     value decides the code (precipitation; snow when wet; temperature or, below 35 degC, cloud
     cover when dry) the code is MISSING_CODE.
     """
@@ -279,7 +244,6 @@ def wx_hourly(cloud_pct, precip_mm_h, snow_mm_h, temp_c, daylight, *, low_mid_cl
         *(np.asarray(a, dtype=float) for a in (cloud_pct, precip_mm_h, snow_mm_h, temp_c, daylight))
     )
     day = day.astype(bool)
-    low_mid = np.full(precip.shape, np.nan) if low_mid_cloud_pct is None else np.asarray(low_mid_cloud_pct, float)
     wind = np.zeros(precip.shape) if wind_ms is None else np.nan_to_num(np.asarray(wind_ms, float), nan=0.0)
 
     wet = precip >= DRY_BELOW_MM_H
@@ -303,14 +267,13 @@ def wx_hourly(cloud_pct, precip_mm_h, snow_mm_h, temp_c, daylight, *, low_mid_cl
         (np.isnan(cloud), MISSING_CODE),
         (~overcast & day, WX_SUNNY),
         (~overcast, WX_CLEAR),
-        (low_mid < THIN_CLOUD_LOW_MID_BELOW_PCT, WX_THIN_CLOUD),
     )
     return np.select([c for c, _ in rules], [code for _, code in rules], default=WX_CLOUDY)
 
 
 WX_CATEGORY = {
     WX_SUNNY: 1, WX_CLEAR: 1, WX_EXTREME_HEAT: 1,
-    WX_CLOUDY: 2, WX_THIN_CLOUD: 2,
+    WX_CLOUDY: 2,
     WX_RAIN: 3, WX_LIGHT_RAIN: 3, WX_HEAVY_RAIN: 3,
     WX_SNOW: 4, WX_SLEET: 4, WX_HEAVY_SNOW: 4,
 }  # fmt: skip
@@ -331,19 +294,6 @@ WX_LATER = {
     (3, 1): 311, (3, 2): 313, (3, 4): 315,
     (4, 1): 411, (4, 2): 413, (4, 3): 414,
 }  # fmt: skip
-WX_DAILY_CODES = {
-    100: "sunny", 200: "cloudy", 300: "rain", 400: "snow",
-    101: "sunny at times cloudy", 102: "sunny at times rain", 104: "sunny at times snow",
-    110: "sunny later cloudy", 112: "sunny later rain", 115: "sunny later snow",
-    201: "cloudy at times sunny", 202: "cloudy at times rain", 204: "cloudy at times snow",
-    210: "cloudy later sunny", 212: "cloudy later rain", 215: "cloudy later snow",
-    301: "rain at times sunny", 302: "rain at times stopping", 303: "rain at times snow",
-    311: "rain later sunny", 313: "rain later cloudy", 315: "rain later snow",
-    401: "snow at times sunny", 402: "snow at times stopping", 403: "snow at times rain",
-    411: "snow later sunny", 413: "snow later cloudy", 414: "snow later rain",
-}  # fmt: skip
-"""Every mrf code `wx_daily` can give, with its meaning."""
-
 DAILY_MAX_MISSING_SHARE = 0.25
 DAILY_WET_MIN_SHARE = 1.0 / 12.0
 DAILY_DRY_MIN_SHARE = 0.25
@@ -428,8 +378,7 @@ def wx_daily(hourly_codes, axis=-1):
     equally spaced in time (hourly, or 3-hourly far ahead); MISSING_CODE hours are left out, and
     the day is MISSING_CODE when more than a quarter of them (or all) are missing.
 
-    1. Each hour's weather: 1 sunny (100 sunny, 500 clear, 550 extreme heat), 2 cloudy (200,
-       600 thin cloud), 3 rain (300, 650 light rain, 850 heavy rain), 4 snow (400, 950 heavy
+    1. Each hour's weather: 1 sunny (100 sunny, 500 clear, 550 extreme heat), 2 cloudy (200), 3 rain (300, 650 light rain, 850 heavy rain), 4 snow (400, 950 heavy
        snow, and 430 sleet, which JMA counts as snow in its climate statistics).
     2. A weather counts as the second one only with a minimum share of the hours: rain or snow
        1/12 (2 hours of 24), sunny or cloudy 1/4 (6 hours of 24).

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import grids
+from . import contract, grids
 
 __all__ = [
     "ConfigError",
@@ -49,14 +49,13 @@ __all__ = [
 ]
 
 KNOWN_PRODUCTS: tuple[str, ...] = tuple(sorted(grids.PRODUCT_GRIDS))  # every product with a grid
-FREQS: tuple[str, ...] = ("1H", "30min", "15min")
-PRODUCT_FREQS: dict[str, tuple[str, ...]] = {"global": ("1H",), "japan": ("1H",)}
-"""Time steps a product can publish, where not all of FREQS: the global and Japan products have
-hourly srf entries (plus daily mrf entries made from them), so only "1H" (also their default)."""
+FREQS = contract.FREQS
+PRODUCT_FREQS = contract.PRODUCT_FREQS
+"""Time steps a product can publish, where not all of FREQS (the contract's)."""
 POINTS_COLUMNS: tuple[str, ...] = ("id", "name", "lat", "lon", "elevation", "hub_heights")
 OPTIONAL_POINTS_COLUMNS: tuple[str, ...] = ("station",)  # the observing station (docs/verification.md)
 STATION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-HUB_HEIGHT_RANGE_M: tuple[float, float] = (10.0, 300.0)
+HUB_HEIGHT_RANGE_M = contract.HUB_HEIGHT_RANGE_M  # the points lists may configure what 4.3 serves
 ELEVATION_RANGE_M: tuple[float, float] = (-500.0, 9000.0)
 DASK_SCHEDULERS: tuple[str, ...] = ("threads", "synchronous", "local-cluster")
 JSON_MODES: tuple[str, ...] = ("both", "plain", "gzip")

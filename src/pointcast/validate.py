@@ -1,10 +1,12 @@
 """The validation gate: a run is published only when every product passes.
 
 Checks: every configured point and freq has its file; the archive holds the full horizon for
-every point; no NaN; every element inside its valid range (CF valid_min/valid_max); no JSON
-file has a null value; the JSON files parse, have (for a `freq` file) one entry per step of
-the horizon and daily (mrf) extremes that agree with the hourly (srf) temperatures of the same
-file (checked in `PARSED_FILES` files spread over each product's paths); and the
+every point; no NaN; every element inside its valid range (CF valid_min/valid_max, which the
+products take from the contract); no JSON file has a null value; the JSON files parse, hold
+exactly the contract's elements in its order, each of its type, inside its range or its
+missing value (`check_entries`), have (for a `freq` file) one entry per step of the horizon
+and daily (mrf) extremes that agree with the hourly (srf) temperatures of the same file
+(checked in `PARSED_FILES` files spread over each product's paths); and the
 products agree where they overlap (`AGREEMENT`: the short range equals the medium range over
 its horizon, and the windpack at 10, 100 and 200 m equals the wind of the short range, since
 they share one blend). The report is the run's ``validation.json`` (docs/contracts.md).
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 import orjson
 
+from . import contract
 from .config import Config
 from .products import PRODUCTS
 from .products.base import ProductOutput
@@ -73,9 +76,6 @@ def _sound(values: np.ndarray, lo, hi) -> bool:
     return lo is None or (least >= lo and most <= hi)
 
 
-_STEP_MINUTES = {"1H": 60, "30min": 30, "15min": 15}
-
-
 # JSON files parsed per product. A product renders every point's file from the same tables of
 # value texts, so a file that does not parse, or has the wrong number of entries, or daily
 # extremes off its hours, is a rendering fault that shows in any of them: files spread over
@@ -108,30 +108,87 @@ def _files(pid: str, files: Mapping[str, bytes], horizon_hours: int) -> list[str
             if nulls:
                 errors.append(f"{pid}: {rel}: {len(nulls)} null value(s) in {key} "
                               f"(first: {nulls[0][1]} at {nulls[0][0]})")
-        step = _STEP_MINUTES.get(obj.get("freq"))
+        if not rel.startswith(f"{pid}/hourly/"):  # the global hourly files are no answers (docs/contracts.md)
+            errors += [f"{pid}: {rel}: {e}" for e in check_entries(pid, obj)]
+        step = contract.FREQ_MINUTES.get(obj.get("freq"))
         if step and "data" in series and len(series["data"]) != horizon_hours * 60 // step:
             errors.append(f"{pid}: {rel}: {len(series['data'])} entries, the {horizon_hours} h "
                           f"horizon at {obj['freq']} needs {horizon_hours * 60 // step}")
         if "srf" in series and "mrf" in series:
-            errors += [f"{pid}: {rel}: {e}" for e in _daily_extremes(series["srf"], series["mrf"])]
+            errors += [f"{pid}: {rel}: {e}" for e in _daily_extremes(pid, series["srf"], series["mrf"])]
         if len(errors) > 20:
             return errors[:20] + [f"{pid}: more file errors not listed"]
     return errors
 
 
-def _daily_extremes(srf: list[dict], mrf: list[dict]) -> list[str]:
+def check_entries(pid: str, obj: dict) -> list[str]:
+    """A parsed JSON file of product ``pid`` against the contract (`contract.product_tables`):
+    its ``data`` (or ``srf`` and ``mrf``) entries hold exactly the contract's elements in its
+    order, each value of the element's type and inside its range, codes or missing value. A
+    null is reported by the caller, not here. The European ``unit`` object is the contract's."""
+    errors = []
+    tables = contract.product_tables(pid)
+    if "data" in tables and obj.get("unit") != tables["data"].units:
+        errors.append(f"unit {obj.get('unit')} is not the contract's {tables['data'].units}")
+    for key, table in tables.items():
+        entries = obj.get(key)
+        if not isinstance(entries, list):
+            errors.append(f"no {key} array")
+            continue
+        names = list(table.names)
+        wrong = next((list(e) for e in entries if not isinstance(e, dict) or list(e) != names), None)
+        if wrong is not None:
+            errors.append(f"{key} entry keys {wrong} are not the contract's {names}")
+            continue
+        # Every entry has the table's keys in its order: its values, transposed, are the columns.
+        for element, values in zip(table, zip(*map(dict.values, entries)) if entries else ()):
+            problem = _bad_values(element, values)
+            if problem:
+                errors.append(f"{key} {element.name}: {problem}")
+    return errors
+
+
+_TYPES = {"number": {int, float}, "integer": {int}, "string": {str}, "date-time": {str}}
+
+
+def _bad_values(element: contract.Element, values: tuple) -> str | None:
+    """What is wrong with an element's values (None: nothing; nulls are left to the caller)."""
+    types = set(map(type, values))
+    if type(None) in types:
+        values = tuple(v for v in values if v is not None)
+        types.discard(type(None))
+    if not types <= _TYPES[element.type]:
+        return f"values of type {sorted(t.__name__ for t in types - _TYPES[element.type])}, not {element.type}"
+    if element.codes is not None:
+        unknown = set(values) - set(element.codes) - {element.missing}
+        return f"{sorted(unknown, key=str)[:5]} not among its codes" if unknown else None
+    if element.valid is None or not values:
+        return None
+    v = np.asarray(values, dtype=np.float64)
+    lo, hi = element.valid
+    bad = ((v < lo) | (v > hi)) & (v != element.missing if element.missing is not None else True)
+    if bad.any():
+        return f"{v[bad][:5].tolist()} outside [{lo}, {hi}]" + (
+            f" and not the missing value {element.missing}" if element.missing is not None else "")
+    return None
+
+
+def _daily_extremes(pid: str, srf: list[dict], mrf: list[dict]) -> list[str]:
     """maxtemp/mintemp of each local day the srf hours cover completely (24 hours)."""
+    tables = contract.product_tables(pid)
+    date, temp = tables["srf"]["date"].name, tables["srf"]["temp"].name
+    day_date, high, low = (tables["mrf"][ref].name for ref in ("date", "maxtemp", "mintemp"))
     hours: dict[str, list[float]] = defaultdict(list)
     for e in srf:
-        if isinstance(e.get("temp"), (int, float)) and isinstance(e.get("date"), str):
-            hours[e["date"][:10]].append(e["temp"])
+        if isinstance(e.get(temp), (int, float)) and isinstance(e.get(date), str):
+            hours[e[date][:10]].append(e[temp])
     errors = []
     for day in mrf:
-        temps = hours.get(str(day.get("date"))[:10], [])
-        if len(temps) != 24 or not isinstance(day.get("maxtemp"), (int, float)):
+        temps = hours.get(str(day.get(day_date))[:10], [])
+        if len(temps) != 24 or not isinstance(day.get(high), (int, float)):
             continue
-        if abs(day["maxtemp"] - max(temps)) > 0.051 or abs(day["mintemp"] - min(temps)) > 0.051:
-            errors.append(f"mrf {day['date'][:10]} maxtemp/mintemp {day['maxtemp']}/{day['mintemp']} "
+        if abs(day[high] - max(temps)) > 0.051 or abs(day[low] - min(temps)) > 0.051:
+            errors.append(f"mrf {day[day_date][:10]} {high}/{low} {day[high]}/{day[low]} "
                           f"but its hours range {min(temps)}..{max(temps)}")
     return errors
 
@@ -140,7 +197,8 @@ def _daily_extremes(srf: list[dict], mrf: list[dict]) -> list[str]:
 # variable compares every variable the two archives share.
 AGREEMENT = (
     (("eu-short", None, {}), ("eu-medium", None, {})),
-    *((("eu-short", f"{c}_{h}m", {}), ("eu-wind", c, {"height": float(h)}))
+    *((("eu-short", contract.EU_DATA[f"{c}_{h}m"].name, {}),
+       ("eu-wind", contract.WIND_DATA[c].name, {"height": float(h)}))
       for h in (10, 100, 200) for c in ("windspd", "u_windspd", "v_windspd")),
 )
 

@@ -6,18 +6,15 @@ dataset for the archive. The registry maps product ids (config `[products.<id>]`
 
 from __future__ import annotations
 
+from ..contract import BY_PRODUCT
 from .base import Product, ProductOutput
 from .eu_common import EuCommon
 from .eu_wind import EuWind
 from .global_wx import GlobalWx
 from .japan import Japan
 
-PRODUCTS: dict[str, Product] = {
-    "eu-medium": EuCommon("eu-medium", "/V1/forecast/medium-range/common"),
-    "eu-short": EuCommon("eu-short", "/V1/forecast/short-range/common"),
-    "eu-wind": EuWind("eu-wind", "/V1/forecast/short-range/windpack"),
-    "global": GlobalWx("global", "/api/v2/global/wx"),
-    "japan": Japan("japan", "/api/v1/ss1wx"),
-}
+_KINDS = {"eu": EuCommon, "wind": EuWind, "global": GlobalWx, "japan": Japan}
+PRODUCTS: dict[str, Product] = {pid: _KINDS[op.answer](pid, op.path) for pid, op in BY_PRODUCT.items()}
+"""Every product of the contract's operations (`contract.OPERATIONS`), with its path."""
 
 __all__ = ["PRODUCTS", "Product", "ProductOutput"]

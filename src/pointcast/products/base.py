@@ -18,6 +18,7 @@ try:
 except ImportError:  # installed without a C compiler (setup.py): the same bytes, slower
     from .. import _render_numpy as _render
 from ..config import ProductConfig
+from ..contract import FREQ_MINUTES
 
 
 class Files(dict):
@@ -82,8 +83,7 @@ def iso(t) -> str:
     return np.datetime_as_string(np.datetime64(t, "s"), unit="s") + "+00:00"
 
 
-FREQ_STEPS = {"1H": np.timedelta64(60, "m"), "30min": np.timedelta64(30, "m"),
-              "15min": np.timedelta64(15, "m")}
+FREQ_STEPS = {freq: np.timedelta64(minutes, "m") for freq, minutes in FREQ_MINUTES.items()}
 
 
 def freq_series(series: xr.Dataset, cfg: ProductConfig, ctx: RunContext):

@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 import xarray as xr
 
-from .. import codes, physics
+from .. import codes, contract, physics
 from ..config import ProductConfig
 from .base import (Files, ProductOutput, Records, RunContext, archive_frame, freq_series, iso,
                    numbers, published_direction, put_with_records, render_index, strings)
@@ -26,12 +26,30 @@ KELVIN = 273.15
 
 @dataclass(frozen=True)
 class Element:
-    key: str
-    unit: str
-    decimals: int | None  # None: integer
-    valid: tuple[float, float]
+    """A numeric element of spec 2.1 (`contract.EU_DATA`) and how it is computed."""
+
+    spec: contract.Element
     compute: Callable[["Fields"], np.ndarray]
-    long_name: str
+
+    @property
+    def key(self) -> str:
+        return self.spec.name
+
+    @property
+    def unit(self) -> str:
+        return self.spec.unit
+
+    @property
+    def decimals(self) -> int | None:
+        return self.spec.decimals
+
+    @property
+    def valid(self) -> tuple[float, float]:
+        return self.spec.valid
+
+    @property
+    def long_name(self) -> str:
+        return self.spec.about
 
 
 class Fields:
@@ -69,69 +87,53 @@ class Fields:
         return np.minimum(self["fdir"], self["ssrd"])
 
 
-def _wind_elements() -> list[Element]:
-    out = []
-    for comp, label, fn in (
-        ("u_windspd", "eastward wind", lambda f, h: f.wind(h)[0]),
-        ("v_windspd", "northward wind", lambda f, h: f.wind(h)[1]),
-        ("windir", "wind direction (from, clockwise from north)",
-         lambda f, h: published_direction(*f.wind(h))),
-        ("windspd", "wind speed", lambda f, h: physics.wind_speed(*f.wind(h))),
-    ):
-        for h in HEIGHTS:
-            unit = "degree" if comp == "windir" else "m/s"
-            valid = (0.0, 360.0) if comp == "windir" else ((0.0, 150.0) if comp == "windspd" else (-150.0, 150.0))
-            out.append(Element(f"{comp}_{int(h)}m", unit, 1 if comp == "windir" else 2, valid,
-                               (lambda f, h=h, fn=fn: fn(f, h)), f"{label} at {int(h)} m"))
-    return out
+def _wind(component: str, height: float) -> Callable[["Fields"], np.ndarray]:
+    if component == "u_windspd":
+        return lambda f: f.wind(height)[0]
+    if component == "v_windspd":
+        return lambda f: f.wind(height)[1]
+    if component == "windir":
+        return lambda f: published_direction(*f.wind(height))
+    return lambda f: physics.wind_speed(*f.wind(height))
 
 
-ELEMENTS: tuple[Element, ...] = (
-    Element("humidity", "%", None, (0, 100),
-            lambda f: np.round(100 * physics.relative_humidity(f["t2m"], f.dewpoint())), "relative humidity at 2 m"),
-    Element("snowfall", "kg/m2/h", 2, (0, 200), lambda f: np.minimum(f.rate("sf"), f.rate("tp")),
-            "snowfall rate (water equivalent)"),
-    Element("precipitation", "kg/m2/h", 2, (0, 300), lambda f: f.rate("tp"), "precipitation rate"),
-    Element("temp_2m", "°C", 2, (-90, 65), lambda f: f.temp(2) - KELVIN, "temperature at 2 m"),
-    Element("temp_100m", "°C", 2, (-90, 65), lambda f: f.temp(100) - KELVIN, "temperature at 100 m"),
-    Element("temp_200m", "°C", 2, (-90, 65), lambda f: f.temp(200) - KELVIN, "temperature at 200 m"),
-    Element("dewpoint_temperature", "°C", 2, (-100, 40), lambda f: f.dewpoint() - KELVIN,
-            "dewpoint temperature at 2 m"),
-    Element("pressure_sfc", "hPa", 1, (400, 1100), lambda f: f["sp"] / 100, "surface pressure"),
-    Element("pressure_100m", "hPa", 1, (400, 1100), lambda f: f.pressure(100) / 100, "pressure at 100 m"),
-    Element("pressure_200m", "hPa", 1, (400, 1100), lambda f: f.pressure(200) / 100, "pressure at 200 m"),
-    Element("sea_surface_pressure", "hPa", 1, (850, 1100), lambda f: f["msl"] / 100,
-            "mean sea level pressure"),
-    *_wind_elements(),
-    Element("total_solar_radiation", "W/m2", 1, (0, 1400), lambda f: f["ssrd"], "global radiation"),
-    Element("solar_radiation_dir", "W/m2", 1, (0, 1400), lambda f: f.direct(), "direct radiation (horizontal)"),
-    Element("solar_radiation_diff", "W/m2", 1, (0, 1400), lambda f: f["ssrd"] - f.direct(), "diffuse radiation"),
-    Element("windgust", "m/s", 2, (0, 150),
-            lambda f: np.maximum(f["gust"], physics.wind_speed(*f.wind(10))), "wind gust at 10 m"),
-    Element("total_cloud_cover", "%", 1, (0, 100), lambda f: f["tcc"], "total cloud cover"),
-    Element("precipitation_proba", "%", 0, (0, 100), lambda f: f["pop"], "probability of precipitation"),
-    Element("visibility", "m", 0, (0, 100000), lambda f: f["vis"], "visibility"),
-    Element("air_density", "kg/m3", 3, (0.5, 1.6),
-            lambda f: physics.air_density(f["sp"], f["t2m"], f.dewpoint()), "air density at the surface"),
-)
-
-# Spec 2.1 order of the data entry keys.
-ORDER = ("datetime", "weather_type", "humidity", "snowfall", "precipitation", "temp_2m", "temp_100m",
-         "temp_200m", "dewpoint_temperature", "pressure_sfc", "pressure_100m", "pressure_200m",
-         "sea_surface_pressure", "u_windspd_10m", "u_windspd_100m", "u_windspd_200m",
-         "v_windspd_10m", "v_windspd_100m", "v_windspd_200m", "windir_10m", "windir_100m",
-         "windir_200m", "windspd_10m", "windspd_100m", "windspd_200m", "total_solar_radiation",
-         "solar_radiation_dir", "solar_radiation_diff", "windgust", "total_cloud_cover",
-         "precipitation_proba", "visibility", "air_density")
-BY_KEY = {e.key: e for e in ELEMENTS}
-UNITS = {"datetime": "UTC", "weather_type": "NA", **{e.key: e.unit for e in ELEMENTS}}
-assert set(ORDER) == set(UNITS), "every spec element has exactly one definition"
+# How each numeric element of `contract.EU_DATA` is computed, by its ref.
+COMPUTE: dict[str, Callable[[Fields], np.ndarray]] = {
+    "humidity": lambda f: np.round(100 * physics.relative_humidity(f["t2m"], f.dewpoint())),
+    "snowfall": lambda f: np.minimum(f.rate("sf"), f.rate("tp")),
+    "precipitation": lambda f: f.rate("tp"),
+    "temp_2m": lambda f: f.temp(2) - KELVIN,
+    "temp_100m": lambda f: f.temp(100) - KELVIN,
+    "temp_200m": lambda f: f.temp(200) - KELVIN,
+    "dewpoint_temperature": lambda f: f.dewpoint() - KELVIN,
+    "pressure_sfc": lambda f: f["sp"] / 100,
+    "pressure_100m": lambda f: f.pressure(100) / 100,
+    "pressure_200m": lambda f: f.pressure(200) / 100,
+    "sea_surface_pressure": lambda f: f["msl"] / 100,
+    **{f"{c}_{int(h)}m": _wind(c, h) for c in ("u_windspd", "v_windspd", "windir", "windspd") for h in HEIGHTS},
+    "total_solar_radiation": lambda f: f["ssrd"],
+    "solar_radiation_dir": lambda f: f.direct(),
+    "solar_radiation_diff": lambda f: f["ssrd"] - f.direct(),
+    "windgust": lambda f: np.maximum(f["gust"], physics.wind_speed(*f.wind(10))),
+    "total_cloud_cover": lambda f: f["tcc"],
+    "precipitation_proba": lambda f: f["pop"],
+    "visibility": lambda f: f["vis"],
+    "air_density": lambda f: physics.air_density(f["sp"], f["t2m"], f.dewpoint()),
+}
+DATA = contract.EU_DATA
+ELEMENTS: tuple[Element, ...] = tuple(Element(e, COMPUTE[e.ref]) for e in DATA if e.ref in COMPUTE)
+# The entry's other fields: its time stamp and the label decided from the numeric elements.
+assert [e.ref for e in DATA if e.ref not in COMPUTE] == ["datetime", "weather_type"], \
+    "every element of spec 2.1 is computed"
+ORDER = DATA.names  # spec 2.1 order of the data entry keys
+BY_KEY = {e.spec.ref: e for e in ELEMENTS}
+UNITS = DATA.units
 
 
 def elements(ds: xr.Dataset, step: np.timedelta64) -> dict[str, np.ndarray]:
-    """Every numeric element (time, point) plus weather_type labels for one product step."""
+    """Every numeric element (time, point) plus weather_type labels for one product step, by ref."""
     f = Fields(ds, step)
-    out = {e.key: e.compute(f) for e in ELEMENTS}
+    out = {e.spec.ref: e.compute(f) for e in ELEMENTS}
     out["weather_type"] = codes.weather_type(out["total_cloud_cover"], out["precipitation"],
                                              out["snowfall"], out["temp_2m"], out["visibility"],
                                              f[codes.CAPE])
@@ -153,12 +155,12 @@ class EuCommon:
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         files = Files() if files is None else files
-        basetime, updated, units = iso(ctx.basetime), iso(ctx.generated), {k: UNITS[k] for k in ORDER}
+        basetime, updated, units = iso(ctx.basetime), iso(ctx.generated), UNITS
         for freq, step, ds in freq_series(series, cfg, ctx):
             values = elements(ds, step)
-            rows = Records({"datetime": strings([iso(t) for t in ds.time.values]),
-                            **{k: strings(values[k]) if k == "weather_type"
-                               else numbers(values[k], BY_KEY[k].decimals) for k in ORDER[1:]}})
+            rows = Records({e.name: strings([iso(t) for t in ds.time.values]) if e.type == "date-time"
+                            else strings(values[e.ref]) if e.type == "string"
+                            else numbers(values[e.ref], e.decimals) for e in DATA})
             for j, p in enumerate(cfg.points):
                 # latitude/longitude first and basetime next: the server splices the request's coordinates.
                 put_with_records(files, f"{self.id}/{freq}/{p.id}.json",
@@ -178,15 +180,15 @@ class EuCommon:
     def _archive(self, ds, values, cfg, ctx: RunContext, step) -> xr.Dataset:
         out = archive_frame(self.id, cfg, ctx, ds.time.values, step)
         for e in ELEMENTS:
-            out[e.key] = (("init_time", "point", "lead_time"), values[e.key].T[None].astype(np.float32),
+            out[e.key] = (("init_time", "point", "lead_time"), values[e.spec.ref].T[None].astype(np.float32),
                           {"units": e.unit.replace("°C", "degC"), "long_name": e.long_name,
                            "valid_min": e.valid[0], "valid_max": e.valid[1]})
-        labels = codes.WEATHER_TYPES
-        index = {label: i for i, label in enumerate(codes.WEATHER_TYPES)}
+        labels = DATA["weather_type"].codes
+        index = {label: i for i, label in enumerate(labels)}
         # -1 marks a label that could not be decided (a missing input): validation rejects it.
         coded = np.vectorize(lambda label: index.get(label, -1), otypes=[np.int8])(values["weather_type"])
-        out["weather_type"] = (("init_time", "point", "lead_time"), coded.T[None],
-                               {"long_name": "weather type (WMO 4677 family label)",
+        out[DATA["weather_type"].name] = (("init_time", "point", "lead_time"), coded.T[None],
+                               {"long_name": DATA["weather_type"].about,
                                 "valid_min": 0, "valid_max": len(labels) - 1,
                                 "flag_values": np.arange(len(labels), dtype=np.int8),
                                 "flag_meanings": " ".join(l.lower().replace(" ", "_") for l in labels)})

@@ -17,22 +17,18 @@ import xarray as xr
 
 from .. import physics
 from ..config import ProductConfig
+from ..contract import HUB_HEIGHT_RANGE_M, WIND_DATA, WINDPACK_LADDER, height_name
 from .base import (Files, ProductOutput, Records, RunContext, archive_frame, freq_series, iso,
                    numbers, published_direction, put_with_records, render_index, strings)
 from .global_wx import point_time_zone
 
-LADDER = (10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 180.0, 200.0, 250.0, 300.0)
-UNITS = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
-DECIMALS = {"windspd": 2, "windir": 1, "u_windspd": 2, "v_windspd": 2}
+LADDER = WINDPACK_LADDER
+UNITS = WIND_DATA.units
 
 
 def point_heights(point) -> list[float]:
     """The heights precomputed for a point: the ladder and its configured hub heights."""
     return sorted(set(LADDER) | set(point.hub_heights))
-
-
-def height_name(h: float) -> str:
-    return f"{h:g}m"
 
 
 class EuWind:
@@ -60,8 +56,8 @@ class EuWind:
             for k, h in enumerate(ds.height.values):
                 # Only the points with this height (a hub height is often one point's alone).
                 users = [j for j, own in enumerate(heights) if h in own]
-                rows = Records({"datetime": stamps, **{name: numbers(arr[:, users, k], DECIMALS[name])
-                                                       for name, arr in wind.items()}})
+                rows = Records({e.name: stamps if e.type == "date-time" else
+                                numbers(wind[e.ref][:, users, k], e.decimals) for e in WIND_DATA})
                 for i, p in enumerate(cfg.points[j] for j in users):
                     put_with_records(
                         files, f"{self.id}/{freq}/{p.id}/{height_name(h)}.json",
@@ -74,29 +70,30 @@ class EuWind:
     def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
         return render_index(self.id, self.path, cfg, ctx,
                             lambda p: {"heights": point_heights(p), "time_zone": point_time_zone(p.lat, p.lon)},
-                            height_range_m=[10, 300], ladder=list(LADDER))
+                            height_range_m=list(HUB_HEIGHT_RANGE_M), ladder=list(LADDER))
 
     def _archive(self, ds, wind, cfg, ctx: RunContext, step) -> xr.Dataset:
         out = archive_frame(self.id, cfg, ctx, ds.time.values, step,
                             height=("height", ds.height.values.astype(np.float64)))
-        meta = {
-            "windspd": ("m s-1", "wind speed", "wind_speed", (0.0, 150.0)),
-            "windir": ("degree", "direction the wind blows from, clockwise from north",
-                       "wind_from_direction", (0.0, 360.0)),
-            "u_windspd": ("m s-1", "eastward wind", "eastward_wind", (-150.0, 150.0)),
-            "v_windspd": ("m s-1", "northward wind", "northward_wind", (-150.0, 150.0)),
-        }
-        for name, (units, long_name, standard, valid) in meta.items():
+        for e in WIND_DATA:
+            if e.ref not in CF_NAMES:
+                continue
             # (time, point, height) -> (init_time, point, lead_time, height)
-            values = wind[name].transpose(1, 0, 2)[None].astype(np.float32)
-            out[name] = (("init_time", "point", "lead_time", "height"), values,
-                         {"units": units, "long_name": long_name, "standard_name": standard,
-                          "valid_min": valid[0], "valid_max": valid[1]})
+            values = wind[e.ref].transpose(1, 0, 2)[None].astype(np.float32)
+            out[e.name] = (("init_time", "point", "lead_time", "height"), values,
+                           {"units": e.unit.replace("m/s", "m s-1"), "long_name": e.about,
+                            "standard_name": CF_NAMES[e.ref], "valid_min": e.valid[0], "valid_max": e.valid[1]})
         out["height"].attrs.update(units="m", long_name="height above ground", positive="up")
         return out
 
 
+# The CF standard names of the archive's variables, by ref.
+CF_NAMES = {"windspd": "wind_speed", "windir": "wind_from_direction", "u_windspd": "eastward_wind",
+            "v_windspd": "northward_wind"}
+
+
 def _wind(ds: xr.Dataset) -> dict[str, np.ndarray]:
+    """The numeric elements of `contract.WIND_DATA` (time, point, height), by ref."""
     u = ds.wind_u.transpose("time", "point", "height").values.astype(np.float64)
     v = ds.wind_v.transpose("time", "point", "height").values.astype(np.float64)
     return {"windspd": physics.wind_speed(u, v),

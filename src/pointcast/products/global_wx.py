@@ -29,16 +29,15 @@ import numpy as np
 import xarray as xr
 
 from ..config import ProductConfig
+from ..contract import GLOBAL_MRF, GLOBAL_SRF
 from ..interp import aggregate
 from .base import (Files, ProductOutput, RunContext, archive_frame, array, iso, numbers, render_index,
                    with_arrays)
-from .wx import (DAILY_DECIMALS, FINE_PREC, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, day_shares,
+from .wx import (FINE_PREC, HOUR, HOURLY, HOURLY_DECIMALS, WxProduct, archive_attrs, daily_fields, day_shares,
                  hourly_fields, local_days, local_times, whole_first_day, wx_elements)
 
 SRF_HOURS = 72
 MRF_DAYS = 14
-SRF_KEYS = {k: HOURLY_DECIMALS[k] for k in ("wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum", "solrad")}
-MRF_KEYS = {k: DAILY_DECIMALS[k] for k in ("wx", "maxtemp", "mintemp", "prec", "pop", "rhum", "solrad")}
 # The hourly quantities every zone's element is built from: at their published precision, and
 # precipitation to 0.001 mm (`wx.FINE_PREC`) for the day totals, so that a total is not the sum
 # of 24 roundings to 0.1 mm (nor an hour's published value a rounding of a rounding).
@@ -77,7 +76,7 @@ def render_zone(coords: list[tuple[float, float]], start: np.datetime64, hourly:
     days, day_dates = local_days(local, MRF_DAYS)
     daily = daily_fields(hourly, days, day_shares(local, days), first_whole=whole_first_day(local))
     srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
-    return wx_elements(coords, srf_dates, hourly, SRF_KEYS, day_dates, daily, MRF_KEYS)
+    return wx_elements(coords, srf_dates, hourly, GLOBAL_SRF, day_dates, daily, GLOBAL_MRF)
 
 
 def read_hourly(data: bytes) -> tuple[np.datetime64, dict[str, np.ndarray]]:
@@ -125,7 +124,7 @@ class GlobalWx(WxProduct):
     def _archive(self, ds, hourly, zones, cfg, ctx: RunContext) -> xr.Dataset:
         out = archive_frame(self.id, cfg, ctx, ds.time.values, HOUR, time_zone=("point", np.array(zones, dtype=object)))
         out["time_zone"].attrs.update(long_name="the point's own IANA time zone (mrf days of the JSON)")
-        for name, (units, long_name, valid) in HOURLY_META.items():
-            out[name] = (("init_time", "point", "lead_time"), hourly[name].T[None].astype(np.float32),
-                         {"units": units, "long_name": long_name, "valid_min": valid[0], "valid_max": valid[1]})
+        for e in HOURLY:
+            out[e.name] = (("init_time", "point", "lead_time"), hourly[e.ref].T[None].astype(np.float32),
+                           archive_attrs(e))
         return out

@@ -18,10 +18,11 @@ import xarray as xr
 
 from .. import codes, physics
 from ..config import ProductConfig
+from ..contract import HOURLY_POP, JAPAN_MRF, JAPAN_SRF
 from ..interp import aggregate
 from .base import Files, ProductOutput, RunContext, archive_frame, render_index
-from .wx import (DAILY_DECIMALS, HOUR, HOURLY_DECIMALS, HOURLY_META, WxProduct, daily_fields, day_shares,
-                 hourly_fields, local_days, local_times, whole_first_day, wx_elements)
+from .wx import (HOUR, WxProduct, archive_attrs, daily_fields, day_shares, hourly_fields, local_days, local_times,
+                 whole_first_day, wx_elements)
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 SRF_HOURS = 72
@@ -37,10 +38,8 @@ def feel_fields(ds: xr.Dataset, wndspd: np.ndarray) -> dict[str, np.ndarray]:
     return {"feelidx": codes.feelidx(feeltmp), "feeltmp": feeltmp}
 
 
-# The spec's 2.4 fields in order, with their published decimals.
-SRF_KEYS = {**{k: HOURLY_DECIMALS[k] for k in ("wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum")},
-            "feelidx": None, "feeltmp": 1}
-MRF_KEYS = {k: DAILY_DECIMALS[k] for k in ("wx", "maxtemp", "mintemp", "pop")}
+# The hourly quantities of the archive: the srf elements and the hourly probability of precipitation.
+HOURLY = (*(e for e in JAPAN_SRF if e.type != "date-time"), HOURLY_POP)
 
 
 class Japan(WxProduct):
@@ -59,8 +58,8 @@ class Japan(WxProduct):
         days, day_dates = local_days(local, MRF_DAYS)
         daily = daily_fields(hourly, days, day_shares(local, days), first_whole=whole_first_day(local))
         srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
-        elements = wx_elements([(p.lat, p.lon) for p in cfg.points], srf_dates, hourly, SRF_KEYS,
-                               day_dates, daily, MRF_KEYS)
+        elements = wx_elements([(p.lat, p.lon) for p in cfg.points], srf_dates, hourly, JAPAN_SRF,
+                               day_dates, daily, JAPAN_MRF)
         files = Files() if files is None else files
         for p, element in zip(cfg.points, elements):
             files[f"{self.id}/{p.id}.json"] = element
@@ -71,11 +70,7 @@ class Japan(WxProduct):
 
     def _archive(self, ds, hourly, cfg, ctx: RunContext) -> xr.Dataset:
         out = archive_frame(self.id, cfg, ctx, ds.time.values, HOUR)
-        meta = {**{k: HOURLY_META[k] for k in ("wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum")},
-                "feelidx": ("1", "feel-like index 1-10", (1, 10)),
-                "feeltmp": ("degC", "apparent temperature (Steadman, BoM form)", (-100, 80)),
-                "pop": HOURLY_META["pop"]}
-        for name, (units, long_name, valid) in meta.items():
-            out[name] = (("init_time", "point", "lead_time"), hourly[name].T[None].astype(np.float32),
-                         {"units": units, "long_name": long_name, "valid_min": valid[0], "valid_max": valid[1]})
+        for e in HOURLY:
+            out[e.name] = (("init_time", "point", "lead_time"), hourly[e.ref].T[None].astype(np.float32),
+                           archive_attrs(e))
         return out

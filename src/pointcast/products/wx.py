@@ -17,34 +17,26 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import xarray as xr
 
-from .. import codes, physics
+from .. import codes, contract, physics
 from ..config import ProductConfig
 from .base import Records, numbers, strings, with_arrays
 
 HOUR = np.timedelta64(1, "h")
 
-# Published precision: decimals, or None for integers.
-HOURLY_DECIMALS = {"wx": None, "temp": 1, "prec": 1, "arpress": 1, "wndspd": 1, "wnddir": None,
-                   "rhum": None, "solrad": 1, "pop": None}
-DAILY_DECIMALS = {"wx": None, "maxtemp": 1, "mintemp": 1, "prec": 1, "pop": None, "rhum": None,
-                  "solrad": 1}
-
 # The hourly precipitation a day's total is summed from, where the published one is rounded
 # (global: its hourly file keeps both); else the day's total is summed from "prec".
 FINE_PREC = "prec_fine"
 
-# Archive metadata of the hourly quantities: units, long name, valid range.
-HOURLY_META = {
-    "wx": ("1", "weather code (design.md)", (100, 950)),
-    "temp": ("degC", "temperature at 2 m", (-90, 65)),
-    "prec": ("mm", "precipitation in the hour", (0, 300)),
-    "arpress": ("hPa", "mean sea level pressure", (850, 1100)),
-    "wndspd": ("m s-1", "wind speed at 10 m", (0, 150)),
-    "wnddir": ("1", "wind direction, 16-point compass (16 = N), 0 calm", (0, 16)),
-    "rhum": ("%", "relative humidity at 2 m", (0, 100)),
-    "solrad": ("W m-2", "global radiation, mean over the hour", (0, 1400)),
-    "pop": ("%", "probability of precipitation", (0, 100)),
-}
+# The hourly quantities of the archive: the srf elements of the global product and the hourly
+# probability of precipitation its daily pop is made from.
+HOURLY: tuple[contract.Element, ...] = (*(e for e in contract.GLOBAL_SRF if e.type != "date-time"),
+                                        contract.HOURLY_POP)
+HOURLY_DECIMALS = {e.ref: e.decimals for e in HOURLY}
+
+
+def archive_attrs(e: contract.Element) -> dict:
+    """CF attributes of an element's archive variable."""
+    return {"units": e.unit, "long_name": e.about, "valid_min": e.valid[0], "valid_max": e.valid[1]}
 
 
 class WxProduct:
@@ -177,13 +169,18 @@ def _hours_total(hours: np.ndarray) -> np.ndarray:
 
 
 def wx_elements(coords: list[tuple[float, float]], srf_dates: list[str], hourly: dict[str, np.ndarray],
-                srf_keys: dict, day_dates: list[str], daily: dict[str, np.ndarray], mrf_keys: dict) -> list[bytes]:
+                srf_table: contract.Table, day_dates: list[str], daily: dict[str, np.ndarray],
+                mrf_table: contract.Table) -> list[bytes]:
     """The wxdata elements ``{lat, lon, srf, mrf}`` of points (the columns of ``hourly`` and
-    ``daily``): the first hours as srf entries, the days as mrf entries, each key at its
-    published precision."""
+    ``daily``, by ref): the first hours as srf entries, the days as mrf entries, with the
+    elements of their contract tables at their published precision."""
     hours = len(srf_dates)
-    srf = Records({"date": strings(srf_dates),
-                   **{k: numbers(hourly[k][:hours], dec) for k, dec in srf_keys.items()}})
-    mrf = Records({"date": strings(day_dates), **{k: numbers(daily[k], dec) for k, dec in mrf_keys.items()}})
+
+    def records(table, dates, values):
+        return Records({e.name: strings(dates) if e.type == "date-time" else numbers(values[e.ref], e.decimals)
+                        for e in table})
+
+    srf = records(srf_table, srf_dates, {k: v[:hours] for k, v in hourly.items()})
+    mrf = records(mrf_table, day_dates, daily)
     return [with_arrays({"lat": lat, "lon": lon}, srf=srf.at(j), mrf=mrf.at(j))
             for j, (lat, lon) in enumerate(coords)]

@@ -1,0 +1,27 @@
+"""The thin server: hands out the precomputed JSON of the current published run.
+
+One module a job, each depending only on those above it:
+
+- ``errors``: the spec's error answers (``ApiError`` and one constructor per code);
+- ``grammar``: the request grammar (query string, pairs, coordinates, hub heights, time zones);
+- ``access``: API keys and their rate limits;
+- ``compress``: gzip answers assembled from deflate blocks made once per run;
+- ``splice``: point files cut once so that an answer splices the requested coordinates in;
+- ``wind``: windpack heights between two precomputed ones, interpolated;
+- ``run``: the served run, its index, files and answers, cached per run;
+- ``responses``: answers and the HTTP responses made of them (validators, 304, gzip);
+- ``operations``: the operations (spec 4.1-4.5, catalog, OpenAPI), verification and the viewer's files;
+- ``openapi``: the OpenAPI document of the operations;
+- ``app``: ``PointcastApp``, the pure ASGI app and the one way in;
+- ``http``: the HTTP adapter, the app under uvicorn (``pointcast serve``).
+
+The query conventions and error codes are documented in docs/api.md, the run tree the server
+reads in docs/contracts.md.
+"""
+
+from .app import PointcastApp, create_app
+from .errors import ApiError
+from .http import serve, server_config
+from .operations import OPERATIONS, VERIFICATION_DIR
+
+__all__ = ["OPERATIONS", "VERIFICATION_DIR", "ApiError", "PointcastApp", "create_app", "serve", "server_config"]

@@ -1,0 +1,395 @@
+"""The operations: spec 4.1-4.5, ``/catalog`` and ``/openapi.json`` (``OPERATIONS``, path ->
+``Operation``), the verification answer and the run-tree files the viewer reads.
+
+A handler checks its parameters (``grammar``), then reads the run the request resolved and
+returns an ``Answer`` (``responses``) made of the run's cached point files, spliced behind the
+requested coordinates. Products and freqs come from the tables here, point ids and heights from
+the run's ``index.json``: no file path is ever built from request text."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+from bisect import bisect_left
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING
+
+from .. import contract, viewer
+from ..contract import FREQS, height_name, max_pairs
+from .compress import Deflated, Piece
+from .errors import ApiError, invalid, no_data, not_found, out_of_range, outside_coverage
+from .grammar import (HubHeight, Pair, check_coverage, check_hubheight_range, check_pair_ranges,
+                      parse_coordinate, parse_hubheight, parse_lat_slash_lon, parse_pairs, parse_query, parse_time_zone,
+                      single)
+from .responses import JSON_TYPE, Answer, Response
+from .run import PRODUCT_ID, Run, parse_time, read_run_file
+
+if TYPE_CHECKING:
+    from .app import PointcastApp
+
+log = logging.getLogger(__name__)
+
+VERIFICATION_DIR = "verification"  # under the output root (pointcast.verify)
+
+
+@dataclass
+class Request:
+    """What an operation reads: the query's parameters and the run ``respond`` resolved, or
+    the error resolving it gave (raised by ``run``, after the operation checked its parameters)."""
+
+    params: dict[str, list[str]]
+    resolved: Run | ApiError
+
+    def run(self) -> Run:
+        if isinstance(self.resolved, ApiError):
+            raise self.resolved
+        return self.resolved
+
+
+Handler = Callable[["PointcastApp", "Operation", Request], Answer]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One GET operation: its path, the product it serves and the handler that answers."""
+
+    name: str  # the spec's section, e.g. "4.1"
+    path: str
+    product: str | None
+    handler: Handler
+    params: tuple[str, ...] = ()
+
+
+def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
+    """4.1 / 4.2: the keyed object of section 2.1, one key per requested pair."""
+    assert op.product is not None
+    latlon = single(request.params, "latlon")
+    freq = single(request.params, "freq")
+    if freq not in FREQS:
+        raise invalid("freq")
+    pairs = parse_pairs(latlon, max_pairs(freq))
+
+    grid = app.grid(op.product)
+    check_coverage(grid, pairs)
+
+    run = request.run()  # resolved once; everything below reads from this run
+    index = run.product(op.product)
+    if index is None:
+        raise no_data(f"no published forecast for {op.product} in the current run")
+
+    seen: set[str] = set()
+    parts: list[bytes] = [b"{"]
+    tag = hashlib.blake2b(digest_size=16)
+    tag.update(b"\0".join([os.fsencode(run.run_id), op.product.encode(), freq.encode(), b""]))
+    for pair in pairs:
+        if pair.text in seen:  # the same text twice: one key
+            continue
+        seen.add(pair.text)
+        point_id = index.cells.get(grid.cell_key(pair.lat, pair.lon))
+        if point_id is None:
+            raise no_data(f'"latlon" has no forecast point in its grid cell: {pair.text}')
+        point = run.point_file(op.product, freq, point_id)
+        if point is None:
+            raise no_data(f'"latlon" has no {freq} forecast in the current run: {pair.text}')
+        key = json.dumps(pair.text).encode()
+        lat_json, lon_json = pair.lat_json, pair.lon_json
+        if len(parts) > 1:
+            parts.append(b",")
+        parts += [key, b":", *point.splice(lat_json, lon_json)]
+        tag.update(b"\0".join([key, lat_json, lon_json, point.digest]))
+    parts.append(b"}")
+    etag = b'"' + tag.hexdigest().encode() + b'"'
+    return Answer(parts, etag, run.published, index.next_update, run.deflated)
+
+
+def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answer:
+    """4.3: the keyed object of section 2.2 at the requested hub height.
+
+    A precomputed height of the point is its file, spliced (coordinates and ``hub_height``);
+    any other height is interpolated from the two precomputed heights around it."""
+    assert op.product is not None
+    latlon = single(request.params, "latlon")
+    freq = single(request.params, "freq")
+    hub_text = single(request.params, "hubheight")
+    if freq not in FREQS:
+        raise invalid("freq")
+    pairs = parse_pairs(latlon, max_pairs(freq), check_range=False)
+    height = parse_hubheight(hub_text)
+    check_pair_ranges(pairs)
+    check_hubheight_range(height)
+
+    grid = app.grid(op.product)
+    check_coverage(grid, pairs)
+
+    run = request.run()  # resolved once; everything below reads from this run
+    index = run.product(op.product)
+    if index is None:
+        raise no_data(f"no published forecast for {op.product} in the current run")
+
+    hub_json = json.dumps(height.text).encode()
+    seen: set[str] = set()
+    tails: dict[str, tuple[list[bytes], bytes]] = {}  # point id -> its answer without coordinates
+    parts: list[bytes] = [b"{"]
+    tag = hashlib.blake2b(digest_size=16)
+    tag.update(b"\0".join([os.fsencode(run.run_id), op.product.encode(), freq.encode(), hub_json, b""]))
+    for pair in pairs:
+        if pair.text in seen:  # the same text twice: one key
+            continue
+        seen.add(pair.text)
+        point_id = index.cells.get(grid.cell_key(pair.lat, pair.lon))
+        if point_id is None:
+            raise no_data(f'"latlon" has no forecast point in its grid cell: {pair.text}')
+        if point_id not in tails:
+            tails[point_id] = _wind_at_height(run, op.product, freq, index.heights.get(point_id, ()), point_id,
+                                              height, hub_json, pair)
+        tail, digest = tails[point_id]
+        key = json.dumps(pair.text).encode()
+        lat_json, lon_json = pair.lat_json, pair.lon_json
+        if len(parts) > 1:
+            parts.append(b",")
+        parts += [key, b':{"latitude":', lat_json, b',"longitude":', lon_json, *tail]
+        tag.update(b"\0".join([key, lat_json, lon_json, digest]))
+    parts.append(b"}")
+    etag = b'"' + tag.hexdigest().encode() + b'"'
+    return Answer(parts, etag, run.published, index.next_update, run.deflated)
+
+
+def _wind_at_height(
+    run: Run,
+    product: str,
+    freq: str,
+    heights: tuple[float, ...],
+    point_id: str,
+    height: HubHeight,
+    hub_json: bytes,
+    pair: Pair,
+) -> tuple[list[bytes], bytes]:
+    """One point's 2.2 object after its coordinates, and a digest of what it was made from."""
+    z = height.metres
+    i = bisect_left(heights, z)
+    if i < len(heights) and heights[i] == z:  # precomputed: the file itself
+        wind = run.wind_file(product, freq, point_id, heights[i])
+        if wind is None:
+            raise no_data(f'"latlon" has no {freq} wind forecast at {height.text} in the current run: {pair.text}')
+        return [wind.head, hub_json, wind.rest], wind.digest
+    if i == 0 or i == len(heights):  # never extrapolate, never another height
+        log.error("run %s: %s point %s has no precomputed heights around %s",
+                  run.run_id, product, point_id, height.text)
+        raise no_data(f'"hubheight" {height.text} is not between two precomputed heights of the point: {pair.text}')
+    try:
+        between = run.wind_between(product, freq, point_id, heights[i - 1], heights[i], height)
+    except ValueError as exc:
+        log.error("run %s: %s point %s: %s", run.run_id, product, point_id, exc)
+        between = None
+    if between is None:
+        raise no_data(f'"latlon" has no {freq} wind forecast at {height.text} in the current run: {pair.text}')
+    tail, digest = between
+    return [tail], digest
+
+
+def handle_global(app: PointcastApp, op: Operation, request: Request) -> Answer:
+    """4.4: ``latlon=<lat>/<lon>`` and an optional ``tz``; the answer is 4.5's shape.
+
+    Without ``tz`` the precomputed element in the point's own zone is served; with one, the
+    element is rendered once per run and zone from the point's hourly file (``Run.wx_in_zone``).
+    """
+    text = single(request.params, "latlon")
+    lat, lon = parse_lat_slash_lon(text)
+    zone = parse_time_zone(single(request.params, "tz")) if "tz" in request.params else None
+    return wxdata_answer(app, op, request, lat, lon, "latlon", text, zone)
+
+
+def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Answer:
+    """4.5: ``lat`` and ``lon``, answered in Asia/Tokyo."""
+    lat_text = single(request.params, "lat")
+    lon_text = single(request.params, "lon")
+    lat = parse_coordinate(lat_text, "lat")
+    lon = parse_coordinate(lon_text, "lon")
+    if not -90.0 <= lat <= 90.0:
+        raise out_of_range("lat", lat_text)
+    if not -180.0 <= lon <= 180.0:
+        raise out_of_range("lon", lon_text)
+    return wxdata_answer(app, op, request, lat, lon, "lat,lon", f"{lat_text},{lon_text}")
+
+
+def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float, lon: float,
+                  name: str, point_text: str, zone: str | None = None) -> Answer:
+    """``{"requestId": <fresh uuid4>, "wxdata": [<the point's element, coordinates echoed>]}``
+    (4.4 and 4.5), in ``zone`` when given (4.4's ``tz``).
+
+    The ETag is weak and covers the forecast content only (run, product, zone, echoed
+    coordinates, the point file), not the requestId: two answers that differ only in their id
+    are equivalent, and a client revalidating with If-None-Match gets 304."""
+    assert op.product is not None
+    grid = app.grid(op.product)
+    if not grid.covers(lat, lon):
+        raise outside_coverage(name, point_text)
+
+    run = request.run()  # resolved once; everything below reads from this run
+    index = run.product(op.product)
+    if index is None:
+        raise no_data(f"no published forecast for {op.product} in the current run")
+    point_id = index.cells.get(grid.cell_key(lat, lon))
+    if point_id is None:
+        raise no_data(f'"{name}" has no forecast point in its grid cell: {point_text}')
+    point = run.wx_file(op.product, point_id) if zone is None else run.wx_in_zone(op.product, point_id, zone)
+    if point is None:
+        raise no_data(f'"{name}" has no forecast in the current run: {point_text}')
+
+    lat_json, lon_json = repr(lat).encode(), repr(lon).encode()
+    tag = hashlib.blake2b(digest_size=16)
+    tag.update(b"\0".join([op.path.encode(), os.fsencode(run.run_id), op.product.encode(), (zone or "").encode(),
+                           lat_json, lon_json, point.digest]))
+    etag = b'W/"' + tag.hexdigest().encode() + b'"'
+    parts = [b'{"requestId":"', b"", b'","wxdata":[', *point.splice(lat_json, lon_json), b"]}"]
+    return Answer(parts, etag, run.published, index.next_update, run.deflated, request_id_at=1)
+
+
+def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Answer:
+    """What the current run serves: each product with its points, basetime, updated_time."""
+    run = request.run()
+    if run.catalog is None:
+        products = []
+        for index in run.products():
+            meta = index.meta
+            points = []
+            for p in meta["points"]:
+                if not isinstance(p, dict):
+                    continue
+                entry = {k: p.get(k) for k in ("id", "name", "lat", "lon")}
+                if p.get("hub_heights") not in (None, "", []):
+                    entry["hub_heights"] = p["hub_heights"]
+                if isinstance(p.get("heights"), list):  # eu-wind: the precomputed heights
+                    entry["heights"] = p["heights"]
+                points.append(entry)
+            freqs = [f for f in FREQS if (run.path / "json" / index.product / f).is_dir()]
+            products.append(
+                {
+                    "product": index.product,
+                    "operations": [o.path for o in OPERATIONS.values() if o.product == index.product],
+                    "grid": meta.get("grid"),
+                    "basetime": meta.get("basetime"),
+                    "updated_time": meta.get("updated_time"),
+                    "next_update": meta.get("next_update"),
+                    "freqs": freqs,
+                    "points": points,
+                }
+            )
+        if not products:
+            raise no_data("the current run has no products")
+        body = Piece(json.dumps({"run_id": run.run_id, "products": products}).encode(), ("catalog",))  # ASCII-safe
+        etag = b'"' + hashlib.blake2b(os.fsencode(run.run_id) + b"\0" + body, digest_size=16).hexdigest().encode() + b'"'
+        nexts = [i.next_update for i in run.products() if i.next_update is not None]
+        run.catalog = (body, etag, run.published, min(nexts, default=None))
+    body, etag, updated, next_update = run.catalog
+    return Answer([body], etag, updated, next_update, run.deflated)
+
+
+def handle_openapi(app: PointcastApp, op: Operation, request: Request) -> Answer:
+    """The OpenAPI 3 document of the operations (public: no API key needed)."""
+    body, etag = app.openapi
+    return Answer([body], etag, None, None, lambda piece: app.openapi_deflated)
+
+
+_HANDLERS: dict[str, Handler] = {"4.1": handle_common, "4.2": handle_common, "4.3": handle_windpack,
+                                 "4.4": handle_global, "4.5": handle_ss1wx, "catalog": handle_catalog}
+OPERATIONS: dict[str, Operation] = {
+    op.path: op
+    for op in (
+        *(Operation(c.name, c.path, c.product, _HANDLERS[c.name], tuple(p.name for p in c.params))
+          for c in contract.OPERATIONS),
+        Operation("openapi", "/openapi.json", None, handle_openapi),
+    )
+}
+"""The served operations: the contract's (paths, products, parameters) and the OpenAPI document."""
+
+
+# --------------------------------------------------------------------------- the viewer (docs/viewer.md)
+#
+# The page at ``/`` reads the run tree with relative URLs, as it does on a static host serving
+# a run's json/ folder; here a URL is answered only when each of its parts is a name of the
+# fixed tables (the viewer's files, the run files, products, freqs) or of the run's index
+# (point ids, heights), so no file path is built from request text.
+
+_CONTENT_TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript; charset=utf-8",
+                  ".css": b"text/css; charset=utf-8", ".json": JSON_TYPE}
+
+
+@functools.cache
+def viewer_assets() -> dict[str, bytes]:
+    """URL path -> bytes of the viewer's own files; ``/`` is its page."""
+    assets = {"/" + rel: data for rel, data in viewer.files().items()}
+    assets["/"] = assets["/" + viewer.PAGE]
+    return assets
+
+
+def file_response(data: bytes, path: str, encoded: bool | None = None) -> Response:
+    """200 with a file's bytes; ``encoded`` (a run file, ``read_run_file``): they are its
+    stored gzip form, sent with ``Content-Encoding: gzip``."""
+    suffix = PurePath(path).suffix if path != "/" else ".html"
+    kind = _CONTENT_TYPES.get(suffix, b"text/plain; charset=utf-8")  # LICENSE, VERSIONS
+    headers = [(b"content-type", kind), (b"content-length", b"%d" % len(data)), (b"cache-control", b"no-cache")]
+    if encoded is not None:  # the form depends on the request's Accept-Encoding
+        headers.append((b"vary", b"Accept-Encoding"))
+    if encoded:
+        headers.append((b"content-encoding", b"gzip"))
+    return Response(200, data, headers)
+
+
+def tree_file(run: Run, path: str) -> Path | None:
+    """The file of ``run``'s JSON tree that a viewer URL names (docs/contracts.md has the layout),
+    or None: the run files, a product's ``index.json``, its point files (``<freq>/<id>.json``,
+    ``<id>.json``, ``hourly/<id>.json``, ``<freq>/<id>/<height>.json``) and the verification files."""
+
+    parts = path[1:].split("/")
+    stem = parts[-1].removesuffix(".json")
+    base = run.path / "json"
+    products = {op.product for op in OPERATIONS.values() if op.product}
+    if len(parts) == 1:  # the run's own manifest and report (runs published before the viewer have no copies)
+        if parts[0] in viewer.RUN_FILES:
+            return base / parts[0] if parts[0] == viewer.HISTORY else run.path / parts[0]
+        return None
+    if parts[0] == "verification":
+        return base / "verification" / parts[1] if len(parts) == 2 and (stem == "index" or stem in products) else None
+    index = run.product(parts[0]) if parts[0] in products else None
+    if index is None:
+        return None
+    folder = base / index.product
+    if parts[1:] == ["index.json"]:
+        return folder / "index.json"
+    if len(parts) == 2 and stem in index.point_ids:
+        return folder / parts[1]
+    if len(parts) == 3 and (parts[1] in FREQS or parts[1] == "hourly") and stem in index.point_ids:
+        return folder / parts[1] / parts[2]
+    if (len(parts) == 4 and parts[1] in FREQS and parts[2] in index.heights
+            and stem in {height_name(m) for m in index.heights[parts[2]]}):
+        return folder / parts[1] / parts[2] / parts[3]
+    return None
+
+
+
+def verification_answer(root: Path, query_string: bytes) -> Answer:
+    """What ``pointcast verify`` wrote (docs/verification.md): the index or, with
+    ``product=<id>``, a product's scores. Read from ``<root>/verification/`` at each request, not
+    from the served run: verification is renewed between cycles."""
+    params = parse_query(query_string, ("product",))
+    name = "index.json"
+    if "product" in params:
+        product = single(params, "product")
+        if not PRODUCT_ID.match(product):
+            raise invalid("product")
+        name = f"{product}.json"
+    try:
+        data = read_run_file(root / VERIFICATION_DIR / name)[0]
+    except OSError:
+        raise (no_data("no verification published yet (pointcast verify)") if name == "index.json"
+               else not_found()) from None
+    etag = b'"' + hashlib.blake2b(data, digest_size=16).hexdigest().encode() + b'"'
+    updated = parse_time(json.loads(data).get("generated"))
+    piece = Piece(data, (VERIFICATION_DIR, name))
+    return Answer([piece], etag, updated, None, lambda p: Deflated(p))

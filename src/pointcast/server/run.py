@@ -1,0 +1,367 @@
+"""The served run: one published run directory, what the server reads from it (each product's
+``index.json``, its point files and what is made of them) and its answers, cached per run and
+byte-bounded. File paths are made of names from fixed tables (products, freqs) and of the run's
+own index (point ids, heights), never of request text.
+
+The answers are kept by path and raw query text: a query text seen before in the run skips
+parsing, coverage, cell look-up and splicing, and only the request's own headers (gzip,
+conditions, max-age) and a fresh requestId are applied to the kept answer (docs/api.md,
+"Running the server")."""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..contract import height_name
+from .compress import Deflated, Piece
+from .grammar import HubHeight
+from .splice import WX_LAYOUT, PointFile, WindFile, check_wxdata
+from .wind import WindSeries, interpolate_wind
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024  # bytes of point files (and what is made of them) kept per run
+DEFAULT_ANSWER_BYTES = 64 * 1024 * 1024  # bytes of answers kept per run (``Answer.size``)
+
+# A point id is used as a file name: only plain names are accepted from index.json.
+_POINT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+PRODUCT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
+
+
+def read_run_file(path: Path, gzip_ok: bool = False) -> tuple[bytes, bool]:
+    """A run's JSON file ``path`` in whichever form the run was written in (``[output] json``,
+    docs/config.md: the file, its ``.gz`` twin, or both): ``(stored gzip bytes, True)`` when
+    ``gzip_ok`` and the ``.gz`` is there, else ``(JSON bytes, False)``, decompressed from the
+    ``.gz`` when the file is not there. FileNotFoundError when neither is."""
+    gz = path.with_name(path.name + ".gz")
+    if gzip_ok:
+        try:
+            return gz.read_bytes(), True
+        except FileNotFoundError:
+            pass
+    try:
+        return path.read_bytes(), False
+    except FileNotFoundError:
+        return gzip.decompress(gz.read_bytes()), False
+
+
+@dataclass
+class ProductIndex:
+    """A product's ``index.json`` as the server needs it."""
+
+    product: str
+    meta: dict[str, Any]
+    cells: dict[str, str]  # grid cell -> point id
+    updated: datetime | None
+    next_update: datetime | None
+    heights: dict[str, tuple[float, ...]] = field(default_factory=dict)  # point id -> sorted heights (eu-wind)
+    time_zones: dict[str, str] = field(default_factory=dict)  # point id -> its own IANA zone (global)
+
+    @functools.cached_property
+    def point_ids(self) -> frozenset[str]:
+        return frozenset(self.cells.values())
+
+    @classmethod
+    def load(cls, product: str, path: Path) -> ProductIndex | None:
+        try:
+            meta = json.loads(read_run_file(path)[0])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.error("unreadable index %s: %s", path, exc)
+            return None
+        if not isinstance(meta, dict) or not isinstance(meta.get("points"), list):
+            log.error("index %s has no points list", path)
+            return None
+        cells: dict[str, str] = {}
+        heights: dict[str, tuple[float, ...]] = {}
+        time_zones: dict[str, str] = {}
+        for point in meta["points"]:
+            pid = point.get("id") if isinstance(point, dict) else None
+            cell = point.get("cell") if isinstance(point, dict) else None
+            if not isinstance(pid, str) or not _POINT_ID.match(pid) or not isinstance(cell, str):
+                log.error("index %s: skipping point %r (id must be a plain file name, cell a string)", path, point)
+                continue
+            if cell in cells:
+                log.warning("index %s: points %s and %s share cell %s; serving %s", path, cells[cell], pid, cell, cells[cell])
+                continue
+            cells[cell] = pid
+            if isinstance(point.get("time_zone"), str):
+                time_zones[pid] = point["time_zone"]
+            if "heights" in point:
+                point_heights = _heights(point["heights"])
+                if point_heights is None:
+                    log.error("index %s: point %s has invalid heights %r", path, pid, point["heights"])
+                else:
+                    heights[pid] = point_heights
+        return cls(
+            product, meta, cells, parse_time(meta.get("updated_time")), parse_time(meta.get("next_update")), heights,
+            time_zones,
+        )
+
+
+def _heights(value: Any) -> tuple[float, ...] | None:
+    """A point's precomputed heights (metres) from index.json: finite, positive, sorted."""
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(isinstance(h, (int, float)) and not isinstance(h, bool) for h in value):
+        return None
+    heights = sorted({float(h) for h in value})
+    if not all(math.isfinite(h) and 0.0 < h < 1e5 for h in heights):
+        return None
+    return tuple(heights)
+
+
+
+class ByteBoundLru:
+    """Values by key; the least recently used go first once their sizes add up to more than
+    ``limit`` bytes (a value larger than that is not kept)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.size = 0
+        self.entries: OrderedDict[tuple[str | bytes, ...], tuple[Any, int]] = OrderedDict()
+
+    def get(self, key: tuple[str | bytes, ...]) -> Any:
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        self.entries.move_to_end(key)
+        return entry[0]
+
+    def put(self, key: tuple[str | bytes, ...], value: Any, size: int) -> None:
+        if size <= self.limit:
+            self.entries[key] = (value, size)
+            self.size += size
+            while self.size > self.limit:
+                _, (_, old_size) = self.entries.popitem(last=False)
+                self.size -= old_size
+
+
+class Run:
+    """Everything cached for one published run: its files and what is made of them, and its
+    answers by operation and query text, each within a byte bound of its own (a flood of new
+    query texts evicts answers, never the files the next answer is made from)."""
+
+    def __init__(self, run_id: str, path: Path, max_cache_bytes: int, max_answer_bytes: int):
+        self.run_id = run_id
+        self.path = path
+        self._products: dict[str, ProductIndex | None] = {}
+        # (kind, product, freq, point id[, height]) -> PointFile | WindFile | WindSeries | ...
+        self.files = ByteBoundLru(max_cache_bytes)
+        self.answers = ByteBoundLru(max_answer_bytes)  # (path, raw query) -> Answer
+        # the catalog's body, ETag, Last-Modified and next update, rendered once per run
+        self.catalog: tuple[Piece, bytes, datetime | None, datetime | None] | None = None
+
+    @functools.cached_property
+    def published(self) -> datetime | None:
+        """The run's publication time (its manifest's ``published_at``): every answer's
+        ``Last-Modified``. The files' ``updated_time`` is earlier: they are generated before
+        the run is validated and published (docs/api.md)."""
+        try:
+            return parse_time(json.loads((self.path / "manifest.json").read_bytes()).get("published_at"))
+        except (OSError, ValueError, AttributeError) as exc:
+            log.error("run %s: no publication time in its manifest (%s)", self.run_id, exc)
+            return None
+
+    def product(self, product: str) -> ProductIndex | None:
+        try:
+            return self._products[product]
+        except KeyError:
+            index = ProductIndex.load(product, self.path / "json" / product / "index.json")
+            self._products[product] = index
+            return index
+
+    def products(self) -> list[ProductIndex]:
+        try:
+            names = sorted(os.listdir(self.path / "json"))
+        except OSError:
+            return []
+        found = (self.product(name) for name in names if PRODUCT_ID.match(name))
+        return [p for p in found if p is not None]
+
+    def _read(self, directory: Path, stem: str, what: str) -> bytes | None:
+        """``<stem>.json`` of a run directory (``read_run_file``); None when absent."""
+        try:
+            return read_run_file(directory / (stem + ".json"))[0]
+        except FileNotFoundError:
+            log.error("run %s: no file for %s", self.run_id, what)
+            return None
+
+    def point_file(self, product: str, freq: str, point_id: str) -> PointFile | None:
+        key = ("point", product, freq, point_id)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        # product and freq come from the operations' tables, point_id from index.json.
+        data = self._read(self.path / "json" / product / freq, point_id, f"{product}/{freq}/{point_id}")
+        if data is None:
+            return None
+        point = PointFile.from_bytes(data, key=key)
+        self.files.put(key, point, len(point.tail))
+        return point
+
+    def wx_file(self, product: str, point_id: str) -> PointFile | None:
+        """A global or Japan point file (``json/<product>/<point id>.json``: one wxdata
+        element; a global one in the point's own time zone)."""
+        key = ("wx", product, point_id)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        # product from the operations' table, point id from index.json.
+        what = f"{product}/{point_id}"
+        data = self._read(self.path / "json" / product, point_id, what)
+        if data is None:
+            return None
+        try:
+            check_wxdata(json.loads(data))  # once per file and run, never per request
+            point = PointFile.from_bytes(data, WX_LAYOUT, key)
+        except ValueError as exc:  # includes invalid JSON and invalid UTF-8
+            log.error("run %s: %s is not a wxdata element: %s", self.run_id, what, exc)
+            return None
+        self.files.put(key, point, len(point.tail))
+        return point
+
+    def wx_in_zone(self, product: str, point_id: str, zone: str) -> PointFile | None:
+        """A global point's wxdata element in another time zone, rendered from the point's
+        precomputed hourly file (``json/<product>/hourly/<point id>.json``) by the function the
+        build renders the point's own zone with (products/global_wx.py); once per run."""
+        index = self.product(product)
+        if index is not None and index.time_zones.get(point_id) == zone:
+            return self.wx_file(product, point_id)
+        key = ("zone", product, point_id, zone)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        from zoneinfo import ZoneInfo
+
+        from pointcast.products.global_wx import render_zone
+
+        hourly = self.wx_hourly(product, point_id)
+        if hourly is None:
+            return None
+        try:
+            element = render_zone([(0.0, 0.0)], *hourly, ZoneInfo(zone))[0]
+            point = PointFile.from_bytes(element, WX_LAYOUT, key)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("run %s: %s/%s cannot be rendered in %s: %r", self.run_id, product, point_id, zone, exc)
+            return None
+        self.files.put(key, point, len(point.tail))
+        return point
+
+    def wx_hourly(self, product: str, point_id: str) -> tuple[np.datetime64, dict[str, np.ndarray]] | None:
+        """A global point's hourly file, parsed once per run (every zone renders from it)."""
+        key = ("hourly", product, point_id)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        from pointcast.products.global_wx import read_hourly
+
+        # product from the operations' table, point id from index.json.
+        what = f"{product}/hourly/{point_id}"
+        data = self._read(self.path / "json" / product / "hourly", point_id, what)
+        if data is None:
+            return None
+        try:
+            hourly = read_hourly(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("run %s: %s is not an hourly file: %r", self.run_id, what, exc)
+            return None
+        self.files.put(key, hourly, sum(a.nbytes for a in hourly[1].values()))
+        return hourly
+
+    def wind_file(self, product: str, freq: str, point_id: str, metres: float) -> WindFile | None:
+        """A precomputed height file (``<freq>/<point id>/<height>m.json``), ready to splice."""
+    
+        name = height_name(metres)
+        key = ("wind", product, freq, point_id, name)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        # product and freq from the operations' tables, point id and height from index.json.
+        what = f"{product}/{freq}/{point_id}/{name}"
+        data = self._read(self.path / "json" / product / freq / point_id, name, what)
+        if data is None:
+            return None
+        try:
+            wind = WindFile.from_bytes(data, key)
+        except ValueError as exc:
+            log.error("run %s: %s is not a windpack file: %s", self.run_id, what, exc)
+            return None
+        self.files.put(key, wind, wind.size)
+        return wind
+
+    def wind_series(self, product: str, freq: str, point_id: str, metres: float) -> WindSeries | None:
+        """The u/v arrays of a precomputed height file, parsed once per run."""
+        key = ("series", product, freq, point_id, metres)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        wind = self.wind_file(product, freq, point_id, metres)
+        if wind is None:
+            return None
+        try:
+            series = WindSeries.from_file(wind)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("run %s: %s/%s/%s at %g m has no usable u/v series: %r", self.run_id, product, freq, point_id,
+                      metres, exc)
+            return None
+        self.files.put(key, series, series.size)
+        return series
+
+    def wind_between(self, product: str, freq: str, point_id: str, z1: float, z2: float,
+                     height: HubHeight) -> tuple[Piece, bytes] | None:
+        """The 2.2 object at ``height`` between the precomputed heights z1 < z2, without its
+        coordinates (``interpolate_wind``), and a digest of what it is made from; rendered once
+        per run and height text. None when a height file is missing; ValueError when the two
+        files do not fit together."""
+        key = ("between", product, freq, point_id, height.text)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        lower = self.wind_series(product, freq, point_id, z1)
+        upper = self.wind_series(product, freq, point_id, z2)
+        if lower is None or upper is None:
+            return None
+        tail = Piece(interpolate_wind(lower, upper, z1, z2, height), key)
+        digest = hashlib.blake2b(b"\0".join([lower.digest, upper.digest, repr(height.metres).encode()]),
+                                 digest_size=16).digest()
+        self.files.put(key, (tail, digest), len(tail))
+        return tail, digest
+
+    def deflated(self, piece: Piece) -> Deflated:
+        """A piece's deflate form, made at its first gzip answer and cached like the files."""
+        key = ("gzip", *piece.key)
+        deflated = self.files.get(key)
+        if deflated is None:
+            deflated = Deflated(piece)
+            self.files.put(key, deflated, deflated.size)
+        return deflated
+
+    @property
+    def cached_files(self) -> int:
+        return len(self.files.entries)
