@@ -46,7 +46,7 @@ writing each message with centre kwbc and reading it back, ``tests/test_sample_s
   (``INSTANT``; the average does not match it). The sample writes only the instant message.
 * Real NCEP messages (``tests/data/pygrib``) show UGRD and VGRD at 10 m as two fields of one
   GRIB2 message (wgrib2's ``n.1``/``n.2``); the decoder reads each field
-  (``ingest._fields``), and an inventory's ``n.1``/``n.2`` lines fetch the one message.
+  (``ingest.scan._fields``), and an inventory's ``n.1``/``n.2`` lines fetch the one message.
 * VIS surface -> ``vis``; CAPE surface (surface-based) -> ``cape``; HGT surface (0/3/5) ->
   ``orog`` (paramId 228002, m), which NOAA repeats in every file; the row is ``CONSTANT``
   (the decoder takes the first step).

@@ -35,7 +35,7 @@ No. 500 (annex 2-2, the MSM GPV's GRIB2 format) describes it and the public deco
 sus304/MSMgrib2Decorder reads the real files: template 5.0 with 12 bits, earth shape 6 (a
 sphere), rows from north to south. ecCodes reads such a message field by field only with its
 multi-field support on; wgrib2 lists the fields as 1.1, 1.2 ... The decoder reads every field
-(``ingest._fields``).
+(``ingest.scan._fields``).
 
 Elements of Lsurf (JMA names as wgrib2 prints them) and what ecCodes 2.50 decodes from them
 (checked by writing JMA's encoding with centre ``rjtd`` and reading it back, see
