@@ -205,7 +205,7 @@ def test_a_field_the_tree_does_not_publish_is_dropped_in_seconds(mirror, tmp_pat
     parameters of its last step are there, while a run still being written misses its last
     step for every parameter); the fetch, on two connections, gets every other file before
     it asks for a missing one again, and drops the field with a note within seconds."""
-    monkeypatch.setattr(remote, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
+    monkeypatch.setattr(remote.download, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
     src = source(mirror, H_D2, wait_minutes=5, connections=2)
     gone = r"/p/PS/"
     for method in ("HEAD", "GET"):

@@ -7,7 +7,7 @@ gfs.t<HH>z.pgrb2.0p25.f<FFF>``, holding every field of that step, with wgrib2's 
 inventory beside it. Centre ``kwbc`` (subcentre 0), GRIB master tables 2, local tables 1,
 packing ``grid_complex_spatial_differencing`` (as a real GFS file shows).
 
-Where runs come from (``UPSTREAM``, read by ``sources/remote.py``): NOAA's Open Data bucket on
+Where runs come from (``UPSTREAM``, read by ``sources/remote/``): NOAA's Open Data bucket on
 AWS (``noaa-gfs-bdp-pds``) first, then NOMADS, then the Google copy; each file with its
 wgrib2 ``.idx`` inventory (``n:offset:d=YYYYMMDDHH:VAR:level:time:``). An inventory line is a
 row's message when its VAR is the row's ``param``, its level is the row's level in wgrib2's

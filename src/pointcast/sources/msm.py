@@ -21,7 +21,7 @@ runs (the last two exist since 2019 and 2022). JMA's technical notice No. 373 (2
 about 12 bits per grid value with simple packing (template 5.0) over 481 x 505 points. The
 sample writes ``grid_simple``, 12 bits (JMA's exact bit count per element is not checked).
 
-Where runs come from (``UPSTREAM``, read by ``sources/remote.py``): JMA sells the GPV through
+Where runs come from (``UPSTREAM``, read by ``sources/remote/``): JMA sells the GPV through
 JMBSC; the table's default mirror is the research archive of Kyoto University's Research
 Institute for Sustainable Humanosphere (RISH), which keeps JMA's file names under
 ``<YYYY>/<MM>/<DD>/`` and serves them for research and education. Configure another mirror
