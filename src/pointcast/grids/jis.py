@@ -41,7 +41,6 @@ def _jis_code(row: int, col: int, order: int = 3) -> str:
     return code
 
 
-
 def _jis_index(lat: float, lon: float) -> tuple[int, int]:
     """(row, column) of third-order cells counted from 0N, 100E."""
     lat = float(lat)

@@ -47,7 +47,6 @@ def get_cache_dir() -> Path | None:
     return _cache_dir
 
 
-
 class RasterCoverage(Coverage):
     """A coverage stored as a boolean lat/lon raster over a box, looked up point by point.
 

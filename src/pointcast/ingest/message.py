@@ -26,7 +26,6 @@ class DecodeError(RuntimeError):
     """A file or message that cannot be turned into canonical fields."""
 
 
-
 @dataclass(frozen=True)
 class GridKey:
     """The geometry of a regular lat/lon grid, as the message header states it."""

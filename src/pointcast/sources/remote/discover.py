@@ -31,7 +31,6 @@ def candidate_runs(model: ModelSpec, now: datetime, n: int) -> list[datetime]:
     return out
 
 
-
 def _published(src: HttpSource, client, up: Upstream, files: list[RemoteFile],
                deadline: float) -> str:
     """The mirror holding a file of ``files`` ("" when none does), tried in order. On a
