@@ -37,7 +37,7 @@ def fetched_files(cfg: Config, model_id: str) -> list[Path]:
 def needed_messages(files: list[Path], model_id: str) -> list[ingest.Message]:
     fields = MODELS[model_id].fields
     msgs = [m for f in files for m in ingest.index_file(f)]
-    return [m for m in msgs if any(ingest._matches(row, m) for row in fields)]
+    return [m for m in msgs if any(ingest.matches(row, m) for row in fields)]
 
 
 def _plain(msg: ingest.Message) -> int:

@@ -12,7 +12,7 @@ import pytest
 import pointcast  # noqa: F401  (loads PROJ before any test imports ecCodes, see pointcast/__init__.py)
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no network here
-# Coverage rasters (grids.py) are built once per machine and shared by the test processes
+# Coverage rasters (grids/raster.py) are built once per machine and shared by the test processes
 # (the global one reads the whole land mask): the cache is keyed by what the raster depends on.
 os.environ.setdefault("POINTCAST_CACHE_DIR", os.path.join(tempfile.gettempdir(), "pointcast-test-coverage"))
 ROOT = Path(__file__).resolve().parent.parent

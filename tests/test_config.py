@@ -25,10 +25,10 @@ SHIPPED = REPO / "config" / "pointcast.toml"
 @pytest.fixture(autouse=True, scope="module")
 def _memory_only_cache():
     """Keep the coverage raster in memory only (no writes under output/ from the tests)."""
-    saved = grids._cache_dir, grids._cache_dir_explicit
+    saved = grids.raster._cache_dir, grids.raster._cache_dir_explicit
     grids.set_cache_dir(None)
     yield
-    grids._cache_dir, grids._cache_dir_explicit = saved
+    grids.raster._cache_dir, grids.raster._cache_dir_explicit = saved
 
 
 BASE = """\

@@ -9,6 +9,9 @@ import pytest
 import numpy as np
 
 from pointcast import ingest
+from pointcast.ingest import scan
+from pointcast.ingest.values import _Read, _Term, _block
+from pointcast.sources.base import Processing
 
 
 def write(path: Path, messages: list[dict], values: np.ndarray | None = None) -> Path:
@@ -70,8 +73,8 @@ def test_concepts_are_kept_across_forecast_times_but_not_across_period_lengths(t
     # kept description for each pair. The maxima differ in their period's length: one each,
     # never a length-blind one. The accumulation since the start was described by ecCodes for
     # two lengths alike: its third length is read from that description, not asked.
-    assert len(ingest._DESCRIBED) == 5
-    assert list(ingest._WINDOWS.values()) == [ingest._Described(
+    assert len(scan._DESCRIBED) == 5
+    assert list(scan._WINDOWS.values()) == [scan._Described(
         "tp", "surface", "accum", msgs[4].grid, 0, 228, "m", "0/1/193", True)]
     again = ingest.index_file(path)  # from the kept descriptions
     assert again == msgs
@@ -97,13 +100,13 @@ def test_headers_read_from_bytes_agree_with_ecCodes_past_junk_and_grib1(tmp_path
     with open(path, "rb") as f:  # ecCodes alone, message by message
         while (h := eccodes.codes_grib_new_from_file(f, headers_only=True)) is not None:
             offset = eccodes.codes_get_long(h, "offset")
-            truth.append(ingest.dc_replace(ingest._eccodes_message(h, path, offset),
+            truth.append(scan.dc_replace(scan._eccodes_message(h, path, offset),
                                            number=len(truth) + 1))
             eccodes.codes_release(h)
     assert [m.edition for m in truth] == [2] * 8 + [1] + [2] * 8
     ingest.forget_descriptions()
     assert ingest.index_file(path) == truth
-    assert all(known.times_from_bytes for known in ingest._DESCRIBED.values())
+    assert all(known.times_from_bytes for known in scan._DESCRIBED.values())
     assert ingest.index_file(path) == truth  # every GRIB2 header now known
     assert [(m.start_minutes, m.end_minutes) for m in truth[:8]] == [
         (0, 0), (360, 360), (75, 75), (90, 90), (0, 360), (0, 720), (180, 360), (360, 540)]
@@ -129,15 +132,15 @@ def test_a_block_reuses_its_buffers_and_differences_windows(tmp_path):
     paths = [write(tmp_path / f"tp{k}.grib2", [{"shortName": "tp", "stepRange": f"0-{6 * k}"}],
                    values=tp[k]) for k in range(1, 3)]
     msgs = [m for p in paths for m in ingest.index_file(p)]
-    reads = [ingest._Read(m.path, m.offset, m.length, m.grid.shape, m.grid.north_first, 1.0, 0.0)
+    reads = [_Read(m.path, m.offset, m.length, m.grid.shape, m.grid.north_first, 1.0, 0.0)
              for m in msgs]
-    accum = ingest._Term(0, None, (0, 0, 360), ingest.Processing.ACCUM_SINCE_START)
-    diff = ingest._Term(1, 0, (0, 360, 720), ingest.Processing.ACCUM_SINCE_START)
-    avg = ingest._Term(1, 0, (0, 360, 720), ingest.Processing.AVG_SINCE_START)
-    block = ingest._block((3, 3, 4), ((accum,), (diff,), (ingest._Term(None),)), *reads)
+    accum = _Term(0, None, (0, 0, 360), Processing.ACCUM_SINCE_START)
+    diff = _Term(1, 0, (0, 360, 720), Processing.ACCUM_SINCE_START)
+    avg = _Term(1, 0, (0, 360, 720), Processing.AVG_SINCE_START)
+    block = _block((3, 3, 4), ((accum,), (diff,), (_Term(None),)), *reads)
     assert np.allclose(block[0], 2.0) and np.allclose(block[1], 3.0) and np.isnan(block[2]).all()
     # The mean over (6 h, 12 h] of means since the start of 2 and 5: (5 * 12 - 2 * 6) / 6 = 8.
-    mean = ingest._block((1, 3, 4), ((avg,),), *reads)
+    mean = _block((1, 3, 4), ((avg,),), *reads)
     assert np.allclose(mean, 8.0)
 
 

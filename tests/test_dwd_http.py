@@ -19,9 +19,8 @@ import pytest
 
 from conftest import ROOT
 from mirror import Mirror, publish_sample, spanning_levels
-from pointcast import ingest
 from pointcast.config import load_config
-from pointcast.ingest import decode, index_file
+from pointcast.ingest import decode, index_file, message
 from pointcast.sources import ICON_D2, ICON_EU, make_source
 from pointcast.sources import remote
 from pointcast.sources.remote import HttpSource, cell_centre_files, run_files
@@ -174,7 +173,7 @@ def test_icon_eu_cell_centres_fetched_once_per_grid(tree, mirror, tmp_path):
     assert {int(p.split("/lv1/")[1].split("/")[0]) for p in got if "/p/HHL/" in p} >= {
         1, *full, nlev}  # once per run
     # decode finds the centres among the files handed in, not only in its process memory
-    ingest._CELL_CENTRES.pop(uuid, None)
+    message._CELL_CENTRES.pop(uuid, None)
     ours = values(second.files, ICON_EU)
     assert_same(ours, values(sample_files, ICON_EU, ours))
     assert tuple(ours["mlev"]) == full
@@ -206,7 +205,7 @@ def test_a_field_the_tree_does_not_publish_is_dropped_in_seconds(mirror, tmp_pat
     parameters of its last step are there, while a run still being written misses its last
     step for every parameter); the fetch, on two connections, gets every other file before
     it asks for a missing one again, and drops the field with a note within seconds."""
-    monkeypatch.setattr(remote, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
+    monkeypatch.setattr(remote.download, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
     src = source(mirror, H_D2, wait_minutes=5, connections=2)
     gone = r"/p/PS/"
     for method in ("HEAD", "GET"):

@@ -368,7 +368,7 @@ def test_the_default_cycle_reads_the_v1_tree(tmp_path):
 
 
 def test_upstream_tables_name_dwds_v1_files_first_then_the_legacy_tree():
-    """The HTTP source's URL table (``sources/remote.py``): the v1 layout first, without VIS,
+    """The HTTP source's URL table (``sources/remote/``): the v1 layout first, without VIS,
     the run directory's colon percent-encoded; the legacy bz2 tree as the fallback."""
     from pointcast.sources.remote import run_files
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,10 +29,10 @@ GEOD = Geod(ellps="WGS84")
 @pytest.fixture(autouse=True, scope="module")
 def _memory_only_cache():
     """Keep the coverage raster in memory only (no writes under output/ from the tests)."""
-    saved = grids._cache_dir, grids._cache_dir_explicit
+    saved = grids.raster._cache_dir, grids.raster._cache_dir_explicit
     grids.set_cache_dir(None)
     yield
-    grids._cache_dir, grids._cache_dir_explicit = saved
+    grids.raster._cache_dir, grids.raster._cache_dir_explicit = saved
 
 
 def dist_m(lat1, lon1, lat2, lon2) -> float:
@@ -194,7 +195,7 @@ def test_north_sea_polygon():
     }
     lat = np.array([p[0] for p in pts])
     lon = np.array([p[1] for p in pts])
-    assert list(grids._points_in_polygon(lon, lat, poly)) == list(pts.values())
+    assert list(grids.coverages._points_in_polygon(lon, lat, poly)) == list(pts.values())
 
 
 def test_raster_shape_and_land_source():
@@ -202,17 +203,17 @@ def test_raster_shape_and_land_source():
     assert r.shape == (760, 1400) and r.dtype == bool
     assert 0.5 < r.mean() < 0.95
     # the land mask read from global_land_mask, on a small box: Paris land, central North Sea not
-    land = grids._land_any_blocks(49.0, 48.0, 2.0, 3.0, 6)  # 0.05 deg blocks
+    land = grids.land._land_any_blocks(49.0, 48.0, 2.0, 3.0, 6)  # 0.05 deg blocks
     assert land.shape == (20, 20) and land.all()
-    sea = grids._land_any_blocks(57.0, 56.0, 3.0, 4.0, 6)
+    sea = grids.land._land_any_blocks(57.0, 56.0, 3.0, 4.0, 6)
     assert not sea.any()
 
 
 def test_disk_cache_round_trip(tmp_path, monkeypatch):
     cov = grids.EuropeCoverage()
     monkeypatch.setattr(cov, "build", lambda: EUROPE_COVERAGE.raster.copy())
-    monkeypatch.setattr(grids, "_cache_dir", tmp_path)
-    monkeypatch.setattr(grids, "_cache_dir_explicit", True)
+    monkeypatch.setattr(grids.raster, "_cache_dir", tmp_path)
+    monkeypatch.setattr(grids.raster, "_cache_dir_explicit", True)
     assert np.array_equal(cov.raster, EUROPE_COVERAGE.raster)
     files = list(tmp_path.glob("coverage-europe-*.npy"))
     assert len(files) == 1
@@ -228,15 +229,15 @@ def test_disk_cache_round_trip(tmp_path, monkeypatch):
 
 def test_set_cache_dir_if_unset_respects_explicit_choice(tmp_path, monkeypatch):
     monkeypatch.delenv("POINTCAST_CACHE_DIR", raising=False)
-    monkeypatch.setattr(grids, "_cache_dir", None)
-    monkeypatch.setattr(grids, "_cache_dir_explicit", False)
+    monkeypatch.setattr(grids.raster, "_cache_dir", None)
+    monkeypatch.setattr(grids.raster, "_cache_dir_explicit", False)
     grids.set_cache_dir(tmp_path / "a", if_unset=True)
     assert grids.get_cache_dir() == tmp_path / "a"
     grids.set_cache_dir(tmp_path / "b")
     grids.set_cache_dir(tmp_path / "c", if_unset=True)
     assert grids.get_cache_dir() == tmp_path / "b"
     monkeypatch.setenv("POINTCAST_CACHE_DIR", str(tmp_path / "env"))
-    monkeypatch.setattr(grids, "_cache_dir_explicit", False)
+    monkeypatch.setattr(grids.raster, "_cache_dir_explicit", False)
     grids.set_cache_dir(tmp_path / "d", if_unset=True)
     assert grids.get_cache_dir() == tmp_path / "env"
 
@@ -475,7 +476,7 @@ def test_japan_buffer_is_about_2_km():
     # so the distance east of the easternmost land cell is the distance to land.
     lat = 35.7075
     row = JAPAN_COVERAGE.raster[math.floor((JAPAN_COVERAGE.north - lat) * 120)]
-    land = grids._land_any_blocks(36.0, 35.0, 140.0, 141.0, 1)[math.floor((36.0 - lat) * 120)]
+    land = grids.land._land_any_blocks(36.0, 35.0, 140.0, 141.0, 1)[math.floor((36.0 - lat) * 120)]
     last_land = 140.0 + (np.nonzero(land)[0].max() + 0.5) / 120
     covered = JAPAN_COVERAGE.west + (np.nonzero(row)[0] + 0.5) / 120
     reach = covered[covered > last_land - 0.1].max()
@@ -503,8 +504,8 @@ def test_japan_raster_shape_and_cache_name(tmp_path, monkeypatch):
     assert 0.05 < r.mean() < 0.12
     cov = grids.JapanCoverage()
     monkeypatch.setattr(cov, "build", lambda: r.copy())
-    monkeypatch.setattr(grids, "_cache_dir", tmp_path)
-    monkeypatch.setattr(grids, "_cache_dir_explicit", True)
+    monkeypatch.setattr(grids.raster, "_cache_dir", tmp_path)
+    monkeypatch.setattr(grids.raster, "_cache_dir_explicit", True)
     assert np.array_equal(cov.raster, r)
     assert len(list(tmp_path.glob("coverage-japan-*.npy"))) == 1
     assert grids.JapanCoverage(buffer_km=3.0)._cache_key() != cov._cache_key()
@@ -513,7 +514,7 @@ def test_japan_raster_shape_and_cache_name(tmp_path, monkeypatch):
 def test_shipped_japan_points_have_distinct_cells():
     from pointcast.config import load_points
 
-    pts = load_points(grids.Path(__file__).resolve().parents[1] / "config" / "points" / "japan.csv")
+    pts = load_points(Path(__file__).resolve().parents[1] / "config" / "points" / "japan.csv")
     keys = JAPAN_1KM.cell_keys([p.lat for p in pts], [p.lon for p in pts])
     assert len(set(keys)) == len(pts)
     assert JAPAN_1KM.covers_many([p.lat for p in pts], [p.lon for p in pts]).all()

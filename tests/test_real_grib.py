@@ -19,7 +19,7 @@ import eccodes
 import numpy as np
 import pytest
 
-from pointcast.ingest import DecodeError, decode, index_file, judge, _matches
+from pointcast.ingest import DecodeError, decode, index_file, judge, matches
 from pointcast.sources import GFS, ICON_EU, IFS
 from pointcast.sources.gfs import idx_wanted
 
@@ -209,7 +209,7 @@ def test_gfs_shortwave_is_ncep_local_0_4_192_and_decodes_as_ssrd():
     path = REAL / "test_NOAAS3_HRES-GFS_dswrf-dlwrf_20250129T06_S27.grib"
     dswrf, dlwrf = plain(path)
     msgs = index_file(path)
-    rows = [[r for r in GFS.fields if _matches(r, m)] for m in msgs]
+    rows = [[r for r in GFS.fields if matches(r, m)] for m in msgs]
     assert [r.var for r in rows[0]] == ["ssrd"] and rows[1] == []
     assert judge(rows[0][0], msgs[0]) == (1.0, None)
     assert (msgs[0].paramId, msgs[0].units, msgs[0].parameter) == (260087, "W m**-2", "0/4/192")
@@ -229,6 +229,6 @@ def test_every_grib1_row_names_the_real_parameter_it_reads():
     message carries, for the row the message matches."""
     path = REAL / "test_ECMWFRealtime_HRES-IFS_10u_20241104T00_S60.grib"
     for m in index_file(path):
-        (row,) = [r for r in IFS.fields if _matches(r, m)]
+        (row,) = [r for r in IFS.fields if matches(r, m)]
         assert row.var == "u10" and judge(row, m) == (1.0, None)
         assert (m.paramId, m.units, m.parameter) == (165, "m s**-1", "128/165")

@@ -394,7 +394,7 @@ def test_cycle_survives_a_missing_file_and_a_corrupt_one(cycle_tree, prefect_har
     answer: MSM is dropped at its deadline, the product again from IFS."""
     from flows.cycle import cycle
 
-    monkeypatch.setattr(remote, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
+    monkeypatch.setattr(remote.download, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
     now = at("2026-11-19T20:00")
     with Mirror(cycle_tree["root"]) as mirror:
         sources = f"""[sources.ecmwf]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import REAL_GRIB
-from pointcast.ingest import _matches, decode, index_file, judge
+from pointcast.ingest import decode, index_file, judge, matches
 from pointcast.sources import GFS, ICON_D2, ICON_EU, IFS, MSM
 
 DATA = Path(__file__).resolve().parent / "data" / "pygrib"
@@ -70,7 +70,7 @@ def test_every_row_is_backed_by_a_real_message_or_a_cited_description():
     for model in (IFS, GFS, MSM):
         for m in real_messages():
             for row in model.fields:
-                if _matches(row, m) and judge(row, m)[1] is None:
+                if matches(row, m) and judge(row, m)[1] is None:
                     backed.add(key(model, row))
     rows = {key(model, r) for model in (IFS, GFS, MSM) for r in model.fields}
     assert rows <= backed | set(CITED), sorted(rows - backed - set(CITED), key=str)
@@ -120,7 +120,7 @@ def test_icon_rows_name_their_encoding_and_real_icon_messages_fit_it():
     real = [m for f in ("test_icon_europe_001_CLCL.grib2", "test_icon_europe_000_ASOB_S.grib2")
             for m in index_file(REAL_GRIB / f)]
     fits = {row.var for m in real for row in ICON_EU.fields
-            if _matches(row, m) and judge(row, m)[1] is None}
+            if matches(row, m) and judge(row, m)[1] is None}
     assert fits == {"lcc", "ssr"}
     clcl = next(m for m in real if m.shortName == "CLCL")
     why = judge(next(r for r in ICON_EU.fields if r.var == "lcc"), replace(clcl, units="(0 - 1)"))[1]

@@ -25,7 +25,7 @@ from typing import Any
 import eccodes
 
 from .catalogue import VARIABLES, variable
-from .ingest import _matches, fields_of, judge
+from .ingest import fields_of, judge, matches
 from .sources import MODELS
 from .sources.base import GribField, ModelSpec
 
@@ -183,7 +183,7 @@ def _describe(h, offset: int, length: int) -> dict[str, Any]:
 
 
 class _Msg:
-    """The header fields ``ingest._matches`` and ``ingest.judge`` compare (decode's rules)."""
+    """The header fields ``ingest.matches`` and ``ingest.judge`` compare (decode's rules)."""
 
     def __init__(self, shortName, typeOfLevel, level, stepType, edition, paramId, units,
                  parameter):
@@ -196,7 +196,7 @@ def _rows_for(msg: _Msg, centre: str | None) -> tuple[str | None, list[GribField
     order = [*CENTRE_MODELS.get(centre or "", ()), *MODELS]
     for mid in dict.fromkeys(order):
         model: ModelSpec = MODELS[mid]
-        rows = [r for r in model.fields if _matches(r, msg)]
+        rows = [r for r in model.fields if matches(r, msg)]
         if rows:
             return mid, rows
     return None, []

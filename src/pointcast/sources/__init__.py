@@ -4,7 +4,7 @@ A model is defined once (``ifs.py``, ``icon.py``, ``msm.py``, ``gfs.py``), with 
 where its upstream publishes it (``ModelSpec.upstream``); a source is a place runs of those
 models come from, chosen by configuration (``[sources.<name>] type = ...``) through
 ``make_source``: ``sample`` (synthetic, offline) or ``http`` (the real upstreams and their
-mirrors, ``remote.py``). The sample's synthetic runs are written by its own package,
+mirrors, ``remote/``). The sample's synthetic runs are written by its own package,
 ``pointcast.sample``, imported only when a sample source is configured.
 """
 

@@ -120,7 +120,7 @@ class Layout:
 
 @dataclass(frozen=True)
 class Upstream:
-    """Where a model's runs are published over HTTP (``sources/remote.py`` reads it): mirrors
+    """Where a model's runs are published over HTTP (``sources/remote/`` reads it): mirrors
     in priority order, layouts tried in order (newest first), and how an index entry names a
     row of the model's table."""
 

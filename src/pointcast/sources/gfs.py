@@ -7,7 +7,7 @@ gfs.t<HH>z.pgrb2.0p25.f<FFF>``, holding every field of that step, with wgrib2's 
 inventory beside it. Centre ``kwbc`` (subcentre 0), GRIB master tables 2, local tables 1,
 packing ``grid_complex_spatial_differencing`` (as a real GFS file shows).
 
-Where runs come from (``UPSTREAM``, read by ``sources/remote.py``): NOAA's Open Data bucket on
+Where runs come from (``UPSTREAM``, read by ``sources/remote/``): NOAA's Open Data bucket on
 AWS (``noaa-gfs-bdp-pds``) first, then NOMADS, then the Google copy; each file with its
 wgrib2 ``.idx`` inventory (``n:offset:d=YYYYMMDDHH:VAR:level:time:``). An inventory line is a
 row's message when its VAR is the row's ``param``, its level is the row's level in wgrib2's
@@ -46,7 +46,7 @@ writing each message with centre kwbc and reading it back, ``tests/test_sample_s
   (``INSTANT``; the average does not match it). The sample writes only the instant message.
 * Real NCEP messages (``tests/data/pygrib``) show UGRD and VGRD at 10 m as two fields of one
   GRIB2 message (wgrib2's ``n.1``/``n.2``); the decoder reads each field
-  (``ingest._fields``), and an inventory's ``n.1``/``n.2`` lines fetch the one message.
+  (``ingest.scan._fields``), and an inventory's ``n.1``/``n.2`` lines fetch the one message.
 * VIS surface -> ``vis``; CAPE surface (surface-based) -> ``cape``; HGT surface (0/3/5) ->
   ``orog`` (paramId 228002, m), which NOAA repeats in every file; the row is ``CONSTANT``
   (the decoder takes the first step).

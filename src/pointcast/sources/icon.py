@@ -96,7 +96,7 @@ temperature, the lapse rate). The legacy trees carry all of them for both models
 downloaders read ``clcl``, ``cape_ml`` and ``t``/``u``/``v``/``fi`` on pressure levels of both
 (Open-Meteo's ``IconVariableDownloadable.swift``) and ``asob_s`` of ICON-D2; but an independent
 replica of the v1 tree held only a subset, and a tree can lack a field on any day. The HTTP
-source drops a missing optional file from the run with a note (``remote.py``), and the decoder
+source drops a missing optional file from the run with a note (``remote/``), and the decoder
 yields no variable for a row without messages. The other rows are required: without one of
 them the model is not used for that cycle.
 
@@ -340,7 +340,7 @@ NOT_IN_V1 = frozenset({"VIS"})
 
 
 def _v1_vars(model_id: str):
-    """Also names the CLAT/CLON files (``ingest.CELL_CENTRE_ROWS``) that ``remote.py`` fetches
+    """Also names the CLAT/CLON files (``ingest.CELL_CENTRE_ROWS``) that ``remote/`` fetches
     once per grid."""
     def path_vars(row: GribField, level: int | None, minute: int) -> dict | None:
         if row.param in NOT_IN_V1:

@@ -52,7 +52,7 @@ the sample source writes. Points worth knowing:
   ``tcc``, ``100u`` ... decode at ``surface`` too; add edition-1 rows for them when a GRIB1
   feed needs them.)
 
-Where runs come from (``UPSTREAM``, read by ``sources/remote.py``): ECMWF's own server, then
+Where runs come from (``UPSTREAM``, read by ``sources/remote/``): ECMWF's own server, then
 the AWS, Azure and Google copies of the same tree (the mirrors ECMWF's ``ecmwf-opendata``
 client knows), one GRIB2 file per step with its ``.index`` (JSON lines: the MARS keys,
 ``_offset``, ``_length``). The 06/18 UTC runs were published as stream ``scda`` (paths and

@@ -21,7 +21,7 @@ runs (the last two exist since 2019 and 2022). JMA's technical notice No. 373 (2
 about 12 bits per grid value with simple packing (template 5.0) over 481 x 505 points. The
 sample writes ``grid_simple``, 12 bits (JMA's exact bit count per element is not checked).
 
-Where runs come from (``UPSTREAM``, read by ``sources/remote.py``): JMA sells the GPV through
+Where runs come from (``UPSTREAM``, read by ``sources/remote/``): JMA sells the GPV through
 JMBSC; the table's default mirror is the research archive of Kyoto University's Research
 Institute for Sustainable Humanosphere (RISH), which keeps JMA's file names under
 ``<YYYY>/<MM>/<DD>/`` and serves them for research and education. Configure another mirror
@@ -35,7 +35,7 @@ No. 500 (annex 2-2, the MSM GPV's GRIB2 format) describes it and the public deco
 sus304/MSMgrib2Decorder reads the real files: template 5.0 with 12 bits, earth shape 6 (a
 sphere), rows from north to south. ecCodes reads such a message field by field only with its
 multi-field support on; wgrib2 lists the fields as 1.1, 1.2 ... The decoder reads every field
-(``ingest._fields``).
+(``ingest.scan._fields``).
 
 Elements of Lsurf (JMA names as wgrib2 prints them) and what ecCodes 2.50 decodes from them
 (checked by writing JMA's encoding with centre ``rjtd`` and reading it back, see

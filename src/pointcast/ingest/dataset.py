@@ -1,0 +1,153 @@
+"""Decode: a model run's GRIB files -> the canonical, dask-backed dataset.
+
+The wiring of the decode stage: the header pass over the files (``scan``), the messages of
+each table row (``checks``), the cell centres of an unstructured grid taken out and kept
+(``message``), each variable planned as a lazy dask array (``values``), and the dataset
+assembled with its coordinates and attributes. The extract stage then fuses decode and
+interpolation block by block.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import xarray as xr
+
+from ..catalogue import variable
+from ..sources.base import GribField, Processing
+from .checks import select
+from .message import _CELL_CENTRES, CELL_CENTRE_NAMES, CellGridKey, DecodeError, Message
+from .scan import index_file
+from .values import _array, _variable, read_values
+
+log = logging.getLogger(__name__)
+
+# Threads of the header pass: one a core. The pass is mostly Python (ecCodes only for a kind of
+# header not seen yet), so threads beyond the cores only trade the GIL.
+INDEX_THREADS = min(8, os.cpu_count() or 1)
+LEVEL_DIMS = {"heightAboveGround": "height", "isobaricInhPa": "plev",
+              "generalVerticalLayer": "mlev", "generalVertical": "hlev"}
+
+
+def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "",
+           attrs: dict | None = None) -> xr.Dataset:
+    """Decode a model run's files into the canonical dataset.
+
+    Dims: ``time`` (valid time), optional ``height``/``plev``, then ``lat`` (ascending), ``lon``
+    or, on an unstructured grid, ``cell``. Messages that no table row names are skipped (and
+    counted in the log); fields on a grid other than the run's main grid raise, since one model
+    run has one grid. Each message is checked against what its row expects (parameter,
+    units, level, statistical processing); a variable whose messages are not is left out, and
+    ``attrs["refused"]`` says why (one line a variable; ``checks.select``).
+    """
+    # Headers of many small files (DWD publishes one field per file): read them in parallel;
+    # bz2, file reads and ecCodes release the GIL.
+    with ThreadPoolExecutor(max_workers=INDEX_THREADS) as pool:
+        messages = [m for msgs in pool.map(index_file, map(Path, files)) for m in msgs]
+    messages = _take_cell_centres(messages)
+    rows_msgs, refused, unused = select(messages, fields, model)
+    if not rows_msgs:
+        raise DecodeError(f"{model or 'run'}: no message matches the encoding table"
+                          + "".join(f"; {r}" for r in refused))
+    if unused:
+        log.info("%s: %d messages not in the encoding table were skipped", model, unused)
+    grids = {m.grid for ms in rows_msgs.values() for m in ms}
+    if None in grids or len(grids) != 1:
+        raise DecodeError(f"{model}: expected one regular lat/lon grid or one unstructured grid, "
+                          f"found {grids}")
+    grid = grids.pop()
+    inits = {m.init for ms in rows_msgs.values() for m in ms}
+    if len(inits) != 1:
+        raise DecodeError(f"{model}: messages of several runs mixed: {sorted(inits)}")
+    init = inits.pop()
+    times_min = np.array(sorted({m.end_minutes for row, ms in rows_msgs.items()
+                                 if row.processing is not Processing.CONSTANT for m in ms}))
+
+    by_var: dict[str, list[GribField]] = defaultdict(list)
+    for row in rows_msgs:
+        by_var[row.var].append(row)
+    plans, layouts = {}, {}
+    uses: dict[str, int] = defaultdict(int)
+    level_coords: dict[str, list[int]] = {}
+    for var, rows in by_var.items():
+        spec = variable(var)
+        first = rows[0]
+        constant = first.processing is Processing.CONSTANT
+        axis = None if constant else times_min
+        where = str(rows_msgs[first][0].path.parent)
+        if first.levels is None:
+            plans[var] = _variable(var, rows, rows_msgs, None, axis, grid, where, uses)
+            dims = grid.dims if constant else ("time",) + grid.dims
+        else:
+            level_sets = [tuple(sorted({m.level for m in rows_msgs[r]})) for r in rows]
+            levels = sorted({lv for key in level_sets for lv in key})
+            if sum(len(set(key)) for key in set(level_sets)) != len(levels):
+                raise DecodeError(f"{model}: {var} has overlapping level sets {sorted(set(level_sets))}")
+            plans[var] = _variable(var, rows, rows_msgs, levels, axis, grid, where, uses)
+            dim = LEVEL_DIMS[first.typeOfLevel]
+            if level_coords.setdefault(dim, levels) != levels:
+                raise DecodeError(f"{model}: {var} levels {levels} differ from {level_coords[dim]}")
+            dims = (dim,) + grid.dims if constant else ("time", dim) + grid.dims
+        var_attrs = {"units": spec.units, "long_name": spec.long_name}
+        if first.processing is not Processing.CONSTANT:
+            # The steps at which this variable exists: interval values span (previous, step].
+            var_attrs["steps_minutes"] = sorted({m.end_minutes for r in rows for m in rows_msgs[r]})
+        if first.processing is Processing.INTERVAL:
+            # A maximum covers the window its message states, which can be shorter than the
+            # time since the previous step (IFS to 90 h: the last hour of a 3-hour step).
+            starts: dict[int, int] = {}
+            for m in (m for r in rows for m in rows_msgs[r]):
+                starts[m.end_minutes] = min(starts.get(m.end_minutes, m.start_minutes), m.start_minutes)
+            var_attrs["starts_minutes"] = [starts[t] for t in var_attrs["steps_minutes"]]
+        layouts[var] = (dims, var_attrs)
+    data_vars = {var: xr.Variable(dims, _array(*plans[var], uses), attrs=var_attrs)
+                 for var, (dims, var_attrs) in layouts.items()}
+
+    coords = {
+        "time": np.array([np.datetime64(init.replace(tzinfo=None), "ns") + np.timedelta64(int(t), "m")
+                          for t in times_min], dtype="datetime64[ns]"),
+        **grid.coords(),
+    }
+    coords.update({dim: np.array(levels) for dim, levels in level_coords.items()})
+    ds = xr.Dataset(data_vars, coords=coords)
+    if "height" in ds.coords:
+        ds["height"].attrs.update(units="m", long_name="height above ground")
+    if "plev" in ds.coords:
+        ds["plev"].attrs.update(units="hPa", long_name="pressure level")
+    ds.attrs.update(model=model, init=init.isoformat(), **(attrs or {}))
+    if refused:  # one line a refused variable, for the run's manifest
+        ds.attrs["refused"] = "\n".join(refused)
+    if isinstance(grid, CellGridKey):
+        ds.attrs["grid_uuid"] = grid.uuid
+    return ds
+
+
+def _take_cell_centres(messages: list[Message]) -> list[Message]:
+    """Keep the cell centres of the unstructured grids among ``messages`` (once per grid UUID)
+    and return the other messages."""
+    rest, centres = [], defaultdict(dict)
+    for m in messages:
+        if isinstance(m.grid, CellGridKey) and m.shortName in CELL_CENTRE_NAMES:
+            centres[m.grid][m.shortName] = m
+        else:
+            rest.append(m)
+    for grid, pair in centres.items():
+        if grid.uuid in _CELL_CENTRES:
+            continue
+        if set(pair) != set(CELL_CENTRE_NAMES):
+            raise DecodeError(f"grid {grid.uuid}: CLAT and CLON must come together, got "
+                              f"{sorted(pair)}")
+        lat, lon = (read_values(pair[k].path, pair[k].offset, pair[k].length, grid.shape, False,
+                                dtype=np.float64, parts=pair[k].parts) for k in CELL_CENTRE_NAMES)
+        if not (np.isfinite(lat).all() and np.isfinite(lon).all()
+                and np.abs(lat).max() <= 90.0 and np.abs(lon).max() <= 360.0):
+            raise DecodeError(f"grid {grid.uuid}: CLAT/CLON are not degrees on every cell")
+        _CELL_CENTRES[grid.uuid] = (lat, (lon + 180.0) % 360.0 - 180.0)
+        log.info("grid %d (%s): %d cell centres read", grid.number, grid.uuid, grid.ncell)
+    return rest

@@ -1,0 +1,194 @@
+"""Downloading a run's files in passes over the connections, each download verified.
+
+Per file, the index (when the layout has one) is read and only the messages of the model's
+table are downloaded, with ``Range`` requests (``index``); a file without an index is
+downloaded whole. A download counts only when its length is the index's (or
+``Content-Length``) and every message in it decodes with ecCodes (``check_grib``); otherwise
+(404, 5xx, timeouts, truncated or corrupt bodies) the next mirror is tried. A file no mirror
+gave is tried again in the next pass, after a backoff (``retry_seconds``, doubling up to
+``MAX_BACKOFF_S``), so a failing file never holds a connection while it waits. A file every
+mirror answers "not found" for ``MISSING_MINUTES`` is not published: it is returned apart
+(``fetch`` decides what that means for the run). The cache keeps each download with its index
+and a ``.json`` record of the byte ranges taken, so a file whose selection has not changed is
+not downloaded again.
+"""
+
+from __future__ import annotations
+
+import bz2
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import eccodes
+
+from ..base import Layout, Mirror, ModelSpec, Upstream
+from .files import RemoteFile
+from .index import wanted_ranges
+from .progress import FetchProgress, logger as _logger
+from .transport import MAX_BACKOFF_S, BadDownload, Failed, gave_up, get, get_ranges, one_pass
+
+if TYPE_CHECKING:
+    from .source import HttpSource
+
+# A file every mirror answers "not found" for this long, while its run's last step is there,
+# is not published (a field the tree does not carry): decided in minutes, not at the deadline.
+MISSING_MINUTES = 3.0
+
+
+def grib_lengths(data: bytes) -> Iterator[tuple[int, int]]:
+    """(offset, length) of each GRIB message in ``data`` by the lengths the messages declare;
+    raises ``BadDownload`` when the bytes are not a sequence of whole messages."""
+    pos = 0
+    while pos < len(data):
+        if data[pos:pos + 4] != b"GRIB" or len(data) - pos < 16:
+            raise BadDownload(f"no GRIB message at byte {pos}")
+        edition = data[pos + 7]
+        if edition == 2:
+            total = int.from_bytes(data[pos + 8:pos + 16], "big")
+        elif edition == 1:
+            total = int.from_bytes(data[pos + 4:pos + 7], "big")
+        else:
+            raise BadDownload(f"GRIB edition {edition} at byte {pos}")
+        if total < 16 or pos + total > len(data):
+            raise BadDownload(f"message at byte {pos} declares {total} bytes, "
+                              f"{len(data) - pos} received")
+        if data[pos + total - 4:pos + total] != b"7777":
+            raise BadDownload(f"message at byte {pos} does not end with 7777")
+        yield pos, total
+        pos += total
+
+
+def check_grib(data: bytes, expected: int | None = None) -> int:
+    """Raise ``BadDownload`` unless ``data`` is whole GRIB messages (``expected`` bytes when
+    given) that ecCodes decodes, values included. Returns the number of messages."""
+    if expected is not None and len(data) != expected:
+        raise BadDownload(f"{len(data)} bytes received, the index says {expected}")
+    n = 0
+    for pos, total in grib_lengths(data):
+        try:
+            h = eccodes.codes_new_from_message(data[pos:pos + total])
+        except Exception as exc:  # ecCodes raises its own error classes
+            raise BadDownload(f"message at byte {pos} does not decode: {exc}") from None
+        try:
+            eccodes.codes_get_values(h)
+        except Exception as exc:
+            raise BadDownload(f"message at byte {pos} does not decode: {exc}") from None
+        finally:
+            eccodes.codes_release(h)
+        n += 1
+    if n == 0:
+        raise BadDownload("empty body")
+    return n
+
+
+def download_files(src: HttpSource, client, pool: ThreadPoolExecutor, model: ModelSpec,
+                   up: Upstream, layout: Layout, todo: list[tuple[RemoteFile, Path]],
+                   deadline: float, progress: FetchProgress, used: dict[str, int]
+                   ) -> tuple[dict[str, Path], list[RemoteFile]]:
+    """Fetch the files of ``todo`` (file, cache path) in passes: a pass tries each pending
+    file once on every mirror, on the pool's connections; the files that failed wait for
+    the next pass, after a backoff, so that a failing file never holds a connection while
+    it waits. A file every mirror answers "not found" for ``MISSING_MINUTES`` (or until the
+    deadline, if sooner) is not published: it is returned apart, with the local paths of
+    the others by remote path. Any other failure left at the deadline raises
+    ``SourceUnavailable``."""
+    done: dict[str, Path] = {}
+    absent: list[RemoteFile] = []
+    missing_since: dict[str, float] = {}
+    grace = min(MISSING_MINUTES, src.wait_minutes) * 60.0
+    lock = threading.Lock()
+    delay = src.retry_seconds
+
+    def one(item: tuple[RemoteFile, Path]) -> Path | Failed:
+        try:
+            dest, nbytes, mirror = fetch_file(client, model, up, layout, *item)
+        except Failed as failed:
+            return failed
+        with lock:
+            if mirror:
+                used[mirror] = used.get(mirror, 0) + 1
+        progress.step(nbytes, cached=not mirror)
+        return dest
+
+    while todo:
+        outcomes = list(pool.map(one, todo))
+        now = time.monotonic()
+        again: list[tuple[tuple[RemoteFile, Path], Failed]] = []
+        for item, out in zip(todo, outcomes):
+            if not isinstance(out, Failed):
+                done[item[0].path] = out
+            elif out.everywhere and (item[0].optional  # a run can go without it
+                                     or now - missing_since.setdefault(item[0].path, now) >= grace):
+                absent.append(item[0])
+            else:
+                again.append((item, out))
+        if not again:
+            break
+        if now + delay > deadline:
+            failing = [out for _, out in again if not out.everywhere]
+            if failing:
+                raise gave_up(failing[0], src.wait_minutes, len(failing) - 1)
+            absent += [item[0] for item, _ in again]  # "not found" up to the deadline
+            break
+        _logger().info("%s: %d files failed (%s), trying them again in %.3g s", model.id,
+                       len(again), again[0][1], delay)
+        time.sleep(delay)
+        delay = min(delay * 2, MAX_BACKOFF_S)
+        todo = [item for item, _ in again]
+    return done, absent
+
+
+def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
+               f: RemoteFile, dest: Path) -> tuple[Path, int, str]:
+    """Download one file's wanted messages (or the whole file) into the cache at ``dest``,
+    one pass over the mirrors (``Failed`` when none gives it): (local path, bytes
+    downloaded, mirror name or "" when it came from the cache)."""
+    meta = dest.with_name(dest.name + ".json")
+    local_index = dest.with_name(Path(f.index_path).name) if f.index_path else None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if local_index is not None and local_index.exists():
+        ranges = wanted_ranges(model, up, layout, local_index.read_text())
+        if dest.exists() and _meta(meta).get("ranges") == _jsonable(ranges):
+            return dest, 0, ""
+    elif local_index is None and dest.exists() and _meta(meta).get("bytes") == dest.stat().st_size:
+        return dest, 0, ""
+
+    def attempt(mirror: Mirror) -> tuple[str, bytes, str | None, list]:
+        index_text, ranges = None, [(0, None)]
+        if f.index_path:
+            index_text = get(client, f"{mirror.url}/{f.index_path}").text
+            ranges = wanted_ranges(model, up, layout, index_text)
+        data = get_ranges(client, f"{mirror.url}/{f.path}", ranges, whole=not f.index_path)
+        check_grib(bz2.decompress(data) if layout.compression == "bz2" else data)
+        return mirror.name, data, index_text, ranges
+
+    name, data, index_text, ranges = one_pass(f.path, up.mirrors, attempt)
+    _atomic_write(dest, data)
+    if local_index is not None and index_text is not None:
+        _atomic_write(local_index, index_text.encode())
+    _atomic_write(meta, json.dumps({"mirror": name, "ranges": _jsonable(ranges),
+                                    "bytes": len(data)}).encode())
+    return dest, len(data), name
+
+
+def _jsonable(ranges: list[tuple[int, int | None]]) -> list[list[int | None]]:
+    return [[a, b] for a, b in ranges]
+
+
+def _meta(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -1,0 +1,187 @@
+"""Fetching a run: its files (and model levels, and grid cell centres) into the cache.
+
+``<cache>/http/<model>/<YYYYMMDDHH>/<path>`` holds the downloaded messages (``download``); a run
+fully fetched gets a ``complete`` marker recording what was fetched, so a re-run finds the run
+complete locally and sends no request for it. Before the rest, the model levels of a run are
+planned from its HHL (``levels``). On an unstructured grid the cell-centre files are fetched
+once per grid and kept by the grid's ``uuidOfHGrid`` in ``<cache>/http/grids/<uuid>/``: every
+later run on that grid takes them from there. Files no mirror publishes are fields the tree
+does not carry when every file of their field is missing on a one-file-per-field layout (they
+are dropped with a note, and the cycle decides whether the model can do without them); any
+other hole ends with ``SourceUnavailable``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...ingest import CellGridKey, index_file
+from ..base import FetchedRun, GribField, Layout, ModelSpec, RunRef
+from .download import download_files
+from .files import RemoteFile, cell_centre_files, run_files
+from .levels import plan_model_levels
+from .progress import FetchProgress, logger as _logger
+from .transport import SourceUnavailable
+
+if TYPE_CHECKING:
+    from .source import HttpSource
+
+UTC = timezone.utc
+
+
+def fetch_run(src: HttpSource, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
+    """The files of ``run`` in ``cache``, fetched from ``src``'s mirrors where not there yet."""
+    if run.model != model.id:
+        raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
+    up = src.upstream(model)
+    layout_name = run.source.rpartition("/")[2]
+    layouts = {lay.name: lay for lay in up.layouts}
+    if layout_name not in layouts:
+        raise ValueError(f"run source {run.source!r} names no layout of {model.id} "
+                         f"({sorted(layouts)})")
+    layout = layouts[layout_name]
+    init = run.init.astimezone(UTC)
+    files = run_files(layout, model, init, run.steps)
+    run_dir = Path(cache) / "http" / model.id / f"{init:%Y%m%d%H}"
+    marker = run_dir / "complete"
+    record = {"model": model.id, "init": init.isoformat(), "layout": layout.name,
+              "files": [f.path for f in files], "fields": _fields_key(model.fields)}
+    what = f"{model.id} {init:%Y-%m-%d %H} UTC"
+    if marker.exists():
+        try:
+            done = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            done = {}
+        absent = set(done.get("absent", []))
+        paths = tuple(Path(cache) / "http" / p for p in done.get("grid", [])) \
+            + tuple(run_dir / p for p in record["files"] if p not in absent) \
+            + tuple(run_dir / p for p in done.get("levels", []))
+        if {k: done.get(k) for k in record} == record and all(p.exists() for p in paths):
+            return FetchedRun(run=run, files=paths, notes=(
+                f"{what}: {len(paths)} files from the cache ({done.get('mirrors')})",
+                *_absent_notes(what, [f for f in files if f.path in absent])))
+    logger = _logger()
+    centres = cell_centre_files(layout, init)
+    progress = FetchProgress(f"{model.id} {init:%Y%m%d%H}", len(files) + len(centres), logger,
+                             src.progress)
+    deadline = src.deadline()
+    used: dict[str, int] = {}
+
+    try:
+        with src.client() as client, ThreadPoolExecutor(
+                src.connections, thread_name_prefix=f"fetch-{model.id}") as pool:
+            def download(todo: list[tuple[RemoteFile, Path]]):
+                return download_files(src, client, pool, model, up, layout, todo, deadline,
+                                      progress, used)
+
+            def get(fs: list[RemoteFile]) -> list[Path]:  # required files (the level plan)
+                progress.total += len(fs)
+                got, gone = download([(f, run_dir / f.path) for f in fs])
+                if gone:
+                    raise SourceUnavailable(f"{what}: {gone[0].path} is not published (not "
+                                            f"found on any mirror)")
+                return [got[f.path] for f in fs]
+
+            plan = plan_model_levels(layout, model, init, run.steps, get)
+            levels = () if plan is None else plan.hhl + tuple(get(list(plan.files)))
+            got, absent = download([(f, run_dir / f.path) for f in files])
+            _check_absent(what, layout, files, absent)
+            paths = tuple(got[f.path] for f in files if f.path in got)
+            grid = _cell_centres(centres, paths[0], Path(cache) / "http" / "grids", download)
+    finally:
+        progress.close()
+    notes = _absent_notes(what, absent)
+    for note in notes:
+        logger.warning("%s", note)
+    if plan is not None:
+        notes += (f"{model.id}: {plan.half_levels - 1} model levels; full levels "
+                  f"{plan.full[0]}-{plan.full[-1]} span the hub heights (HHL)",)
+    tmp = marker.with_name(f"complete.{os.getpid()}.tmp")
+    grid_rel = [p.relative_to(Path(cache) / "http").as_posix() for p in grid]
+    tmp.write_text(json.dumps(dict(record, grid=grid_rel, mirrors=used, bytes=progress.bytes,
+                                   absent=[f.path for f in absent],
+                                   levels=[p.relative_to(run_dir).as_posix() for p in levels]))
+                   + "\n")
+    os.replace(tmp, marker)
+    paths = grid + paths + levels
+    note = (f"{what} ({layout.name}): {len(paths)} files, "
+            f"{progress.bytes / 1e6:.1f} MB downloaded from "
+            f"{', '.join(f'{m} ({n})' for m, n in used.items()) or 'nowhere'}, "
+            f"{progress.cached} from the cache; {up.licence}")
+    logger.info("%s", note)
+    return FetchedRun(run=run, files=paths, notes=(note, *notes))
+
+
+def _cell_centres(files: dict[str, RemoteFile], first: Path, grids: Path,
+                  download) -> tuple[Path, ...]:
+    """The cell-centre ``files`` (``cell_centre_files``) of the unstructured grid the run's
+    ``first`` file is on: from ``grids/<uuidOfHGrid>/`` when an earlier run fetched them,
+    otherwise fetched into it with ``download`` (``download.download_files``). () on a regular
+    grid."""
+    grid = index_file(first)[0].grid if files else None
+    if not isinstance(grid, CellGridKey):
+        return ()
+    todo = [(f, grids / grid.uuid / f"{param}.grib2") for param, f in files.items()]
+    got, absent = download(todo)
+    if absent:
+        raise SourceUnavailable(f"{absent[0].path}: the cell centres of grid {grid.uuid} are not "
+                                f"published (not found on any mirror)")
+    out = []
+    for f, dest in todo:
+        got_grid = index_file(dest)[0].grid
+        if got_grid != grid:
+            dest.unlink()
+            raise SourceUnavailable(f"{f.path}: cell centres of grid {got_grid}, the run's fields "
+                                    f"are on grid {grid}")
+        out.append(dest)
+    return tuple(out)
+
+
+def _check_absent(what: str, layout: Layout, files: list[RemoteFile],
+                  absent: list[RemoteFile]) -> None:
+    """Files of a run found complete that no mirror has (``absent``) are fields the tree
+    does not publish when, on a one-file-per-field layout, every file of their field is
+    absent (those are dropped: `_absent_notes`). Anything else is a run with holes: raise
+    ``SourceUnavailable``, which drops the model from the cycle."""
+    if not absent:
+        return
+    if layout.path_vars is None:
+        raise SourceUnavailable(f"{what}: {absent[0].path} is not published (not found on any "
+                                f"mirror, while the run's last step is)"
+                                + (f", nor {len(absent) - 1} more files" if len(absent) > 1 else ""))
+    planned: dict[str, int] = {}
+    for f in files:
+        planned[f.field] = planned.get(f.field, 0) + 1
+    missing: dict[str, list[RemoteFile]] = {}
+    for f in absent:
+        missing.setdefault(f.field, []).append(f)
+    for field_, gone in missing.items():
+        if len(gone) != planned[field_]:
+            raise SourceUnavailable(f"{what}: {field_}: {len(gone)} of its {planned[field_]} files "
+                                    f"are not published (not found on any mirror), e.g. "
+                                    f"{gone[0].path}")
+    if len(absent) == len(files):
+        raise SourceUnavailable(f"{what}: none of the run's files is published")
+
+
+def _absent_notes(what: str, absent: list[RemoteFile]) -> tuple[str, ...]:
+    """What the fetch of a run dropped: the fields the tree does not publish."""
+    fields: dict[str, int] = {}
+    for f in absent:
+        fields[f.field] = fields.get(f.field, 0) + 1
+    if not fields:
+        return ()
+    return (f"{what}: not published by the tree (not found on any mirror while the run's "
+            f"other fields are), dropped: "
+            + ", ".join(f"{k} ({n} file{'s' * (n > 1)})" for k, n in fields.items()),)
+
+
+def _fields_key(fields: tuple[GribField, ...]) -> str:
+    return json.dumps([[r.shortName, r.typeOfLevel, r.levels, r.processing.value, r.param]
+                       for r in fields])
+
