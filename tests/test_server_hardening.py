@@ -420,6 +420,8 @@ def test_no_file_path_is_built_from_request_text(tree, monkeypatch):
     for path in read:
         if Path(path).is_relative_to(viewer.HERE):  # the viewer's own files, read once (GET /)
             continue
+        if Path(path) == run.parent / "manifest.json":  # the run's publication time (Last-Modified)
+            continue
         rel = Path(path).relative_to(run) if Path(path).is_relative_to(run) else path
         assert allowed.match(str(rel)), path
         assert ".." not in Path(path).parts and "evil" not in Path(path).parts
