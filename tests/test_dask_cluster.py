@@ -1,6 +1,7 @@
-"""The cycle on dask.distributed: a LocalCluster it starts itself, and an existing cluster at a
-tcp address. The work must really run on the cluster's workers and publish what the threads
-scheduler publishes."""
+"""The cycle on dask.distributed: a LocalCluster it starts itself, and an existing cluster of
+`dask scheduler` and `dask worker` processes at a tcp address. The work (message reads,
+extraction, the slices' builds) must really run on the cluster's workers and publish the very
+bytes the threads scheduler publishes."""
 
 from __future__ import annotations
 
