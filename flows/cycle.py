@@ -235,8 +235,9 @@ def _cleaned_up(writer: publish.TreeWriter, root, run_id: str):
 def dask_scheduler(cfg: Config):
     """The dask scheduler of `[dask]`: local threads by default, or a distributed cluster
     (a LocalCluster of `workers` processes started here, or an existing one at a tcp address,
-    whose workers must see the cache directory at the same path). The client is the default
-    scheduler while the context is open, so every `dask.compute` of the stages runs there."""
+    whose workers must see the cache directory and the output root at the same paths). The
+    client is the default scheduler while the context is open, so every `dask.compute` of the
+    stages, and the build's slice tasks (`build.build_blend`), run there."""
     if cfg.dask.scheduler in ("threads", "synchronous"):
         with dask.config.set(scheduler=cfg.dask.scheduler, num_workers=cfg.dask.workers):
             yield
@@ -296,7 +297,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     extracted: dict[Path, dict] = {f: {} for f in lists}
     model_info = build.model_info(runs)
     outputs, carried = {}, {}
-    with dask_scheduler(cfg):  # one scheduler (one cluster) for every extraction of the cycle
+    with dask_scheduler(cfg):  # one scheduler (one cluster) for every extraction and build of the cycle
         # The models are decoded one after the other in the background, in the order the
         # blends first need them, and a blend is built as soon as its models are in: the last
         # models' decoding (dask's threads, mostly outside the GIL) overlaps the building of

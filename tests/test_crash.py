@@ -112,3 +112,26 @@ def test_killed_during_retention(world, tmp_path):
     world.publish(cfg)  # the same run again: kept as published, retention completes
     b_published(world, root)
     assert sorted(p.name for p in (root / "runs").iterdir()) == [".lock", world.run_b]
+
+
+def test_a_worker_killed_mid_slice_fails_the_cycle_and_publishes_nothing(world, tmp_path):
+    """The cycle on a cluster of `dask worker` processes, each SIGKILLed while writing its
+    slice's files (``POINTCAST_FAULT`` in the workers' environment only; the scheduler
+    retries no task whose worker died): the cycle fails, run A stays served, no archive
+    gains B, and the failed run's staging tree is gone."""
+    from dask.distributed import KilledWorker
+
+    from flows.cycle import cycle
+    from test_dask_cluster import cli_cluster
+
+    cfg = world.fresh(tmp_path / "t")
+    root = cfg.parent / "output"
+    with cli_cluster(tmp_path / "cluster", worker_env={"POINTCAST_FAULT": "kill@json:3"},
+                     scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}) as (address, logs):
+        cfg.write_text(cfg.read_text().replace('scheduler = "threads"', f'scheduler = "{address}"'))
+        with pytest.raises(KilledWorker, match="build_slice"):
+            cycle(str(cfg))
+        assert any("signal 9" in log.read_text() for log in logs), [log.read_text()[-2000:] for log in logs]
+    assert served_run(root) == world.run_a
+    assert archived(root) == {pid: [A] for pid in SHORT}
+    assert not list((root / "runs").glob(".staging-*"))

@@ -1,14 +1,18 @@
-"""The cycle on dask.distributed: a LocalCluster it starts itself, and an existing cluster at a
-tcp address. The work must really run on the cluster's workers and publish what the threads
-scheduler publishes."""
+"""The cycle on dask.distributed: a LocalCluster it starts itself, and an existing cluster of
+`dask scheduler` and `dask worker` processes at a tcp address. The work (message reads,
+extraction, the slices' builds) must really run on the cluster's workers and publish the very
+bytes the threads scheduler publishes."""
 
 from __future__ import annotations
 
-import json
+import os
 import re
+import socket
+import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import pytest
 import xarray as xr
 
@@ -34,31 +38,16 @@ def small_config(dest: Path, scheduler: str) -> Path:
     return path
 
 
-def leaves(obj, path=""):
-    """Numeric leaves of a JSON document by path (strings such as publication times skipped)."""
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from leaves(v, f"{path}/{k}")
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from leaves(v, f"{path}/{i}")
-    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        yield path, float(obj)
-
-
 def assert_same_output(a: Path, b: Path) -> None:
-    ja, jb = (sorted(p.relative_to(r / "current" / "json").as_posix()
-                     for p in (r / "current" / "json").rglob("*.json")) for r in (a, b))
-    assert ja == jb and len(ja) > 10
-    for rel in ja:
-        da_, db_ = (dict(leaves(json.loads((r / "current" / "json" / rel).read_bytes()))) for r in (a, b))
-        assert da_.keys() == db_.keys(), rel
-        np.testing.assert_allclose(list(da_.values()), list(db_.values()), rtol=1e-6, atol=1e-6,
-                                   err_msg=rel)
+    """The same published JSON bytes (their stamps of the clock blanked) and the same archives."""
+    from test_cycle import published_digests
+
+    da_, db_ = published_digests(a), published_digests(b)
+    assert len(da_) > 10 and da_.keys() == db_.keys()
+    assert [rel for rel in da_ if da_[rel] != db_[rel]] == []
     for pid in PRODUCTS:
         with xr.open_zarr(a / "zarr" / f"{pid}.zarr") as x, xr.open_zarr(b / "zarr" / f"{pid}.zarr") as y:
-            assert set(x.data_vars) == set(y.data_vars) and x.sizes == y.sizes
-            xr.testing.assert_allclose(x.load(), y.load(), rtol=1e-6, atol=1e-6)
+            xr.testing.assert_identical(x.load(), y.load())
 
 
 @pytest.fixture(scope="module")
@@ -78,20 +67,64 @@ def test_cycle_on_local_cluster_matches_threads(threads_run, tmp_path, prefect_h
     assert_same_output(threads_run, tmp_path / "output")
 
 
-def test_cycle_on_existing_cluster_runs_on_its_workers(threads_run, tmp_path, prefect_harness):
-    from dask.distributed import Client, LocalCluster, get_task_stream
+@contextmanager
+def cli_cluster(base: Path, workers: int = 2, worker_env: dict | None = None, scheduler_env: dict | None = None):
+    """A dask cluster of the real commands: ``dask scheduler`` and ``dask worker`` processes
+    on 127.0.0.1 (one thread each), started in their own directory; yields its address and
+    the workers' log files."""
+    from dask.distributed import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    dask_cli = str(Path(sys.executable).parent / "dask")
+    base.mkdir(parents=True, exist_ok=True)
+    procs, logs = [], []
+    try:
+        procs.append(subprocess.Popen(
+            [dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            cwd=base, env={**os.environ, **(scheduler_env or {})},
+            stdout=subprocess.DEVNULL, stderr=(base / "scheduler.log").open("wb")))
+        for i in range(workers):
+            logs.append(base / f"worker-{i}.log")
+            procs.append(subprocess.Popen(
+                [dask_cli, "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
+                 "--name", f"w{i}"], cwd=base, env={**os.environ, **(worker_env or {})},
+                stdout=subprocess.DEVNULL, stderr=logs[-1].open("wb")))
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(workers, timeout=60)
+        yield address, logs
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_cycle_on_a_cluster_of_dask_worker_processes_publishes_the_threads_bytes(threads_run, tmp_path,
+                                                                                   prefect_harness):
+    """A cluster of `dask scheduler` and two `dask worker` processes: the messages are read,
+    and the slices built and written, by its workers (the scheduler's task stream says which
+    worker ran what), and the run publishes the bytes the threads scheduler does."""
+    from dask.distributed import Client, get_task_stream
     from dask.utils import key_split
 
     from flows.cycle import cycle
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        cfg = small_config(tmp_path, cluster.scheduler_address)
+    with cli_cluster(tmp_path / "cluster") as (address, _), Client(address) as client:
+        cfg = small_config(tmp_path, address)
         with get_task_stream(client) as stream:
             cycle(str(cfg))
-        # The messages were read, and reduced to the points, by the cluster's workers.
-        ran: dict[str, set] = {}
+        workers = set(client.scheduler_info()["workers"])
+        ran: dict[str, list] = {}
         for t in stream.data:
-            ran.setdefault(key_split(t["key"]), set()).add(t["worker"])
-        assert len(ran.get("read_values", ())) == 2 and len(ran.get("apply", ())) >= 1, ran
+            ran.setdefault(key_split(t["key"]), []).append(t["worker"])
+    assert set(ran["read_values"]) == workers and len(workers) == 2, ran
+    # a slice a worker at least, each on a worker
+    assert len(ran["build_slice"]) >= 2 and set(ran["build_slice"]) <= workers, ran
     assert_same_output(threads_run, tmp_path / "output")

@@ -3,8 +3,8 @@
 The stage between extraction and validation. Products sharing a points file share one
 extraction of each model (`points_lists`); products sharing points, models, lead limits and
 heights share one blend (`blends`). A blend's points are built in slices (`slices`), each
-slice resampled, blended and rendered on its own (`build_slice`, whose inputs all pickle, so
-it can run in a forked process or on a worker), then each product's slices are finished as
+slice resampled, blended and rendered on its own (`build_slice`, whose inputs all pickle: a
+task on a dask worker, or a forked process), then each product's slices are finished as
 one output (`finish_product`). The manifest (`manifest`) says what the run was built from.
 No Prefect here: flows/cycle.py wires these functions into tasks.
 """
@@ -15,7 +15,6 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -161,11 +160,17 @@ def run_context(cfg: Config, pid: str, runs: dict[str, RunRef], info: dict[str, 
                       models={m: info[m] for m in models})
 
 
-def slices(n: int, dask_cfg: DaskConfig) -> list[slice]:
-    """``n`` points in slices of at most `[dask] points_per_slice`, at least one a build
-    process."""
-    step = min(dask_cfg.points_per_slice, -(-n // dask_cfg.build_processes))
+def slices(n: int, per_slice: int, parallel: int) -> list[slice]:
+    """``n`` points in slices of at most ``per_slice`` (`[dask] points_per_slice`), at least
+    one for each of the ``parallel`` builders (build processes, or the cluster's threads)."""
+    step = min(per_slice, -(-n // parallel))
     return [slice(first, first + step) for first in range(0, n, step)]
+
+
+def at_points(extracted: dict, points: slice) -> dict:
+    """Each model's extracted series at one slice of the points list (what `build_slice`
+    takes)."""
+    return {m: ds.isel(point=points) for m, ds in extracted.items()}
 
 
 def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
@@ -174,8 +179,9 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
     longest of their horizons, for one slice of their points; each product then takes its own
     horizon from the start of the series. Only their heights and variables are resampled: the
     windpack's thirty-odd heights over the medium range's 14 days were most of a 10,000-point
-    cycle's memory, and it reads two of the two dozen variables. ``where``: the points list's
-    sampled points (`point_set`), of which ``points`` is the slice."""
+    cycle's memory, and it reads two of the two dozen variables. ``extracted``: each model's
+    series at the slice's points (`at_points`); ``where``: the points list's sampled points
+    (`point_set`), of which ``points`` is the slice."""
     pc = cfg.products[pids[0]]
     start = np.datetime64(basetime.replace(tzinfo=None), "ns")
     hours = max(cfg.products[pid].horizon_hours for pid in pids)
@@ -186,7 +192,7 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
     keep = None if None in wanted else {"t2m", *(v for w in wanted for v in w)}
     members = []
     for m in (m for m in pc.models if m in extracted):
-        ds = extracted[m].isel(point=points)
+        ds = extracted[m]
         ds = ds if keep is None else ds[[v for v in ds.data_vars if v in keep]]
         ds = ds.sel(height=heights) if "height" in ds.dims else ds
         members.append((m, interp.resample(ds, axis, where.lats[points], where.lons[points])))
@@ -220,10 +226,11 @@ def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
                 points: slice):
     """Blend and build one slice of the points for the blend's products, their files written
     into the run's staging tree by a writer of the slice's own (``write_threads``: its pool,
-    0 in a forked process, which has a core of its own to write on). It may run in a forked
-    process (`build_blend`), so it returns what the cycle keeps, not the files: each
-    product's output without its files, the names of its files (and whether they hold a
-    null), the seams, the directories made. ``corrected``: the products built from the
+    0 in a forked process, which has a core of its own to write on). ``extracted``: each
+    model's series at the slice's points (`at_points`). It runs in a forked process or as a
+    task on a dask worker (`build_blend`), so it returns what the cycle keeps, not the files:
+    each product's output without its files, the names of its files (and whether they hold
+    a null), the seams, the directories made. ``corrected``: the products built from the
     series corrected with ``estimate`` (`postprocess.correct_series`)."""
     series, seams = blend_models(cfg, pids, extracted, where, ctx.basetime, points)
     writer = publish.TreeWriter(staging, cfg.output.json, threads=write_threads)
@@ -246,24 +253,39 @@ def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     return outputs, written, seams, dirs
 
 
+def distributed(dask_cfg: DaskConfig) -> bool:
+    """Whether `[dask]` names a dask.distributed cluster (a LocalCluster or a tcp address)."""
+    return dask_cfg.scheduler not in ("threads", "synchronous")
+
+
 def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
                 ctx: RunContext, writer: publish.TreeWriter, corrections: dict) -> dict[str, ProductOutput]:
-    """The products of one blend, over their points in `slices`, built `build_processes` at
-    a time in forked processes (rendering is Python: one core a process). The memory is a
-    slice's resampled members, blend and elements a process, whatever the number of points.
-    ``corrections``: the bias estimates of the blend's corrected products
-    (`postprocess.prepare`), by product."""
-    parts = slices(len(cfg.products[pids[0]].points), cfg.dask)
-    processes = cfg.dask.build_processes
-    forked = processes > 1 and len(parts) > 1
+    """The products of one blend, over their points in `slices`. On a dask.distributed
+    cluster (`[dask] scheduler`) each slice is a task on its workers, given only its slice of
+    the series; otherwise the slices are built `build_processes` at a time in processes forked
+    from the cycle's (rendering is Python: one core a process, and a child inherits the series
+    without a copy). Either way a slice's files go straight into the run's staging tree (the
+    workers must see it at the same path) and the memory of a process building is a slice's
+    resampled members, blend and elements, whatever the number of points. ``corrections``:
+    the bias estimates of the blend's corrected products (`postprocess.prepare`), by product."""
+    n = len(cfg.products[pids[0]].points)
     estimate = None
     if corrections:  # the products of one blended series share one correction
         from . import postprocess
 
         estimate = postprocess.merged(list(corrections.values()))
-    build = partial(build_slice, cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging,
-                    0 if forked else publish.WRITE_THREADS)
-    built = fork_map(build, parts, processes) if forked else [build(s) for s in parts]
+    if distributed(cfg.dask):
+        built = _on_cluster(cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging, n)
+    else:
+        parts = slices(n, cfg.dask.points_per_slice, cfg.dask.build_processes)
+        forked = cfg.dask.build_processes > 1 and len(parts) > 1
+        threads = 0 if forked else publish.WRITE_THREADS
+
+        def one(points: slice):
+            return build_slice(cfg, pids, at_points(extracted, points), where, ctx, list(corrections), estimate,
+                               writer.staging, threads, points)
+
+        built = fork_map(one, parts, cfg.dask.build_processes) if forked else [one(s) for s in parts]
     files = {pid: writer.files() for pid in pids}
     for _, written, _, dirs in built:
         for pid in pids:
@@ -272,6 +294,29 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     return {pid: finish_product(cfg, pid, [replace(outputs[pid], files=files[pid])
                                            for outputs, *_ in built], seams, ctx, files[pid])
             for pid in pids}
+
+
+def _on_cluster(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, ctx: RunContext,
+                corrected: list[str], estimate, staging: Path, n: int) -> list:
+    """`build_slice` of every slice as a task on the default dask.distributed client (the
+    cluster `flows.cycle.dask_scheduler` opened), a slice per worker thread at least. The
+    inputs every slice shares go to the cluster once; a task gets its slice of the series,
+    not the list's. A failure (an exception, or a worker that died: dask's ``KilledWorker``)
+    is raised once every slice has ended, so that none still writes into the staging tree the
+    failed cycle removes."""
+    import dask
+    from distributed import default_client, wait
+
+    client = default_client()
+    parts = slices(n, cfg.dask.points_per_slice, max(1, sum(client.nthreads().values())))
+    shared = [dask.delayed(v, pure=True, traverse=False) for v in (cfg, where, ctx, estimate)]
+    c, w, x, e = shared
+    tasks = [dask.delayed(build_slice, pure=False)(c, pids, at_points(extracted, s), w, x, corrected, e,
+                                                   str(staging), publish.WRITE_THREADS, s)
+             for s in parts]
+    futures = client.compute(tasks)
+    wait(futures)
+    return client.gather(futures)
 
 
 def finish_product(cfg: Config, pid: str, parts: list[ProductOutput], seams: list[dict], ctx: RunContext,
