@@ -3,8 +3,8 @@
 ``POINTCAST_FAULT="<action>@<point>[:<n>]"``: the n-th time (default 1) this process reaches
 the named point, ``kill`` sends SIGKILL to the process itself (a crash: no ``finally``, no
 flush, no cleanup) and ``enospc`` raises ``OSError(ENOSPC)`` (a full disk). The points, in the
-order a cycle meets them (``json`` and ``write`` in the build tasks too, wherever they run: a
-worker process given the variable dies mid-slice) (docs/contracts.md, "Crash safety"):
+order a cycle meets them (docs/contracts.md, "Crash safety"); ``json`` and ``write`` are also
+reached in the build tasks, wherever they run, so a worker given the variable dies mid-slice:
 
 ================  ==========================================================================
 ``json``          publish.staging.TreeWriter: before the n-th file of the staging tree
