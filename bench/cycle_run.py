@@ -22,6 +22,9 @@ from pathlib import Path
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# Prefect's temporary server starts before the timing (the warm-up flow); on a loaded machine
+# its default 20 s start-up allowance fails the whole bench.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
 import pointcast  # noqa: E402,F401  (PROJ before ecCodes)
 from prefect import flow  # noqa: E402
