@@ -129,7 +129,7 @@ def _command(pid: int) -> str:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return "?"
-    return " ".join(a.decode(errors="replace") for a in argv if a)[:80]
+    return " ".join(b" ".join(argv).decode(errors="replace").split())[:80]
 
 
 def _tree(pid: int) -> list[int]:
