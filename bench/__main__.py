@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -24,13 +25,15 @@ from pathlib import Path
 
 import pointcast  # noqa: F401  (PROJ before ecCodes)
 
-from pointcast.config import load_config
+from pointcast.config import DaskConfig, load_config
 
 from . import decode, http
 from .workload import clear_outputs, settle, write_config
 
 QUICK_SCALE, QUICK_POINTS = 16, 100
-GROUPS = ("decode", "cycle", "http", "points", "dask")
+GROUPS = ("decode", "cycle", "http", "points", "dask", "output", "scale")
+EUROPE = ("eu-medium", "eu-short", "eu-wind")  # the products of the European points list
+SCALE_FACTOR = 50  # points_50k_cost: 50,000 points a list against 1,000
 
 
 def line(name: str, value, target: str = "", note: str = "") -> None:
@@ -86,11 +89,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(GROUPS),
                         help=f"comma-separated figure groups to measure (default all: {','.join(GROUPS)}); "
                              "cycle figures need 'cycle', http needs a published run from it")
+    parser.add_argument("--scale-curve", default="5,10",
+                        help="scale: the multiples of the points a list measured on the way to "
+                             f"{SCALE_FACTOR}x, each only when the guards allow (default 5,10)")
+    parser.add_argument("--max-rss-gb", type=float,
+                        help="scale: run a cycle only if the memory of its processes together, "
+                             "extrapolated from the smaller cycles, stays below this (default 70%% "
+                             "of the memory available when the group starts)")
     args = parser.parse_args(argv)
     quick = args.quick or args.scale == "quick"
     only = set(args.only.split(","))
     if only - set(GROUPS) or ({"http", "points"} & only and "cycle" not in only):
         parser.error(f"--only takes {', '.join(GROUPS)}; http and points need cycle")
+    curve = sorted({int(k) for k in args.scale_curve.split(",") if k} - {1, SCALE_FACTOR})
+    if any(k < 1 or k > SCALE_FACTOR for k in curve):
+        parser.error(f"--scale-curve takes multiples between 1 and {SCALE_FACTOR}")
     if args.wrk_rounds < 1:
         parser.error("--wrk-rounds takes 1 or more")
     scale = QUICK_SCALE if quick else int(args.scale)
@@ -106,8 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     base = config(work / f"p{n}{tag}", points=n)
     variants = {"cycle": base} if "cycle" in only else {}
     if "dask" in only:
+        # The whole cycle on k processes: with forked build processes (while the configuration
+        # has them) k of those too, so that nothing but the number of processes differs.
+        forks = ({"build_processes": k} if "build_processes" in
+                 {f.name for f in dataclasses.fields(DaskConfig)} else {} for k in (1, 2))
         variants |= {f"cluster{k}": config(work / f"p{n}{tag}-cluster{k}", points=n,
-                                           scheduler="local-cluster", workers=k) for k in (1, 2)}
+                                           scheduler="local-cluster", workers=k, **b)
+                     for k, b in zip((1, 2), forks)}
+    if {"output", "scale"} & only:
+        variants["gzip"] = config(work / f"p{n}{tag}-gzip", points=n, json="gzip")
+    if "scale" in only:
+        variants |= {f"gzip{k}": config(work / f"p{k * n}{tag}-gzip", points=k * n, json="gzip")
+                     for k in (*curve, SCALE_FACTOR)}
     if "points" in only:
         variants["points"] = config(work / f"p{10 * n}{tag}", points=10 * n)
     cfg = load_config(base)
@@ -139,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     one = cycle_figures(args, cfg, base, n, ecc, seconds, work, only) if "cycle" in only else None
     if "dask" in only:
         walls = {k: cycle(variants[f"cluster{k}"])["wall_s"] for k in (1, 2)}
-        line("dask_2_workers_speedup", walls[1] / walls[2], "", f"LocalCluster 1 worker "
-             f"{walls[1]:.1f} s / 2 workers {walls[2]:.1f} s")
+        line("dask_2_workers_speedup", walls[1] / walls[2], ">= 1.7",
+             f"the whole cycle, LocalCluster of 1-thread workers: 1 worker {walls[1]:.1f} s / "
+             f"2 workers {walls[2]:.1f} s")
     if "points" in only:  # last: its output is the largest, the others' are removed first
         settle(clear_outputs([root for k, root in roots.items() if k != "points"]))
         ten = cycle(variants["points"])
@@ -148,7 +172,105 @@ def main(argv: list[str] | None = None) -> int:
              f"{10 * n} points {ten['wall_s']:.1f} s / {n} points {one['wall_s']:.1f} s")
         print(f"# peak memory of the {10 * n}-point cycle: {ten['rss_gb']:.2f} GB RSS; with its "
               f"build processes' own pages {ten['tree_gb']:.2f} GB", flush=True)
+    if {"output", "scale"} & only:
+        if "points" in only:  # the largest output so far
+            settle(clear_outputs([roots["points"]]))
+        base_gzip = cycle(variants["gzip"])
+        print(f"# cycle ({n} points, threads, [output] json = \"gzip\"): {base_gzip['wall_s']:.1f} s, "
+              f"largest process {base_gzip['process_peak_gb']:.2f} GB ({base_gzip['process_peak_of']}), "
+              f"all together {base_gzip['tree_gb']:.2f} GB", flush=True)
+        output_figures(variants["gzip"], base_gzip["run_id"])
+        if "scale" in only:
+            scale_figures(args, variants, roots, n, curve, base_gzip, scale)
     return 0
+
+
+def output_figures(config: Path, run_id: str) -> None:
+    """Files and bytes a run writes per European point in gzip mode."""
+    cfg = load_config(config)
+    pids = [p for p in EUROPE if p in cfg.products]
+    if not pids:
+        line("output_files_per_point", "skipped", "<= 12", "no European product configured")
+        line("output_bytes_per_point", "skipped", "<= 0.5 MB", "no European product configured")
+        return
+    points = len(cfg.products[pids[0]].points)
+    files = [p for pid in pids for p in (cfg.output.root / "runs" / run_id / "json" / pid).rglob("*")
+             if p.is_file() and p.name not in ("index.json", "index.json.gz")]
+    size = sum(p.stat().st_size for p in files)
+    what = (f"{' + '.join(pids)}: every object under their json/ but index.json, "
+            f"{len(files)} files / {points} points")
+    line("output_files_per_point", len(files) / points, "<= 12", what)
+    line("output_bytes_per_point", f"{size / points / 1e6:.3g} MB", "<= 0.5 MB",
+         f"{size} bytes / {points} points, [output] json = \"gzip\"")
+
+
+def scale_figures(args, variants: dict, roots: dict, n: int, curve: list[int], base: dict,
+                  scale: int) -> None:
+    """The cycle with `SCALE_FACTOR` times the points against ``base`` (gzip mode both), after
+    the multiples of ``curve``; a cycle runs only when its memory and output, extrapolated
+    from the cycles before it, fit the machine."""
+    limit = args.max_rss_gb or 0.7 * _meminfo_gb("MemAvailable")
+    grids = f"grids at scale {scale}" + (" (quick)" if scale > 1 else " (the upstreams' own)")
+    print(f"# scale: {grids}; a cycle runs only if its processes together are predicted below "
+          f"{limit:.1f} GB (--max-rss-gb) and its output fits the disk", flush=True)
+    output = roots["gzip"]
+    per_point = (_tree_size(output / "runs") + _tree_size(output / "zarr")) / n
+    done = {1: base}
+    big = SCALE_FACTOR * n
+    why = ""
+    for k in (*curve, SCALE_FACTOR):
+        gb, disk = _predict(done, k), per_point * k * n / 1e9
+        free = _free_gb(roots[f"gzip{k}"])
+        if gb > limit or disk > 0.9 * free:
+            why = (f"{k * n} points would need about {gb:.1f} GB together (linear in the points from "
+                   + ", ".join(f"{j * n}: {r['tree_gb']:.2f} GB" for j, r in sorted(done.items()))
+                   + f"; --max-rss-gb {limit:.1f}) and {disk:.1f} GB of output ({free:.0f} GB free)")
+            print(f"# scale: {why}: not run", flush=True)
+            break
+        if k == SCALE_FACTOR:  # the largest output: the others' are removed first
+            settle(clear_outputs([r for key, r in roots.items() if key != f"gzip{k}"]))
+        done[k] = r = cycle(variants[f"gzip{k}"])
+        print(f"# scale curve: {k * n} points {r['wall_s']:.1f} s ({r['wall_s'] / base['wall_s']:.2f} "
+              f"x {n} points), largest process {r['process_peak_gb']:.2f} GB ({r['process_peak_of']}), "
+              f"all together {r['tree_gb']:.2f} GB", flush=True)
+    if SCALE_FACTOR not in done:
+        for name, target in (("points_50k_cost", "<= 30"), ("scale_peak_rss_gb", "<= 4"),
+                             ("scale_rss_growth", "<= 1.5")):
+            line(name, "skipped", target, why)
+        return
+    top = done[SCALE_FACTOR]
+    line("points_50k_cost", top["wall_s"] / base["wall_s"], "<= 30",
+         f"{big} points {top['wall_s']:.1f} s / {n} points {base['wall_s']:.1f} s, {grids}, gzip")
+    line("scale_peak_rss_gb", top["process_peak_gb"], "<= 4",
+         f"{top['process_peak_of']}; all processes together {top['tree_gb']:.2f} GB")
+    line("scale_rss_growth", top["process_peak_gb"] / base["process_peak_gb"], "<= 1.5",
+         f"{top['process_peak_gb']:.2f} GB / {base['process_peak_gb']:.2f} GB at {n} points")
+
+
+def _predict(done: dict, k: int) -> float:
+    """Memory (GB) of the cycle with ``k`` times the points: linear through the two largest
+    measured, proportional to the points from a single one; never below the largest."""
+    (k1, r1), *rest = sorted(done.items(), reverse=True)
+    if not rest:
+        return r1["tree_gb"] * k / k1
+    k0, r0 = rest[0]
+    slope = (r1["tree_gb"] - r0["tree_gb"]) / (k1 - k0)
+    return max(r1["tree_gb"], r1["tree_gb"] + slope * (k - k1))
+
+
+def _meminfo_gb(key: str) -> float:
+    text = Path("/proc/meminfo").read_text()
+    return next(int(x.split()[1]) for x in text.splitlines() if x.startswith(key + ":")) * 1024 / 1e9
+
+
+def _free_gb(path: Path) -> float:
+    path.mkdir(parents=True, exist_ok=True)
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize / 1e9
+
+
+def _tree_size(path: Path) -> int:
+    return tree_bytes(path) if path.exists() else 0
 
 
 def cycle_figures(args, cfg, base: Path, n: int, ecc: float, seconds: int, work: Path,

@@ -3,7 +3,8 @@
 Prints one JSON line: wall seconds of the flow (Prefect's temporary server is started by a
 warm-up flow first, so its start-up is not counted), the process's peak RSS, the largest
 peak RSS among its children (dask workers of a LocalCluster, forked build processes), the
-peak memory of the process and its children together (`TreeMemory`), and the run id. The previous
+peak memory of the process and its children together (`TreeMemory`), the largest peak RSS of
+any one process of the cycle and which process that was (`ProcessPeaks`), and the run id. The previous
 run tree, pointer and archive under the output root are removed first (the sample cache is
 kept; ``workload.clear_outputs``), so every measured cycle does the whole work.
 """
@@ -21,6 +22,9 @@ from pathlib import Path
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# Prefect's temporary server starts before the timing (the warm-up flow); on a loaded machine
+# its default 20 s start-up allowance fails the whole bench.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
 import pointcast  # noqa: E402,F401  (PROJ before ecCodes)
 from prefect import flow  # noqa: E402
@@ -60,6 +64,72 @@ class TreeMemory(threading.Thread):
         self._done.set()
         self.join()
         return self.peak / 1e9
+
+
+class ProcessPeaks(threading.Thread):
+    """The largest peak RSS of any one process of the cycle: this process, every descendant
+    (forked build processes, a LocalCluster's nannies and workers) and, for a ``tcp://``
+    scheduler, every worker of that cluster, which is no child of ours.
+
+    Each process's peak is the kernel's own high-water mark (``VmHWM``), read every ``every``
+    seconds while the process lives (a cheap read, unlike `TreeMemory`'s page walk), so a
+    sample only has to catch a process before it ends, not at its peak. Processes that end
+    between two samples are covered once reaped by ``RUSAGE_CHILDREN`` (`peak`)."""
+
+    def __init__(self, every: float = 0.2):
+        super().__init__(daemon=True)
+        self.every, self._done = every, threading.Event()
+        self.peaks: dict[int, tuple[int, str]] = {}  # pid -> (bytes, command line)
+
+    def run(self) -> None:
+        own = os.getpid()
+        while not self._done.wait(self.every):
+            for pid in _tree(own):
+                self._note(pid)
+
+    def _note(self, pid: int) -> None:
+        try:
+            hwm = _status_kib(pid, "VmHWM") * 1024
+        except (OSError, StopIteration):  # ended, or a zombie without memory
+            return
+        if hwm > self.peaks.get(pid, (0, ""))[0]:
+            name = self.peaks[pid][1] if pid in self.peaks else _command(pid)
+            self.peaks[pid] = (hwm, name)
+
+    def stop(self, scheduler: str) -> dict:
+        """Stop sampling; the largest peak (GB) and the process that reached it, counting the
+        workers of a ``tcp://`` scheduler."""
+        self._done.set()
+        self.join()
+        self._note(os.getpid())
+        kib = 1024  # ru_maxrss is in KiB on Linux
+        found = {"this process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * kib,
+                 "a reaped child": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * kib}
+        for pid, (hwm, name) in self.peaks.items():
+            key = "this process" if pid == os.getpid() else f"{name} (pid {pid})"
+            found[key] = max(found.get(key, 0), hwm)
+        if scheduler.startswith("tcp://"):
+            from dask.distributed import Client
+
+            with Client(scheduler, timeout=30) as client:
+                for addr, hwm in client.run(_own_peak).items():
+                    found[f"dask worker {addr}"] = hwm
+        which = max(found, key=found.get)
+        return {"process_peak_gb": found[which] / 1e9, "process_peak_of": which}
+
+
+def _own_peak() -> int:
+    """Bytes of peak RSS of the calling process or its largest reaped child (run on a worker)."""
+    return 1024 * max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+
+
+def _command(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    return " ".join(b" ".join(argv).decode(errors="replace").split())[:80]
 
 
 def _tree(pid: int) -> list[int]:
@@ -104,12 +174,14 @@ def main(argv: list[str] | None = None) -> int:
 
         profiler = cProfile.Profile()
         profiler.enable()
-    memory = TreeMemory()
+    memory, processes = TreeMemory(), ProcessPeaks()
     memory.start()
+    processes.start()
     t0 = time.perf_counter()
     run_id = cycle(args.config)
     wall = time.perf_counter() - t0
     tree_gb = memory.stop()
+    peaks = processes.stop(cfg.dask.scheduler)
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
@@ -118,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": wall, "run_id": run_id,
         "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * kib / 1e9,
         "children_rss_gb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * kib / 1e9,
-        "tree_gb": tree_gb,
+        "tree_gb": tree_gb, **peaks,
     }), flush=True)
     return 0
 

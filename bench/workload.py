@@ -35,30 +35,41 @@ SETTLE_SECONDS = 365
 
 
 def draw_points(pids: list[str], n: int, seed: int, hub_heights: bool) -> str:
-    """``n`` points (CSV text), each in its own cell, inside the coverage of every product in
-    ``pids``; the same arguments always give the same points."""
+    """``n`` points (CSV text), each in a cell of its own of every product grid in ``pids``
+    (the configuration refuses two points in one cell) and inside the coverage of every
+    product; the same arguments always give the same points. ValueError when the coverage
+    has fewer free cells than ``n`` points need."""
     grids = [grid_for(pid) for pid in pids]
     cov = grids[0].coverage
     box = [getattr(cov, k, d) for k, d in zip(("west", "south", "east", "north"), WORLD)]
     rng = np.random.default_rng(seed)
-    rows, cells = [], set()
+    rows: list[str] = []
+    cells: list[set[str]] = [set() for _ in grids]
     while len(rows) < n:
-        lats = rng.uniform(box[1], box[3], 20 * n)
-        lons = rng.uniform(box[0], box[2], 20 * n)
+        before = len(rows)
+        # Rounded as the CSV writes them: the configuration reads the rounded coordinates,
+        # and rounding can move a point across a cell's edge (it did in 50,000 Japanese points).
+        lats = np.round(rng.uniform(box[1], box[3], 20 * n), 5)
+        lons = np.round(rng.uniform(box[0], box[2], 20 * n), 5)
         ok = np.ones(len(lats), bool)
         for g in grids:
             ok &= g.covers_many(lats, lons)
-        for lat, lon in zip(lats[ok], lons[ok]):
-            key = grids[0].cell_key(lat, lon)
-            if key in cells:
+        lats, lons = lats[ok], lons[ok]
+        keys = [g.cell_keys(lats, lons) for g in grids]
+        for k, (lat, lon) in enumerate(zip(lats, lons)):
+            if any(key[k] in seen for key, seen in zip(keys, cells)):
                 continue
-            cells.add(key)
+            for key, seen in zip(keys, cells):
+                seen.add(key[k])
             hubs = ""
             if hub_heights:
                 hubs = ";".join(str(int(h)) for h in sorted(rng.choice(HUB_HEIGHTS, 3, replace=False)))
             rows.append(f"p{len(rows):05d},point {len(rows)},{lat:.5f},{lon:.5f},,{hubs}")
             if len(rows) == n:
                 break
+        if len(rows) - before < max(1, (n - before) // 100):  # 20 n draws: hardly a free cell
+            raise ValueError(f"{', '.join(pids)}: only {len(rows)} points in distinct "
+                             f"{grids[0].name} cells found for {n}")
     return "id,name,lat,lon,elevation,hub_heights\n" + "\n".join(rows) + "\n"
 
 
@@ -89,10 +100,12 @@ def settle(removed_at: float | None) -> None:
 
 def write_config(dest: Path, *, scale: int, points: int, scheduler: str = "threads",
                  workers: int = 2, cache: Path | None = None,
-                 products: set[str] | None = None) -> Path:
+                 products: set[str] | None = None, json: str | None = None,
+                 build_processes: int | None = None) -> Path:
     """Write ``dest/pointcast.toml`` and its points lists; the output root is ``dest/output``,
-    the sample cache ``cache`` (default ``dest/output/cache``); ``products`` keeps only those.
-    Returns the path."""
+    the sample cache ``cache`` (default ``dest/output/cache``); ``products`` keeps only those;
+    ``json`` sets ``[output] json`` and ``build_processes`` ``[dask] build_processes`` (both
+    left to the shipped configuration when None). Returns the path."""
     dest.mkdir(parents=True, exist_ok=True)
     text = SHIPPED.read_text()
     if products is not None:
@@ -104,6 +117,10 @@ def write_config(dest: Path, *, scale: int, points: int, scheduler: str = "threa
         text = _set(text, "output", "cache", f'"{cache}"')
     text = _set(text, "dask", "scheduler", f'"{scheduler}"')
     text = _set(text, "dask", "workers", str(workers))
+    if json is not None:
+        text = _set(text, "output", "json", f'"{json}"')
+    if build_processes is not None:
+        text = _set(text, "dask", "build_processes", str(build_processes))
     text = _set(text, "sources.sample", "scale", str(scale))
     text = _set(text, "sources.sample", "area", str(WORLD))
     text = _set(text, "sources.sample", "init", f'"{INIT}"')
