@@ -32,7 +32,7 @@ from pointcast.grids import grid_for
 from pointcast.server import OPERATIONS, ApiError, app as server_app, create_app, server_config
 from pointcast.server.grammar import check_hubheight_range, parse_coordinate, parse_hubheight, parse_pairs, parse_query
 from pointcast.server.splice import WX_LAYOUT, PointFile
-from pointcast.server.wind import WindSeries
+from pointcast.server.wind import WindLadder
 
 MEDIUM = "/V1/forecast/medium-range/common"
 SS1WX = "/api/v1/ss1wx"
@@ -154,8 +154,15 @@ def publish_run(root: Path, run_id: str, basetime: datetime, *, next_update: dat
     return run
 
 
+# (eu-wind folder, freq, point id, height) -> the 4.3 answer at a precomputed height as a static
+# file would hold it: what the server must answer from the ladder object, byte for byte.
+WIND_ANSWERS: dict[tuple[Path, str, str, float], bytes] = {}
+WIND_ELEMENTS = ["windspd", "windir", "u_windspd", "v_windspd"]
+
+
 def publish_wind(base: Path, basetime: datetime, updated: datetime, next_update: datetime) -> None:
-    """eu-wind: index.json with each point's heights, one file per freq, point and height."""
+    """eu-wind: index.json with each point's heights; per freq and point its ladder object and
+    a static file per hub height (docs/api.md, "Precomputed heights and interpolation")."""
     grid = grid_for("eu-wind")
     base.mkdir(parents=True)
     index = {
@@ -178,6 +185,10 @@ def publish_wind(base: Path, basetime: datetime, updated: datetime, next_update:
     for freq, minutes in FREQ_STEPS.items():
         for pid, _, lat, lon, hubs, _ in WIND_POINTS:
             (base / freq / pid).mkdir(parents=True)
+            unit = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
+            ladder = {"latitude": lat, "longitude": lon, "basetime": iso(basetime), "updated_time": iso(updated),
+                      "freq": freq, "unit": unit, "heights": wind_heights(hubs), "datetime": [],
+                      **{name: [] for name in WIND_ELEMENTS}}
             for h in wind_heights(hubs):
                 data = []
                 for step in range(len(WIND_STEPS)):
@@ -191,11 +202,14 @@ def publish_wind(base: Path, basetime: datetime, updated: datetime, next_update:
                         "v_windspd": round(v, 2) + 0.0,
                     })
                 obj = {"latitude": lat, "longitude": lon, "basetime": iso(basetime), "updated_time": iso(updated),
-                       "freq": freq, "hub_height": f"{h:g}m",
-                       "unit": {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s",
-                                "v_windspd": "m/s"},
-                       "data": data}
-                (base / freq / pid / f"{h:g}m.json").write_bytes(compact(obj))
+                       "freq": freq, "hub_height": f"{h:g}m", "unit": unit, "data": data}
+                WIND_ANSWERS[base, freq, pid, h] = compact(obj)
+                if h in hubs:
+                    (base / freq / pid / f"{h:g}m.json").write_bytes(compact(obj))
+                ladder["datetime"] = [e["datetime"] for e in data]
+                for name in WIND_ELEMENTS:
+                    ladder[name].append([e[name] for e in data])
+            (base / freq / f"{pid}.json").write_bytes(compact(ladder))
 
 
 # japan: id, name, lat, lon, elevation (all on land: inside the Japan coverage)
@@ -278,7 +292,8 @@ def point_file(root: Path, run_id: str, product: str, freq: str, pid: str) -> di
 
 
 def wind_bytes(root: Path, freq: str, pid: str, h: float, run_id: str = "20261122T00Z") -> bytes:
-    return (root / "runs" / run_id / "json" / "eu-wind" / freq / pid / f"{h:g}m.json").read_bytes()
+    """The answer at a precomputed height as its static file (a hub height's on disk) holds it."""
+    return WIND_ANSWERS[root / "runs" / run_id / "json" / "eu-wind", freq, pid, h]
 
 
 # --------------------------------------------------------------------------- live server
@@ -919,6 +934,24 @@ def test_windpack_precomputed_height_is_the_file_spliced(client, tree, freq, hub
     assert list(value) == WIND_KEYS and value["hub_height"] == hub
     assert value["unit"] == WIND_UNIT and list(value["unit"]) == list(WIND_UNIT)
     assert value["data"] == json.loads(stored)["data"]
+    static = tree / "runs" / RUN / "json" / "eu-wind" / freq / "hornsea-1" / f"{stored_height:g}m.json"
+    assert static.exists() == (stored_height == 113.0)  # static files at the hub heights only
+    assert not static.exists() or static.read_bytes() == stored
+
+
+def test_windpack_every_precomputed_height_is_its_static_answer(tree):
+    """At each precomputed height the server answers the bytes a static file of that height
+    holds: a hub height's file spliced, any other from the ladder object."""
+    app = create_app(tree)
+    at = {"paris": PARIS, "hornsea-1": HORNSEA, "berlin": BERLIN}
+    base = tree / "runs" / RUN / "json" / "eu-wind"
+    answers = {k[1:]: v for k, v in WIND_ANSWERS.items() if k[0] == base}
+    assert len(answers) == 3 * (3 * len(LADDER) + 3)
+    for (freq, pid, h), stored in answers.items():
+        hub = f"{h:g}m"
+        status, _, body = call_app(app, "GET", WIND, f"latlon={at[pid]}&freq={freq}&hubheight={hub}".encode())
+        assert status == 200 and body == b"{" + json.dumps(at[pid]).encode() + b":" + splice_expected(
+            stored, *at[pid].split(","), hub) + b"}", (freq, pid, hub)
 
 
 def test_windpack_precomputed_echoes_the_requested_coordinates(client, tree):
@@ -1118,25 +1151,25 @@ def test_windpack_caching_headers(client):
 
 def test_windpack_parses_each_file_once(tree, monkeypatch):
     parsed = []
-    original = WindSeries.from_file
+    original = WindLadder.from_bytes
 
-    def counting(wind):
-        parsed.append(wind.digest)
-        return original(wind)
+    def counting(data, digest):
+        parsed.append(digest)
+        return original(data, digest)
 
-    monkeypatch.setattr(WindSeries, "from_file", staticmethod(counting))
+    monkeypatch.setattr(WindLadder, "from_bytes", staticmethod(counting))
     app = create_app(tree)
     first = call_app(app, "GET", WIND, f"latlon={PARIS}&freq=1H&hubheight=90m".encode())
-    assert first[0] == 200 and len(parsed) == 2
-    for hub in ("90m", "85m", "99.9m", "90.0m"):
+    assert first[0] == 200 and len(parsed) == 1
+    for hub in ("90m", "85m", "99.9m", "90.0m", "100m"):
         assert call_app(app, "GET", WIND, f"latlon={PARIS}&freq=1H&hubheight={hub}".encode())[0] == 200
-    assert len(parsed) == 2  # 80 m and 100 m, once each
-    assert call_app(app, "GET", WIND, f"latlon={PARIS}&freq=1H&hubheight=100m".encode())[0] == 200
-    assert len(parsed) == 2  # a precomputed height is spliced, not parsed
+    assert len(parsed) == 1  # the ladder object, once
+    assert call_app(app, "GET", WIND, f"latlon={BERLIN}&freq=1H&hubheight=150m".encode())[0] == 200
+    assert len(parsed) == 1  # a configured hub height is its static file, spliced, not parsed
     kinds = sorted(key[0] for key in app._run.files.entries)
-    # 100 m: one file, its bytes and its series; each interpolated height text rendered once
-    assert kinds == ["between"] * 4 + ["series", "series", "wind", "wind"]
-    assert len(app._run.answers.entries) == 5  # one for each query text
+    # the ladder parsed once; each height text rendered once; Berlin's 150 m file and its bytes
+    assert kinds == ["at"] * 5 + ["ladder", "wind"]
+    assert len(app._run.answers.entries) == 6  # one for each query text
 
 
 def test_windpack_missing_or_broken_files_are_404_002(tmp_path, caplog):
@@ -1144,13 +1177,14 @@ def test_windpack_missing_or_broken_files_are_404_002(tmp_path, caplog):
     run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
     point_current(root, "r")
     wind = run / "json" / "eu-wind"
-    (wind / "1H" / "paris" / "100m.json").unlink()
-    broken = json.loads((wind / "30min" / "paris" / "80m.json").read_text())
-    broken["data"][1]["u_windspd"] = None
-    (wind / "30min" / "paris" / "80m.json").write_text(json.dumps(broken))
-    (wind / "15min" / "paris" / "80m.json").write_text('{"latitude": 1, "longitude": 2, "basetime": "x"}')
+    (wind / "1H" / "paris.json").unlink()
+    broken = json.loads((wind / "30min" / "paris.json").read_text())
+    broken["u_windspd"][4][1] = None
+    (wind / "30min" / "paris.json").write_text(json.dumps(broken))
+    (wind / "15min" / "berlin" / "150m.json").write_text('{"latitude": 1, "longitude": 2, "basetime": "x"}')
     index = json.loads((wind / "index.json").read_text())
-    index["points"][2]["heights"] = [100.0, 120.0]  # berlin: a short list, nothing below 100 m
+    index["points"][1]["heights"] = sorted(LADDER + [95.0, 113.0])  # hornsea-1: a height its ladder lacks
+    index["points"][2]["heights"] = [100.0, 112.5, 120.0, 150.0]  # berlin: a short list, nothing below 100 m
     (wind / "index.json").write_text(json.dumps(index))
     app = create_app(root)
 
@@ -1158,13 +1192,17 @@ def test_windpack_missing_or_broken_files_are_404_002(tmp_path, caplog):
         status, _, body = call_app(app, "GET", WIND, f"latlon={latlon}&freq={freq}&hubheight={hub}".encode())
         return status, json.loads(body).get("code") if status != 200 else None
 
-    assert code(PARIS, "1H", "100m") == (404, "404_002")
-    assert code(PARIS, "1H", "90m") == (404, "404_002")  # needs the missing 100 m file
-    assert code(PARIS, "1H", "60m") == (200, None)
-    assert code(PARIS, "30min", "90m") == (404, "404_002")  # a null u: no series
-    assert code(PARIS, "30min", "80m") == (200, None)  # spliced as stored
-    assert code(PARIS, "15min", "80m") == (404, "404_002")  # no hub_height in the file
-    assert code(PARIS, "15min", "70m") == (404, "404_002")
+    assert code(PARIS, "1H", "100m") == (404, "404_002")  # no ladder object
+    assert code(PARIS, "1H", "90m") == (404, "404_002")
+    assert code(PARIS, "15min", "60m") == (200, None)
+    assert code(PARIS, "30min", "90m") == (404, "404_002")  # a null u: no ladder
+    assert code(PARIS, "30min", "80m") == (404, "404_002")
+    assert code(BERLIN, "15min", "150m") == (404, "404_002")  # no hub_height in the static file
+    assert code(BERLIN, "15min", "145m") == (200, None)  # from the ladder object
+    assert code(BERLIN, "1H", "150m") == (200, None)
+    assert code(HORNSEA, "1H", "95m") == (404, "404_002")  # the index promises a row the ladder lacks
+    assert code(HORNSEA, "1H", "97m") == (404, "404_002")
+    assert code(HORNSEA, "1H", "113m") == (200, None)
     assert code(BERLIN, "1H", "50m") == (404, "404_002")  # never another height
     assert code(BERLIN, "1H", "110m") == (200, None)
     assert code(f"{HORNSEA};{PARIS}", "1H", "100m") == (404, "404_002")  # no partial answers
@@ -1174,14 +1212,13 @@ def test_windpack_missing_or_broken_files_are_404_002(tmp_path, caplog):
 
 
 def test_windpack_gzip_files(tmp_path):
-
     root = tmp_path / "out"
     run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
     point_current(root, "r")
     app = create_app(root)
-    plain = {hub: call_app(app, "GET", WIND, f"latlon={HORNSEA}&freq=1H&hubheight={hub}".encode()) for hub in ("80m", "90m")}
-    for h in (80, 100):
-        path = run / "json" / "eu-wind" / "1H" / "hornsea-1" / f"{h}m.json"
+    hubs = ("80m", "90m", "113m")
+    plain = {hub: call_app(app, "GET", WIND, f"latlon={HORNSEA}&freq=1H&hubheight={hub}".encode()) for hub in hubs}
+    for path in (run / "json" / "eu-wind" / "1H" / "hornsea-1.json", run / "json" / "eu-wind" / "1H" / "hornsea-1" / "113m.json"):
         path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
         path.unlink()
     app = create_app(root)

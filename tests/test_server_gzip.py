@@ -58,8 +58,10 @@ REQUESTS = [
     (MEDIUM, f"latlon={PARIS};{ROME}|{BERLIN}&freq=1H"),  # several points
     (SHORT, f"latlon={BERLIN}&freq=1H"),
     (SHORT, f"latlon={PARIS}&freq=30min"),
-    (WIND, f"latlon={HORNSEA}&freq=1H&hubheight=100m"),  # a precomputed height
-    (WIND, f"latlon={HORNSEA}&freq=1H&hubheight=100.0m"),  # the same file, another echo
+    (WIND, f"latlon={HORNSEA}&freq=1H&hubheight=113m"),  # a hub height: its static file
+    (WIND, f"latlon={HORNSEA}&freq=1H&hubheight=113.0m"),  # the same file, another echo
+    (WIND, f"latlon={HORNSEA}&freq=1H&hubheight=100m"),  # a precomputed height: the ladder's row
+    (WIND, f"latlon={HORNSEA}&freq=1H&hubheight=100.0m"),  # the same row, another echo
     (WIND, f"latlon={PARIS}&freq=15min&hubheight=113.5m"),  # interpolated
     (WIND, f"latlon={BERLIN};{HORNSEA}&freq=1H&hubheight=90m"),
     (GLOBAL, f"latlon={LONDON[0]}/{LONDON[1]}"),  # the point's own zone

@@ -24,6 +24,7 @@ from . import contract
 from .config import Config
 from .products import PRODUCTS
 from .products.base import ProductOutput
+from .products.eu_wind import ladder_answers
 from .publish import StagedFiles
 
 
@@ -100,24 +101,39 @@ def _files(pid: str, files: Mapping[str, bytes], horizon_hours: int) -> list[str
         except orjson.JSONDecodeError as e:
             errors.append(f"{pid}: {rel} is not valid JSON: {e}")
             continue
-        series = {k: obj.get(k) for k in ("data", "srf", "mrf") if isinstance(obj.get(k), list)}
-        # A null can only be where the bytes say "null": the entries are walked only then.
-        for key, entries in series.items() if b"null" in data else ():
-            nulls = [(e.get("datetime") or e.get("date"), k) for e in entries for k, v in e.items()
-                     if v is None]
-            if nulls:
-                errors.append(f"{pid}: {rel}: {len(nulls)} null value(s) in {key} "
-                              f"(first: {nulls[0][1]} at {nulls[0][0]})")
-        if not rel.startswith(f"{pid}/hourly/"):  # the global hourly files are no answers (docs/contracts.md)
-            errors += [f"{pid}: {rel}: {e}" for e in check_entries(pid, obj)]
-        step = contract.FREQ_MINUTES.get(obj.get("freq"))
-        if step and "data" in series and len(series["data"]) != horizon_hours * 60 // step:
-            errors.append(f"{pid}: {rel}: {len(series['data'])} entries, the {horizon_hours} h "
-                          f"horizon at {obj['freq']} needs {horizon_hours * 60 // step}")
-        if "srf" in series and "mrf" in series:
-            errors += [f"{pid}: {rel}: {e}" for e in _daily_extremes(pid, series["srf"], series["mrf"])]
+        answers = [obj]
+        if isinstance(obj, dict) and "heights" in obj:  # a windpack ladder object: an answer per height
+            try:
+                answers = list(ladder_answers(obj).values())
+            except (KeyError, TypeError, ValueError) as e:
+                errors.append(f"{pid}: {rel} is not a ladder object: {e!r}")
+                continue
+        for answer in answers:
+            errors += _answer(pid, rel, answer, b"null" in data, horizon_hours)
         if len(errors) > 20:
             return errors[:20] + [f"{pid}: more file errors not listed"]
+    return errors
+
+
+def _answer(pid: str, rel: str, obj: dict, null: bool, horizon_hours: int) -> list[str]:
+    """A parsed answer of file ``rel``: nulls (walked only when its bytes hold ``null``),
+    the contract's entries, the horizon's steps and the daily extremes."""
+    errors = []
+    series = {k: obj.get(k) for k in ("data", "srf", "mrf") if isinstance(obj.get(k), list)}
+    for key, entries in series.items() if null else ():
+        nulls = [(e.get("datetime") or e.get("date"), k) for e in entries for k, v in e.items()
+                 if v is None]
+        if nulls:
+            errors.append(f"{pid}: {rel}: {len(nulls)} null value(s) in {key} "
+                          f"(first: {nulls[0][1]} at {nulls[0][0]})")
+    if not rel.startswith(f"{pid}/hourly/"):  # the global hourly files are no answers (docs/contracts.md)
+        errors += [f"{pid}: {rel}: {e}" for e in check_entries(pid, obj)]
+    step = contract.FREQ_MINUTES.get(obj.get("freq"))
+    if step and "data" in series and len(series["data"]) != horizon_hours * 60 // step:
+        errors.append(f"{pid}: {rel}: {len(series['data'])} entries, the {horizon_hours} h "
+                      f"horizon at {obj['freq']} needs {horizon_hours * 60 // step}")
+    if "srf" in series and "mrf" in series:
+        errors += [f"{pid}: {rel}: {e}" for e in _daily_extremes(pid, series["srf"], series["mrf"])]
     return errors
 
 

@@ -4,8 +4,13 @@ For every point, the default ladder of heights and the point's own hub heights a
 precomputed at 1H, 30min and 15min over the product's horizon. Wind at a height comes from the
 extract stage's vertical profile (10 m wind, the source's height levels, ICON model levels and
 pressure levels), then blending and resampling exactly like the common products, so that
-windpack at 100 m equals `windspd_100m` of 4.2. The server answers any other height between
-10 m and 300 m from the two precomputed heights around it (log-profile rule, docs/api.md).
+windpack at 100 m equals `windspd_100m` of 4.2.
+
+Per point and freq the run holds one ladder object with every precomputed height
+(``<freq>/<id>.json``, `ladder_answers` reads it back) and one static 4.3 answer per configured
+hub height (``<freq>/<id>/<height>m.json``): a static host serves what operators configure, in
+two objects per point and freq fewer than one per height. The server answers any other height
+between 10 m and 300 m from the ladder object (log-profile rule, docs/api.md).
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ import xarray as xr
 from .. import physics
 from ..config import ProductConfig
 from ..contract import HUB_HEIGHT_RANGE_M, WIND_DATA, WINDPACK_LADDER, height_name
-from .base import (Files, ProductOutput, Records, RunContext, archive_frame, freq_series, iso,
-                   numbers, published_direction, put_with_records, render_index, strings)
+from .base import (Files, ProductOutput, Records, RunContext, Texts, archive_frame, array, freq_series, iso,
+                   numbers, published_direction, put_with_records, render_index, strings, with_arrays)
 from .global_wx import point_time_zone
 
 LADDER = WINDPACK_LADDER
@@ -27,8 +32,23 @@ UNITS = WIND_DATA.units
 
 
 def point_heights(point) -> list[float]:
-    """The heights precomputed for a point: the ladder and its configured hub heights."""
+    """The heights precomputed for a point (its ladder object): the ladder and its configured
+    hub heights."""
     return sorted(set(LADDER) | set(point.hub_heights))
+
+
+def ladder_answers(obj: dict) -> dict[float, dict]:
+    """The 4.3 answers (spec 2.2, without the requested ``hub_height`` text's variants) a
+    parsed ladder object holds, by height: what the validation checks against the contract.
+    KeyError, TypeError or ValueError when it is not a ladder object."""
+    heights, times = obj["heights"], obj["datetime"]
+    columns = [obj[e.name] for e in WIND_DATA.elements[1:]]
+    if not all(len(c) == len(heights) and all(len(row) == len(times) for row in c) for c in columns):
+        raise ValueError("a column does not hold one row of datetime's length per height")
+    head = {k: obj[k] for k in ("latitude", "longitude", "basetime", "updated_time", "freq")}
+    return {h: {**head, "hub_height": height_name(h), "unit": obj["unit"],
+                "data": [dict(zip(WIND_DATA.names, row)) for row in zip(times, *(c[k] for c in columns))]}
+            for k, h in enumerate(heights)}
 
 
 class EuWind:
@@ -42,28 +62,47 @@ class EuWind:
         return sorted({h for p in cfg.points for h in point_heights(p)})
 
     def expected_files(self, cfg: ProductConfig) -> list[str]:
-        return [f"{self.id}/{freq}/{p.id}/{height_name(h)}.json"
-                for freq in cfg.freqs for p in cfg.points for h in point_heights(p)]
+        return [rel for freq in cfg.freqs for p in cfg.points
+                for rel in (f"{self.id}/{freq}/{p.id}.json",
+                            *(f"{self.id}/{freq}/{p.id}/{height_name(h)}.json" for h in p.hub_heights))]
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         files = Files() if files is None else files
         basetime, updated = iso(ctx.basetime), iso(ctx.generated)
-        heights = [set(point_heights(p)) for p in cfg.points]
+        own = [point_heights(p) for p in cfg.points]
         for freq, step, ds in freq_series(series[list(self.variables)], cfg, ctx):
             wind = _wind(ds)
             stamps = strings([iso(t) for t in ds.time.values])
-            for k, h in enumerate(ds.height.values):
-                # Only the points with this height (a hub height is often one point's alone).
-                users = [j for j, own in enumerate(heights) if h in own]
-                rows = Records({e.name: stamps if e.type == "date-time" else
-                                numbers(wind[e.ref][:, users, k], e.decimals) for e in WIND_DATA})
-                for i, p in enumerate(cfg.points[j] for j in users):
-                    put_with_records(
-                        files, f"{self.id}/{freq}/{p.id}/{height_name(h)}.json",
-                        {"latitude": p.lat, "longitude": p.lon, "basetime": basetime,
-                         "updated_time": updated, "freq": freq, "hub_height": height_name(h),
-                         "unit": UNITS}, "data", rows, i)
+            # Per height: its points (a hub height is often one point's alone), each one's
+            # column in the texts, and the texts of every numeric element.
+            columns: dict[float, tuple[dict[int, int], dict[str, Texts]]] = {}
+            for k, h in enumerate(ds.height.values.tolist()):
+                users = [j for j, heights in enumerate(own) if h in heights]
+                texts = {e.name: numbers(wind[e.ref][:, users, k], e.decimals) for e in WIND_DATA.elements[1:]}
+                columns[h] = ({j: i for i, j in enumerate(users)}, texts)
+                # The static answers at the configured hub heights.
+                hubs = [i for i, j in enumerate(users) if h in cfg.points[j].hub_heights]
+                if hubs:
+                    rows = Records({WIND_DATA.elements[0].name: stamps,
+                                    **{n: Texts(t.table, t.index[hubs]) for n, t in texts.items()}})
+                    for r, i in enumerate(hubs):
+                        p = cfg.points[users[i]]
+                        put_with_records(
+                            files, f"{self.id}/{freq}/{p.id}/{height_name(h)}.json",
+                            {"latitude": p.lat, "longitude": p.lon, "basetime": basetime,
+                             "updated_time": updated, "freq": freq, "hub_height": height_name(h),
+                             "unit": UNITS}, "data", rows, r)
+            times = array(stamps, 0)
+            for j, p in enumerate(cfg.points):
+                at = [(columns[h][0][j], columns[h][1]) for h in own[j]]
+                data = with_arrays(
+                    {"latitude": p.lat, "longitude": p.lon, "basetime": basetime, "updated_time": updated,
+                     "freq": freq, "unit": UNITS, "heights": own[j]},
+                    **{WIND_DATA.elements[0].name: times},
+                    **{e.name: b"[" + b",".join(array(texts[e.name], i) for i, texts in at) + b"]"
+                       for e in WIND_DATA.elements[1:]})
+                files.put(f"{self.id}/{freq}/{p.id}.json", data, b"null" in data)
         # The archive keeps the finest series (the last one yielded).
         return ProductOutput(files=files, archive=self._archive(ds, wind, cfg, ctx, step))
 

@@ -110,8 +110,9 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
 def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answer:
     """4.3: the keyed object of section 2.2 at the requested hub height.
 
-    A precomputed height of the point is its file, spliced (coordinates and ``hub_height``);
-    any other height is interpolated from the two precomputed heights around it."""
+    A configured hub height of the point is its static file, spliced (coordinates and
+    ``hub_height``); any other height comes from the point's ladder object: its row at a
+    precomputed height, else the interpolation between the two precomputed heights around it."""
     assert op.product is not None
     latlon = single(request.params, "latlon")
     freq = single(request.params, "freq")
@@ -145,8 +146,8 @@ def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answe
         if point_id is None:
             raise no_data(f'"latlon" has no forecast point in its grid cell: {pair.text}')
         if point_id not in tails:
-            tails[point_id] = _wind_at_height(run, op.product, freq, index.heights.get(point_id, ()), point_id,
-                                              height, hub_json, pair)
+            tails[point_id] = _wind_at_height(run, op.product, freq, index.heights.get(point_id, ()),
+                                              index.hubs.get(point_id, ()), point_id, height, hub_json, pair)
         tail, digest = tails[point_id]
         key = json.dumps(pair.text).encode()
         lat_json, lon_json = pair.lat_json, pair.lon_json
@@ -164,6 +165,7 @@ def _wind_at_height(
     product: str,
     freq: str,
     heights: tuple[float, ...],
+    hubs: tuple[float, ...],
     point_id: str,
     height: HubHeight,
     hub_json: bytes,
@@ -171,18 +173,20 @@ def _wind_at_height(
 ) -> tuple[list[bytes], bytes]:
     """One point's 2.2 object after its coordinates, and a digest of what it was made from."""
     z = height.metres
-    i = bisect_left(heights, z)
-    if i < len(heights) and heights[i] == z:  # precomputed: the file itself
-        wind = run.wind_file(product, freq, point_id, heights[i])
+    if z in hubs:  # a configured hub height: its static file
+        wind = run.wind_file(product, freq, point_id, z)
         if wind is None:
             raise no_data(f'"latlon" has no {freq} wind forecast at {height.text} in the current run: {pair.text}')
         return [wind.head, hub_json, wind.rest], wind.digest
-    if i == 0 or i == len(heights):  # never extrapolate, never another height
+    i = bisect_left(heights, z)
+    exact = i < len(heights) and heights[i] == z
+    if not exact and (i == 0 or i == len(heights)):  # never extrapolate, never another height
         log.error("run %s: %s point %s has no precomputed heights around %s",
                   run.run_id, product, point_id, height.text)
         raise no_data(f'"hubheight" {height.text} is not between two precomputed heights of the point: {pair.text}')
     try:
-        between = run.wind_between(product, freq, point_id, heights[i - 1], heights[i], height)
+        between = (run.wind_answer(product, freq, point_id, height, z) if exact
+                   else run.wind_answer(product, freq, point_id, height, heights[i - 1], heights[i]))
     except ValueError as exc:
         log.error("run %s: %s point %s: %s", run.run_id, product, point_id, exc)
         between = None
@@ -344,7 +348,8 @@ def file_response(data: bytes, path: str, encoded: bool | None = None) -> Respon
 def tree_file(run: Run, path: str) -> Path | None:
     """The file of ``run``'s JSON tree that a viewer URL names (docs/contracts.md has the layout),
     or None: the run files, a product's ``index.json``, its point files (``<freq>/<id>.json``,
-    ``<id>.json``, ``hourly/<id>.json``, ``<freq>/<id>/<height>.json``) and the verification files."""
+    ``<id>.json``, ``hourly/<id>.json``, a hub height's ``<freq>/<id>/<height>.json``) and the
+    verification files."""
 
     parts = path[1:].split("/")
     stem = parts[-1].removesuffix(".json")
@@ -366,8 +371,8 @@ def tree_file(run: Run, path: str) -> Path | None:
         return folder / parts[1]
     if len(parts) == 3 and (parts[1] in FREQS or parts[1] == "hourly") and stem in index.point_ids:
         return folder / parts[1] / parts[2]
-    if (len(parts) == 4 and parts[1] in FREQS and parts[2] in index.heights
-            and stem in {height_name(m) for m in index.heights[parts[2]]}):
+    if (len(parts) == 4 and parts[1] in FREQS and parts[2] in index.hubs
+            and stem in {height_name(m) for m in index.hubs[parts[2]]}):
         return folder / parts[1] / parts[2] / parts[3]
     return None
 

@@ -30,7 +30,7 @@ from ..contract import height_name
 from .compress import Deflated, Piece
 from .grammar import HubHeight
 from .splice import WX_LAYOUT, PointFile, WindFile, check_wxdata
-from .wind import WindSeries, interpolate_wind
+from .wind import WindLadder, wind_at
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,7 @@ class ProductIndex:
     updated: datetime | None
     next_update: datetime | None
     heights: dict[str, tuple[float, ...]] = field(default_factory=dict)  # point id -> sorted heights (eu-wind)
+    hubs: dict[str, tuple[float, ...]] = field(default_factory=dict)  # point id -> its static heights (eu-wind)
     time_zones: dict[str, str] = field(default_factory=dict)  # point id -> its own IANA zone (global)
 
     @functools.cached_property
@@ -99,6 +100,7 @@ class ProductIndex:
             return None
         cells: dict[str, str] = {}
         heights: dict[str, tuple[float, ...]] = {}
+        hubs: dict[str, tuple[float, ...]] = {}
         time_zones: dict[str, str] = {}
         for point in meta["points"]:
             pid = point.get("id") if isinstance(point, dict) else None
@@ -118,9 +120,15 @@ class ProductIndex:
                     log.error("index %s: point %s has invalid heights %r", path, pid, point["heights"])
                 else:
                     heights[pid] = point_heights
+                # The configured hub heights, which have static files: among the precomputed ones.
+                point_hubs = _heights(point.get("hub_heights")) if point.get("hub_heights") not in (None, []) else ()
+                if point_hubs is None or not set(point_hubs) <= set(heights.get(pid, ())):
+                    log.error("index %s: point %s has invalid hub_heights %r", path, pid, point.get("hub_heights"))
+                else:
+                    hubs[pid] = point_hubs
         return cls(
             product, meta, cells, parse_time(meta.get("updated_time")), parse_time(meta.get("next_update")), heights,
-            time_zones,
+            hubs, time_zones,
         )
 
 
@@ -171,7 +179,7 @@ class Run:
         self.run_id = run_id
         self.path = path
         self._products: dict[str, ProductIndex | None] = {}
-        # (kind, product, freq, point id[, height]) -> PointFile | WindFile | WindSeries | ...
+        # (kind, product, freq, point id[, height]) -> PointFile | WindFile | WindLadder | ...
         self.files = ByteBoundLru(max_cache_bytes)
         self.answers = ByteBoundLru(max_answer_bytes)  # (path, raw query) -> Answer
         # the catalog's body, ETag, Last-Modified and next update, rendered once per run
@@ -295,8 +303,7 @@ class Run:
         return hourly
 
     def wind_file(self, product: str, freq: str, point_id: str, metres: float) -> WindFile | None:
-        """A precomputed height file (``<freq>/<point id>/<height>m.json``), ready to splice."""
-    
+        """A hub height's static file (``<freq>/<point id>/<height>m.json``), ready to splice."""
         name = height_name(metres)
         key = ("wind", product, freq, point_id, name)
         cached = self.files.get(key)
@@ -315,41 +322,40 @@ class Run:
         self.files.put(key, wind, wind.size)
         return wind
 
-    def wind_series(self, product: str, freq: str, point_id: str, metres: float) -> WindSeries | None:
-        """The u/v arrays of a precomputed height file, parsed once per run."""
-        key = ("series", product, freq, point_id, metres)
+    def wind_ladder(self, product: str, freq: str, point_id: str) -> WindLadder | None:
+        """A point's ladder object (``<freq>/<point id>.json``), parsed once per run."""
+        key = ("ladder", product, freq, point_id)
         cached = self.files.get(key)
         if cached is not None:
             return cached
-        wind = self.wind_file(product, freq, point_id, metres)
-        if wind is None:
+        # product and freq from the operations' tables, point id from index.json.
+        what = f"{product}/{freq}/{point_id}"
+        data = self._read(self.path / "json" / product / freq, point_id, what)
+        if data is None:
             return None
         try:
-            series = WindSeries.from_file(wind)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.error("run %s: %s/%s/%s at %g m has no usable u/v series: %r", self.run_id, product, freq, point_id,
-                      metres, exc)
+            ladder = WindLadder.from_bytes(data, hashlib.blake2b(data, digest_size=16).digest())
+        except ValueError as exc:  # includes invalid JSON and invalid UTF-8
+            log.error("run %s: %s is not a windpack ladder object: %s", self.run_id, what, exc)
             return None
-        self.files.put(key, series, series.size)
-        return series
+        self.files.put(key, ladder, ladder.size)
+        return ladder
 
-    def wind_between(self, product: str, freq: str, point_id: str, z1: float, z2: float,
-                     height: HubHeight) -> tuple[Piece, bytes] | None:
-        """The 2.2 object at ``height`` between the precomputed heights z1 < z2, without its
-        coordinates (``interpolate_wind``), and a digest of what it is made from; rendered once
-        per run and height text. None when a height file is missing; ValueError when the two
-        files do not fit together."""
-        key = ("between", product, freq, point_id, height.text)
+    def wind_answer(self, product: str, freq: str, point_id: str, height: HubHeight, z1: float,
+                    z2: float | None = None) -> tuple[Piece, bytes] | None:
+        """The 2.2 object at ``height`` without its coordinates (``wind_at``: the ladder's height
+        z1, or between z1 < z2), and a digest of what it is made from; rendered once per run
+        and height text. None when the ladder object is missing; ValueError when it lacks a
+        height the index promised."""
+        key = ("at", product, freq, point_id, height.text)
         cached = self.files.get(key)
         if cached is not None:
             return cached
-        lower = self.wind_series(product, freq, point_id, z1)
-        upper = self.wind_series(product, freq, point_id, z2)
-        if lower is None or upper is None:
+        ladder = self.wind_ladder(product, freq, point_id)
+        if ladder is None:
             return None
-        tail = Piece(interpolate_wind(lower, upper, z1, z2, height), key)
-        digest = hashlib.blake2b(b"\0".join([lower.digest, upper.digest, repr(height.metres).encode()]),
-                                 digest_size=16).digest()
+        tail = Piece(wind_at(ladder, height, z1, z2), key)
+        digest = hashlib.blake2b(b"\0".join([ladder.digest, repr(height.metres).encode()]), digest_size=16).digest()
         self.files.put(key, (tail, digest), len(tail))
         return tail, digest
 

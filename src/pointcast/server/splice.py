@@ -122,9 +122,6 @@ class WindFile:
     def splice(self, lat_json: bytes, lon_json: bytes, hub_json: bytes) -> list[bytes]:
         return [b'{"latitude":', lat_json, b',"longitude":', lon_json, self.head, hub_json, self.rest]
 
-    def json_without_coordinates(self) -> bytes:
-        return b"{" + self.head[1:] + self.value + self.rest
-
     @property
     def size(self) -> int:
         return len(self.head) + len(self.value) + len(self.rest)

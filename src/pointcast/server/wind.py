@@ -1,5 +1,6 @@
-"""Windpack (4.3) at a hub height between two precomputed ones: the u/v series of the two
-height files and their interpolation (docs/api.md, "Precomputed heights and interpolation")."""
+"""Windpack (4.3) from a point's ladder object (``<freq>/<point id>.json``, products/eu_wind.py):
+the answer at one of its heights, or between two of them by interpolation (docs/api.md,
+"Precomputed heights and interpolation")."""
 
 from __future__ import annotations
 
@@ -11,77 +12,95 @@ import numpy as np
 
 from ..contract import WIND_DATA
 from .grammar import HubHeight
-from .splice import WindFile
 
 WIND_UNIT = WIND_DATA.units
 
 
 @dataclass(frozen=True)
-class WindSeries:
-    """The numbers of one height file, for interpolation."""
+class WindLadder:
+    """The numbers of one ladder object: every element (but datetime) as (height, time)."""
 
     basetime: str
     updated_time: str
     freq: str
+    heights: tuple[float, ...]
     datetimes: list[str]
-    u: np.ndarray
-    v: np.ndarray
+    columns: dict[str, np.ndarray]  # by contract ref
     digest: bytes
 
     @classmethod
-    def from_file(cls, wind: WindFile) -> WindSeries:
-        obj = json.loads(wind.json_without_coordinates())
-        data = obj["data"]
-        times = [entry["datetime"] for entry in data]
-        if not all(isinstance(t, str) for t in times):
-            raise ValueError("a datetime is not a string")
-        columns = []
-        for name in ("u_windspd", "v_windspd"):
-            values = [entry[name] for entry in data]
-            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in values):
-                raise ValueError(f"{name} holds a non-number")
-            column = np.asarray(values, dtype=np.float64)
-            if not np.isfinite(column).all():
-                raise ValueError(f"{name} is not finite")
-            column.setflags(write=False)
-            columns.append(column)
-        header = [obj[k] for k in ("basetime", "updated_time", "freq")]
+    def from_bytes(cls, data: bytes, digest: bytes) -> WindLadder:
+        obj = json.loads(data)
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+        header = [obj.get(k) for k in ("basetime", "updated_time", "freq")]
         if not all(isinstance(x, str) for x in header):
             raise ValueError("basetime, updated_time and freq must be strings")
-        return cls(*header, times, columns[0], columns[1], wind.digest)
+        times = obj.get("datetime")
+        if not isinstance(times, list) or not all(isinstance(t, str) for t in times):
+            raise ValueError("datetime is not an array of strings")
+        heights = obj.get("heights")
+        if (not isinstance(heights, list) or not heights
+                or not all(isinstance(h, (int, float)) and not isinstance(h, bool) for h in heights)):
+            raise ValueError("heights is not an array of numbers")
+        columns = {}
+        for e in WIND_DATA.elements[1:]:
+            rows = obj.get(e.name)
+            if (not isinstance(rows, list) or len(rows) != len(heights)
+                    or not all(isinstance(r, list) and len(r) == len(times) for r in rows)):
+                raise ValueError(f"{e.name} is not one array of {len(times)} per height")
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for r in rows for x in r):
+                raise ValueError(f"{e.name} holds a non-number")
+            column = np.asarray(rows, dtype=np.float64).reshape(len(heights), len(times))
+            if not np.isfinite(column).all():
+                raise ValueError(f"{e.name} is not finite")
+            column.setflags(write=False)
+            columns[e.ref] = column
+        return cls(*header, tuple(float(h) for h in heights), times, columns, digest)
 
     @property
     def size(self) -> int:
-        return self.u.nbytes + self.v.nbytes + sum(len(t) + 56 for t in self.datetimes)
+        return sum(c.nbytes for c in self.columns.values()) + sum(len(t) + 56 for t in self.datetimes)
+
+    def row(self, metres: float) -> int:
+        """The row of a height of the ladder object; ValueError when it has none."""
+        try:
+            return self.heights.index(metres)
+        except ValueError:
+            raise ValueError(f"the ladder object has no {metres:g} m row") from None
 
 
 def _round(values: np.ndarray, decimals: int) -> list[float]:
     return (np.round(values, decimals) + 0.0).tolist()  # + 0.0: no -0.0
 
 
-def interpolate_wind(lower: WindSeries, upper: WindSeries, z1: float, z2: float, height: HubHeight) -> bytes:
-    """The 2.2 object at a height between two precomputed ones, without its coordinates
-    (``b',"basetime": ... }'``, to splice behind them).
+def wind_at(ladder: WindLadder, height: HubHeight, z1: float, z2: float | None = None) -> bytes:
+    """The 2.2 object at ``height`` without its coordinates (``b',"basetime": ... }'``, to
+    splice behind them): the ladder's row z1 as published when ``z2`` is None, else between
+    the rows z1 < z2.
 
-    u and v are each linear in ln(z) between z1 and z2 (exact for the neutral logarithmic
+    Between two heights u and v are each linear in ln(z) (exact for the neutral logarithmic
     profile); speed and direction follow from the interpolated components, the direction
-    rounded as the precomputed height files round it (``products.base.published_direction``)."""
-    from ..products.base import published_direction  # imported on first use: it loads pandas and xarray
+    rounded as the precomputed heights round it (``products.base.published_direction``)."""
+    lower = ladder.row(z1)
+    if z2 is None:
+        values = [ladder.columns[e.ref][lower].tolist() for e in WIND_DATA.elements[1:]]
+    else:
+        from ..products.base import published_direction  # imported on first use: it loads pandas and xarray
 
-    if lower.datetimes != upper.datetimes or (lower.basetime, lower.freq) != (upper.basetime, upper.freq):
-        raise ValueError(f"the {z1:g} m and {z2:g} m files do not share their time steps")
-    w = math.log(height.metres / z1) / math.log(z2 / z1)
-    u = lower.u + (upper.u - lower.u) * w
-    v = lower.v + (upper.v - lower.v) * w
-    speed = np.hypot(u, v)
-    direction = published_direction(u, v)  # calm: exactly 0
-    values = {"windspd": speed, "windir": direction, "u_windspd": u, "v_windspd": v}  # by contract ref
-    columns = [lower.datetimes, *(_round(values[e.ref], e.decimals) for e in WIND_DATA.elements[1:])]
-    data = [dict(zip(WIND_DATA.names, row)) for row in zip(*columns)]
+        upper = ladder.row(z2)
+        w = math.log(height.metres / z1) / math.log(z2 / z1)
+        lo_u, lo_v = ladder.columns["u_windspd"][lower], ladder.columns["v_windspd"][lower]
+        u = lo_u + (ladder.columns["u_windspd"][upper] - lo_u) * w
+        v = lo_v + (ladder.columns["v_windspd"][upper] - lo_v) * w
+        between = {"windspd": np.hypot(u, v), "windir": published_direction(u, v),  # calm: exactly 0
+                   "u_windspd": u, "v_windspd": v}
+        values = [_round(between[e.ref], e.decimals) for e in WIND_DATA.elements[1:]]
+    data = [dict(zip(WIND_DATA.names, row)) for row in zip(ladder.datetimes, *values)]
     obj = {
-        "basetime": lower.basetime,
-        "updated_time": lower.updated_time,
-        "freq": lower.freq,
+        "basetime": ladder.basetime,
+        "updated_time": ladder.updated_time,
+        "freq": ladder.freq,
         "hub_height": height.text,
         "unit": WIND_UNIT,
         "data": data,

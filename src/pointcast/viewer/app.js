@@ -44,17 +44,17 @@
 
   const kind = (product, index) =>
     product === "eu-wind" || (index && index.ladder) ? "wind" : product === "global" || product === "japan" ? "wx" : "eu";
-  const heightName = (m) => `${Number(m)}m`;
 
   function pointFile(product, index, point, variant) {
     const freq = variant || (index.freqs || ["1H"])[0];
     switch (kind(product, index)) {
-      case "wind": return `${product}/${freq}/${point.id}/${heightName(hubHeights(point)[0])}.json`;
       case "wx": return `${product}/${point.id}.json`;
       default: return `${product}/${freq}/${point.id}.json`;
     }
   }
   const hubHeights = (point) => (point.hub_heights && point.hub_heights.length ? point.hub_heights : [100]);
+  // A windpack ladder object (<freq>/<id>.json, docs/api.md): its column of an element at height m.
+  const ladderColumn = (f, name, m) => f[name][f.heights.indexOf(Number(m))];
 
   // -- small helpers --------------------------------------------------------------------------
 
@@ -264,7 +264,7 @@
       await Promise.all(points.slice(i, i + 8).map(async (p, j) => {
         const f = await optional(pointFile(product, index, p));
         if (!f) return;
-        out[i + j] = k === "wx" ? f.srf[0].temp : k === "wind" ? f.data[0].windspd : f.data[0].temp_2m;
+        out[i + j] = k === "wx" ? f.srf[0].temp : k === "wind" ? ladderColumn(f, "windspd", hubHeights(p)[0])[0] : f.data[0].temp_2m;
       }));
     }
     return out;
@@ -511,20 +511,17 @@
   const PALETTE = ["#1d3557", "#c0392b", "#2b9348", "#e07a1f", "#6a4c93", "#0e7490"];
 
   async function renderWind(body, product, point, freq, tz, seams) {
-    const heights = [...(point.heights || hubHeights(point))].sort((a, b) => a - b);
-    const hubs = hubHeights(point);
-    const files = await Promise.all(heights.map((m) => getJSON(`${product}/${freq}/${point.id}/${heightName(m)}.json`)));
-    const at = (m) => files[heights.indexOf(m)] || null;
-    const hubFiles = hubs.map(at).filter(Boolean);
-    const rows = hubFiles[0].data;
-    const t = rows.map((r) => secs(r.datetime));
+    const f = await getJSON(`${product}/${freq}/${point.id}.json`);
+    const heights = f.heights;
+    const hubs = hubHeights(point).filter((m) => heights.includes(Number(m)));
+    const t = f.datetime.map(secs);
     windChart(body, "hub-wind", `Wind speed at the hub height${hubs.length > 1 ? "s" : ""} (arrows: direction at ${hubs[0]} m)`, tz, t,
-      hubFiles.map((f, i) => [`${hubs[i]} m m/s`, PALETTE[i % PALETTE.length], col(f.data, "windspd")]),
-      col(rows, "windir"), seams);
+      hubs.map((m, i) => [`${m} m m/s`, PALETTE[i % PALETTE.length], ladderColumn(f, "windspd", m)]),
+      ladderColumn(f, "windir", hubs[0]), seams);
     const slider = h("input", { type: "range", min: 0, max: t.length - 1, value: 0, id: "profile-time" });
     const label = h("span", {});
     body.append(h("div", { class: "controls" }, h("label", {}, "profile at ", slider), label));
-    const profile = (i) => [heights, files.map((f) => f.data[i].windspd)];
+    const profile = (i) => [heights, f.windspd.map((column) => column[i])];
     const u = chart(body, "profile", "Vertical profile of the wind speed", tz, [], profile(0), {
         height: 320, series: [{ label: "height m" }, line("speed m/s", "#1d3557", { points: { show: true, size: 6 } })],
         scales: { x: { time: false, ori: 1, dir: 1, range: (u, lo, hi) => [0, hi] }, y: { ori: 0, dir: 1, range: (u, lo, hi) => [0, Math.max(5, hi * 1.1)] } },
@@ -536,9 +533,9 @@
     };
     slider.addEventListener("input", show);
     show();
-    body.append(h("h3", {}, "First time steps"), dataTable(tz, t, hubFiles.flatMap((f, i) => [
-      [`${hubs[i]} m speed m/s`, `windspd_${hubs[i]}m`, col(f.data, "windspd")],
-      [`${hubs[i]} m dir °`, `windir_${hubs[i]}m`, col(f.data, "windir")]]), 12));
+    body.append(h("h3", {}, "First time steps"), dataTable(tz, t, hubs.flatMap((m) => [
+      [`${m} m speed m/s`, `windspd_${m}m`, ladderColumn(f, "windspd", m)],
+      [`${m} m dir °`, `windir_${m}m`, ladderColumn(f, "windir", m)]]), 12));
   }
 
   async function renderWx(body, product, point, tz, seams, verif) {
