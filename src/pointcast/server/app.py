@@ -112,7 +112,8 @@ class PointcastApp:
 
     def warm_up(self) -> None:
         """Build what the first request would otherwise wait for: each operation's grid and
-        its coverage (lazily built rasters), and the current run's indexes."""
+        its coverage (lazily built rasters), the current run's indexes, the modules of the
+        windpack's interpolation."""
         probes = [(lat, lon) for lat in (-45.0, 0.0, 36.0, 50.0, 60.0) for lon in (-100.0, 0.0, 10.0, 140.0)]
         for product in sorted({op.product for op in OPERATIONS.values() if op.product}):
             try:
@@ -131,6 +132,9 @@ class PointcastApp:
             pass
         except Exception:
             log.exception("warming up the current run failed")
+        # The windpack's interpolation rounds directions as the products do: importing them
+        # (numpy, pandas, xarray) takes seconds, which the first such request would wait.
+        from ..products.base import published_direction  # noqa: F401
 
     # -- request handling
 
