@@ -43,7 +43,7 @@ import pytest
 from conftest import ROOT
 from mirror import Mirror
 import replica
-from replica import Atmosphere, GAMMA, relative_humidity
+from replica import Atmosphere, relative_humidity
 
 UTC = timezone.utc
 INIT = datetime(2026, 11, 20, 0, tzinfo=UTC)

@@ -27,7 +27,7 @@ from .grammar import (HubHeight, Pair, check_coverage, check_hubheight_range, ch
                       parse_coordinate, parse_hubheight, parse_lat_slash_lon, parse_pairs, parse_query, parse_time_zone,
                       single)
 from .responses import JSON_TYPE, Answer, Response
-from .run import PRODUCT_ID, Run, parse_time, read_run_file
+from .run import PRODUCT_ID, ProductIndex, Run, parse_time, read_run_file
 
 if TYPE_CHECKING:
     from .app import PointcastApp
@@ -65,6 +65,15 @@ class Operation:
     params: tuple[str, ...] = ()
 
 
+def _served(op: Operation, request: Request) -> tuple[Run, ProductIndex]:
+    """The current run and the operation's product in it, or 404_002."""
+    run = request.run()
+    index = run.product(op.product)
+    if index is None:
+        raise no_data(f"no published forecast for {op.product} in the current run")
+    return run, index
+
+
 def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
     """4.1 / 4.2: the keyed object of section 2.1, one key per requested pair."""
     assert op.product is not None
@@ -77,10 +86,7 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
     grid = app.grid(op.product)
     check_coverage(grid, pairs)
 
-    run = request.run()  # resolved once; everything below reads from this run
-    index = run.product(op.product)
-    if index is None:
-        raise no_data(f"no published forecast for {op.product} in the current run")
+    run, index = _served(op, request)  # resolved once; everything below reads from this run
 
     seen: set[str] = set()
     parts: list[bytes] = [b"{"]
@@ -127,10 +133,7 @@ def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answe
     grid = app.grid(op.product)
     check_coverage(grid, pairs)
 
-    run = request.run()  # resolved once; everything below reads from this run
-    index = run.product(op.product)
-    if index is None:
-        raise no_data(f"no published forecast for {op.product} in the current run")
+    run, index = _served(op, request)  # resolved once; everything below reads from this run
 
     hub_json = json.dumps(height.text).encode()
     seen: set[str] = set()
@@ -234,10 +237,7 @@ def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float
     if not grid.covers(lat, lon):
         raise outside_coverage(name, point_text)
 
-    run = request.run()  # resolved once; everything below reads from this run
-    index = run.product(op.product)
-    if index is None:
-        raise no_data(f"no published forecast for {op.product} in the current run")
+    run, index = _served(op, request)  # resolved once; everything below reads from this run
     point_id = index.cells.get(grid.cell_key(lat, lon))
     if point_id is None:
         raise no_data(f'"{name}" has no forecast point in its grid cell: {point_text}')
