@@ -14,7 +14,7 @@ import json
 import logging
 import os
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
@@ -23,7 +23,7 @@ from .. import contract, viewer
 from ..contract import FREQS, height_name, max_pairs
 from .compress import Deflated, Piece
 from .errors import ApiError, invalid, no_data, not_found, out_of_range, outside_coverage
-from .grammar import (HubHeight, Pair, check_coverage, check_hubheight_range, check_pair_ranges,
+from .grammar import (Grid, HubHeight, Pair, check_coverage, check_hubheight_range, check_pair_ranges,
                       parse_coordinate, parse_hubheight, parse_lat_slash_lon, parse_pairs, parse_query, parse_time_zone,
                       single)
 from .responses import JSON_TYPE, Answer, Response
@@ -74,6 +74,20 @@ def _served(op: Operation, request: Request) -> tuple[Run, ProductIndex]:
     return run, index
 
 
+def _points(pairs: list[Pair], grid: Grid, index: ProductIndex) -> Iterator[tuple[Pair, str]]:
+    """Each requested pair once (the same text twice is one key) with the point of its grid
+    cell, or 404_002 naming the first pair without one."""
+    seen: set[str] = set()
+    for pair in pairs:
+        if pair.text in seen:
+            continue
+        seen.add(pair.text)
+        point_id = index.cells.get(grid.cell_key(pair.lat, pair.lon))
+        if point_id is None:
+            raise no_data(f'"latlon" has no forecast point in its grid cell: {pair.text}')
+        yield pair, point_id
+
+
 def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
     """4.1 / 4.2: the keyed object of section 2.1, one key per requested pair."""
     assert op.product is not None
@@ -88,17 +102,10 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
 
     run, index = _served(op, request)  # resolved once; everything below reads from this run
 
-    seen: set[str] = set()
     parts: list[bytes] = [b"{"]
     tag = hashlib.blake2b(digest_size=16)
     tag.update(b"\0".join([os.fsencode(run.run_id), op.product.encode(), freq.encode(), b""]))
-    for pair in pairs:
-        if pair.text in seen:  # the same text twice: one key
-            continue
-        seen.add(pair.text)
-        point_id = index.cells.get(grid.cell_key(pair.lat, pair.lon))
-        if point_id is None:
-            raise no_data(f'"latlon" has no forecast point in its grid cell: {pair.text}')
+    for pair, point_id in _points(pairs, grid, index):
         point = run.point_file(op.product, freq, point_id)
         if point is None:
             raise no_data(f'"latlon" has no {freq} forecast in the current run: {pair.text}')
@@ -136,18 +143,11 @@ def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answe
     run, index = _served(op, request)  # resolved once; everything below reads from this run
 
     hub_json = json.dumps(height.text).encode()
-    seen: set[str] = set()
     tails: dict[str, tuple[list[bytes], bytes]] = {}  # point id -> its answer without coordinates
     parts: list[bytes] = [b"{"]
     tag = hashlib.blake2b(digest_size=16)
     tag.update(b"\0".join([os.fsencode(run.run_id), op.product.encode(), freq.encode(), hub_json, b""]))
-    for pair in pairs:
-        if pair.text in seen:  # the same text twice: one key
-            continue
-        seen.add(pair.text)
-        point_id = index.cells.get(grid.cell_key(pair.lat, pair.lon))
-        if point_id is None:
-            raise no_data(f'"latlon" has no forecast point in its grid cell: {pair.text}')
+    for pair, point_id in _points(pairs, grid, index):
         if point_id not in tails:
             tails[point_id] = _wind_at_height(run, op.product, freq, index.heights.get(point_id, ()),
                                               index.hubs.get(point_id, ()), point_id, height, hub_json, pair)
