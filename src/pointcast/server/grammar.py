@@ -128,6 +128,17 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _two_numbers(text: str, separator: str, name: str) -> tuple[float, float]:
+    """``<lat><separator><lon>``, both numbers of the grammar, or 400_002."""
+    parts = text.split(separator)
+    if len(parts) != 2:
+        raise invalid(name)
+    lat, lon = _number(parts[0]), _number(parts[1])
+    if lat is None or lon is None:
+        raise invalid(name)
+    return lat, lon
+
+
 def parse_pairs(value: str, max_pairs: int, name: str = "latlon", *, check_range: bool = True) -> list[Pair]:
     """``lat,lon`` pairs separated by ``;`` or ``|``.
 
@@ -140,12 +151,7 @@ def parse_pairs(value: str, max_pairs: int, name: str = "latlon", *, check_range
         raise invalid(name)
     pairs = []
     for text in texts:
-        parts = text.split(",")
-        if len(parts) != 2:
-            raise invalid(name)
-        lat, lon = _number(parts[0]), _number(parts[1])
-        if lat is None or lon is None:
-            raise invalid(name)
+        lat, lon = _two_numbers(text, ",", name)
         pairs.append(Pair(text, lat, lon))
     if check_range:
         check_pair_ranges(pairs, name)
@@ -219,12 +225,7 @@ def parse_time_zone(text: str, name: str = "tz") -> str:
 def parse_lat_slash_lon(text: str, name: str = "latlon") -> tuple[float, float]:
     """4.4's one point, ``<lat>/<lon>`` with the numbers of ``latlon``: 400_002 when it is not
     that, 400_003 when a coordinate is out of range."""
-    parts = text.split("/")
-    if len(parts) != 2:
-        raise invalid(name)
-    lat, lon = _number(parts[0]), _number(parts[1])
-    if lat is None or lon is None:
-        raise invalid(name)
+    lat, lon = _two_numbers(text, "/", name)
     if not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):
         raise out_of_range(name, text)
     return lat, lon
