@@ -120,9 +120,10 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
 # quote()d too, so that Prefect does not walk them looking for futures.
 @task(cache_policy=NO_CACHE)
 def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                ctx: RunContext, writer: publish.TreeWriter, corrections: dict) -> dict:
+                ctx: RunContext, writer: publish.TreeWriter, corrections: dict,
+                stage: publish.ArchiveStage) -> dict:
     """The products of one blend (`build.build_blend`)."""
-    return build.build_blend(cfg, pids, extracted, where, ctx, writer, corrections)
+    return build.build_blend(cfg, pids, extracted, where, ctx, writer, corrections, stage)
 
 
 @task(cache_policy=NO_CACHE)
@@ -170,6 +171,8 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
 
     The products' files are in a staging tree already when they were built into one
     (``publish.StagedFiles``); otherwise (the publish stage replayed on its own) they are staged here.
+    Their archives are the run's staged ones (``publish.ArchiveStage``), appended shard by
+    shard, and removed from the staging tree before it is published or kept aside.
     The archive is appended before `current` moves, so a served run is always archived: a
     crash in between leaves the run archived but not served, and the re-run publishes it
     (appends are idempotent). On any error the staging tree is removed (a full disk gets its
@@ -198,6 +201,7 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
             flushed = durable.result()
         _logger().info("run %s: files durable in %.1f s, archives appended in %.1f s (side by side)",
                        run_id, flushed, appended)
+        publish.remove_stage(writer.staging)
         path = publish.publish_run(root, writer.staging, run_id, manifest, report, report["ok"], writer.mode)
     publish.retain(root, cfg.output.keep_runs)
     in_use = {(m, f"{datetime.fromisoformat(info['init']):%Y%m%d%H}")
@@ -218,8 +222,9 @@ def _timed(fn) -> float:
 
 @contextmanager
 def _cleaned_up(writer: publish.TreeWriter, root, run_id: str):
-    """On any error: stop the writer, remove its staging tree (a full disk gets its space
-    back; gone already when published or kept aside), name a full disk as such."""
+    """On any error: stop the writer, remove its staging tree and the staged archives in it
+    (a full disk gets its space back; gone already when published or kept aside), name a full
+    disk as such."""
     try:
         yield
     except Exception as e:
@@ -315,6 +320,8 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         # The products write their files into the run's staging tree as they render them: a
         # run of many points never holds its JSON in memory (publish.TreeWriter).
         writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id), cfg.output.json)
+        # Beside it, the products' archives of the run, written by the slices that build them.
+        stage = publish.ArchiveStage(writer.staging)
         with _cleaned_up(writer, cfg.output.root, run_id):
             corrections, learnt = learning.result()
             for (points_file, models, _, _), pids in build.blends(cfg).items():
@@ -331,7 +338,8 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                 ctx = build.run_context(cfg, pids[0], runs, model_info, generated, now)
                 outputs.update(build_blend(quote(cfg), pids, quote(extracted[points_file]),
                                            quote(lists[points_file].points), ctx, quote(writer),
-                                           quote({pid: corrections[pid] for pid in pids if pid in corrections})))
+                                           quote({pid: corrections[pid] for pid in pids if pid in corrections}),
+                                           quote(stage)))
             if not outputs:
                 raise RuntimeError(build.nothing_published(cfg, unbuilt))
             for pid, reason in unbuilt.items():

@@ -16,7 +16,7 @@ import pickle
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -254,9 +254,12 @@ def make_world(base: Path, products: tuple[str, ...] = tuple(PRODUCTS)) -> World
     original = flow.publish_run
 
     @task(name="publish_run")
-    def keep_args(cfg, *rest):
-        args.write_bytes(pickle.dumps(rest))
-        return original.fn(cfg, *rest)
+    def keep_args(cfg, run_id, outputs, *rest):
+        # The archives read from the run's staged stores, which publication removes: kept
+        # loaded, for the publish stage replayed without them.
+        loaded = {pid: replace(out, archive=out.archive.compute()) for pid, out in outputs.items()}
+        args.write_bytes(pickle.dumps((run_id, loaded, *rest)))
+        return original.fn(cfg, run_id, outputs, *rest)
 
     flow.publish_run = keep_args
     try:

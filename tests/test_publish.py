@@ -556,6 +556,76 @@ def test_archive_crash_during_first_write_leaves_no_store(tmp_path, monkeypatch)
     assert not list((tmp_path / "zarr").glob(".*.tmp-*"))
 
 
+def staged(staging: Path, ds: xr.Dataset, step: int) -> pub.ArchiveStage:
+    """``ds`` written into a staged store of eu-short by slices of ``step`` points, as a run's
+    build slices write it."""
+    staging.mkdir(parents=True, exist_ok=True)
+    stage = pub.ArchiveStage(staging)
+    stage.create("eu-short", ds.isel(point=[0]), list(ds.point.values), step)
+    for first in range(0, ds.sizes["point"], step):
+        points = slice(first, first + step)
+        pub.write_region(staging, "eu-short", ds.isel(point=points), points)
+    return stage
+
+
+def test_staged_cycles_append_shard_by_shard_as_in_memory_ones(tmp_path, monkeypatch):
+    """Two cycles of 2,000 points and 30 days, each written into a staged store by slices of
+    100 points and appended from it lazily under a shard budget of 128 kB: the archive reads
+    back as the appends of the cycles in memory (whose store keeps one shard of every point,
+    the layout of a small point set), its shards hold a bounded number of points, and the
+    appends never hold more than a fraction of a cycle (traced allocations; loading it would
+    be all of it)."""
+    import tracemalloc
+
+    points = [f"p{i:04d}" for i in range(2000)]
+    cycles = [cycle(init, points=points, hours=720, seed=i).assign_coords(
+        time_zone=("point", np.array(["Europe/Paris", "UTC"] * 1000, dtype=object)))
+        for i, init in enumerate(("2026-11-22T00", "2026-11-22T03"))]
+    memory = tmp_path / "memory"
+    for ds in cycles:
+        pub.append_archive(memory, "eu-short", ds, point_chunk=20)
+    monkeypatch.setattr(archive, "SHARD_BYTES", 128 << 10)
+    peaks = []
+    for i, ds in enumerate(cycles):
+        lazy = staged(tmp_path / f"staging-{i}", ds, 100).dataset("eu-short")
+        assert not lazy.wind_speed.variable._in_memory  # lazily indexed: nothing read yet
+        tracemalloc.start()
+        path = pub.append_archive(tmp_path / "staged", "eu-short", lazy, point_chunk=20)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    whole = cycles[0].wind_speed.nbytes + cycles[0].air_temperature.nbytes  # 17 MB
+    assert max(peaks) < whole / 3, (peaks, whole)
+    xr.testing.assert_identical(read(path), read(memory / "zarr" / "eu-short.zarr"))
+    # chunks of 20 points: 128 kB hold 1 of the wind (5,760 bytes a point), 2 of the temperature
+    assert zarr.open_array(path / "wind_speed", mode="r").shards == (1, 20, 720, 2)
+    assert zarr.open_array(path / "air_temperature", mode="r").shards == (1, 40, 720)
+    assert zarr.open_array(memory / "zarr" / "eu-short.zarr" / "wind_speed", mode="r").shards == (1, 2000, 720, 2)
+
+
+def test_a_slice_is_written_only_where_its_points_are(tmp_path):
+    ds = cycle("2026-11-22T00", points=[f"p{i}" for i in range(6)])
+    stage = staged(tmp_path / "staging", ds, 2)
+    with pytest.raises(ValueError, match="not the staged store's at 2:4"):
+        pub.write_region(tmp_path / "staging", "eu-short", ds.isel(point=slice(0, 2)), slice(2, 4))
+    xr.testing.assert_identical(stage.dataset("eu-short").compute(), ds)
+
+
+def test_retention_removes_the_staged_archives_of_dead_cycles_only(tmp_path):
+    """A stage whose cycle holds it stays; one left by a cycle that died (nobody holds the
+    lock of its staging directory) goes at the next retention, long before its JSON tree."""
+    make_run(tmp_path, "r1")
+    ds = cycle("2026-11-22T00")
+    live = staged(pub.new_run_dir(tmp_path, "r2"), ds, 2)
+    dead_staging = pub.new_run_dir(tmp_path, "r3")
+    staged(dead_staging, ds, 2)
+    import gc
+
+    gc.collect()  # the stage of r3 is gone: its lock with it, as a killed cycle's
+    assert pub.retain(tmp_path, keep=8) == [dead_staging / "archive"]
+    assert dead_staging.is_dir() and live.path.is_dir()
+    xr.testing.assert_identical(live.dataset("eu-short").compute(), ds)
+
+
 @pytest.mark.parametrize("kind", ["local", "memory"])
 def test_a_product_carried_over_keeps_the_served_bytes(tmp_path, kind):
     """carry_product puts the served run's files of a product into a new run's staging tree

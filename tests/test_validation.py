@@ -30,11 +30,14 @@ def real(tmp_path_factory, prefect_harness):
 
 
 def _corrupt(outputs, pid, archive=None, files=None):
+    """The outputs with ``pid``'s archive or files edited; an edited archive goes without
+    the facts its build slices found, so that the gate finds them in it."""
     out = {k: copy.copy(v) for k, v in outputs.items()}
     o = out[pid]
     o.files = dict(o.files)
     if archive is not None:
         o.archive = archive(o.archive.copy(deep=True))
+        o.facts = None
     if files is not None:
         files(o.files)
     return out
@@ -142,27 +145,60 @@ def test_a_null_is_found_in_any_staged_file(tmp_path):
     writer.finish()
 
 
-def test_failed_run_is_kept_aside_with_its_reasons_and_not_served(real, tmp_path, caplog):
-    """A real cycle whose eu-short output is corrupted just before the validation stage."""
+def test_a_nan_in_one_slice_fails_the_staged_run(real, tmp_path):
+    """The real eu-short archive written into a staged store slice by slice (a point each),
+    as the build slices write it: the staged run passes as the whole one did, and a NaN in
+    the second slice's rows, found by that slice alone, fails it, naming where it is."""
+    from dataclasses import replace
+
+    from pointcast.publish import ArchiveStage, write_region
+    from pointcast.validate import ArchiveFacts, archive_facts
+
+    cfg, outputs, _ = real
+    whole = outputs["eu-short"].archive
+    for broken in (False, True):
+        staging = tmp_path / f"staging-{broken}"
+        staging.mkdir()
+        stage = ArchiveStage(staging)
+        stage.create("eu-short", whole.isel(point=[0]), list(whole.point.values), 1)
+        facts = []
+        for i in range(whole.sizes["point"]):
+            rows = whole.isel(point=[i]).copy(deep=True)
+            if broken and i == 1:
+                rows["temp_2m"][0, 0, 7] = np.nan
+            write_region(staging, "eu-short", rows, slice(i, i + 1))
+            facts.append(archive_facts(rows))
+        staged = replace(outputs["eu-short"], archive=stage.dataset("eu-short"),
+                         facts=ArchiveFacts.merged(facts))
+        report = validate({**outputs, "eu-short": staged}, cfg)
+        if broken:
+            point, lead = whole.point.values[1], whole.lead_time.values[7]
+            assert report["ok"] is False
+            assert f"eu-short: temp_2m has 1 NaN (first at point {point}, lead_time {lead})" in report["errors"]
+        else:
+            assert report == validate(outputs, cfg) and report["ok"] is True
+
+
+def test_failed_run_is_kept_aside_with_its_reasons_and_not_served(real, tmp_path, caplog, monkeypatch):
+    """A real cycle one of whose build slices writes a NaN into its eu-short archive rows."""
     import flows.cycle as flow
-    from prefect import task
+    from pointcast import build
 
     _, _, world = real
     cfg = world.fresh(tmp_path / "t")
     root = cfg.parent / "output"
-    original = flow.validate_run
-    pid, how, reason = CORRUPTIONS["nan"]
+    reason = CORRUPTIONS["nan"][2]
+    original = build.build_product
 
-    @task(name="validate_run")
-    def corrupted(cfg, outputs):
-        return original.fn(cfg, _corrupt(outputs, pid, **how))
+    def with_nan(cfg, pid, series, ctx, files, points):
+        out = original(cfg, pid, series, ctx, files, points)
+        if pid == "eu-short" and "paris" in out.archive.point.values:
+            out.archive["temp_2m"].loc[{"point": "paris", "lead_time": out.archive.lead_time.values[40]}] = np.nan
+        return out
 
-    flow.validate_run = corrupted
-    try:
-        with caplog.at_level(logging.INFO):
-            state = flow.cycle(str(cfg), return_state=True)
-    finally:
-        flow.validate_run = original
+    monkeypatch.setattr(build, "build_product", with_nan)  # the forked slices inherit it
+    with caplog.at_level(logging.INFO):
+        state = flow.cycle(str(cfg), return_state=True)
     assert state.is_failed() and "failed validation" in str(state.message)
     assert served_run(root) == world.run_a
     kept = root / "runs" / "failed" / world.run_b
@@ -172,3 +208,4 @@ def test_failed_run_is_kept_aside_with_its_reasons_and_not_served(real, tmp_path
     assert f"validation: {reason}" in caplog.text
     assert not (root / "runs" / world.run_b).exists()
     assert all(len(v) == 1 for v in archived(root).values())  # a refused run is not archived
+    assert not (kept / "archive").exists()  # nor are its staged archives kept

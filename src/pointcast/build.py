@@ -4,8 +4,9 @@ The stage between extraction and validation. Products sharing a points file shar
 extraction of each model (`points_lists`); products sharing points, models, lead limits and
 heights share one blend (`blends`). A blend's points are built in slices (`slices`), each
 slice resampled, blended and rendered on its own (`build_slice`, whose inputs all pickle: a
-task on a dask worker, or a forked process), then each product's slices are finished as
-one output (`finish_product`). The manifest (`manifest`) says what the run was built from.
+task on a dask worker, or a forked process), writing its files into the run's staging tree
+and its archive rows into the run's staged archive of each product (publish.ArchiveStage);
+then each product's slices are finished as one output (`finish_product`). The manifest (`manifest`) says what the run was built from.
 No Prefect here: flows/cycle.py wires these functions into tasks.
 """
 
@@ -26,7 +27,8 @@ from .config import Config, DaskConfig, ProductConfig
 from .forked import fork_map
 from .grids import grid_for
 from .products import PRODUCTS
-from .products.base import ProductOutput, RunContext, iso, merge
+from .products.base import Files, ProductOutput, RunContext, iso
+from .validate import ArchiveFacts, archive_facts
 from .sources.base import FetchedRun, RunRef
 
 
@@ -221,36 +223,60 @@ def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish
                                replace(pc, points=pc.points[points]), ctx, files)
 
 
+def _built(cfg: Config, pids: list[str], series, ctx: RunContext, corrected: list[str], estimate,
+           points: slice, files):
+    """Yield (product, output) of the blend's products at ``points``, built from its
+    ``series``, each product's files going into a new ``files()``. ``corrected``: the products
+    built from the series corrected with ``estimate`` (`postprocess.correct_series`), their
+    raw elements archived beside the corrected ones."""
+    if corrected:
+        from . import postprocess
+
+        start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
+        fixed = postprocess.correct_series(series, estimate, start)
+    for pid in pids:
+        out = build_product(cfg, pid, fixed if pid in corrected else series, ctx, files(), points)
+        if pid in corrected:
+            postprocess.keep_raw(out.archive, series, pid)
+        yield pid, out
+
+
 def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
                 ctx: RunContext, corrected: list[str], estimate, staging: Path, write_threads: int,
                 points: slice):
     """Blend and build one slice of the points for the blend's products, their files written
     into the run's staging tree by a writer of the slice's own (``write_threads``: its pool,
-    0 in a forked process, which has a core of its own to write on). ``extracted``: each
-    model's series at the slice's points (`at_points`). It runs in a forked process or as a
-    task on a dask worker (`build_blend`), so it returns what the cycle keeps, not the files:
-    each product's output without its files, the names of its files (and whether they hold
-    a null), the seams, the directories made. ``corrected``: the products built from the
-    series corrected with ``estimate`` (`postprocess.correct_series`)."""
+    0 in a forked process, which has a core of its own to write on), their archive rows into
+    the run's staged stores (`publish.write_region`, made by `stage_archives`). ``extracted``:
+    each model's series at the slice's points (`at_points`). It runs in a forked process or as
+    a task on a dask worker (`build_blend`), so it returns what the cycle keeps, neither the
+    files nor the archive: what validation needs of each product's archive rows
+    (`validate.ArchiveFacts`), the names of its files (and whether they hold a null), the
+    seams, the directories made. ``corrected``, ``estimate``: `_built`."""
     series, seams = blend_models(cfg, pids, extracted, where, ctx.basetime, points)
     writer = publish.TreeWriter(staging, cfg.output.json, threads=write_threads)
-    outputs, written = {}, {}
+    facts, written = {}, {}
     try:
-        if corrected:  # [postprocess]: built from the corrected series, the raw archived beside
-            from . import postprocess
-
-            start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
-            fixed = postprocess.correct_series(series, estimate, start)
-        for pid in pids:
-            files = writer.files()
-            out = build_product(cfg, pid, fixed if pid in corrected else series, ctx, files, points)
-            if pid in corrected:
-                postprocess.keep_raw(out.archive, series, pid)
-            outputs[pid] = replace(out, files={})
-            written[pid] = files.written()
+        for pid, out in _built(cfg, pids, series, ctx, corrected, estimate, points, writer.files):
+            publish.write_region(staging, pid, out.archive, points)
+            facts[pid] = archive_facts(out.archive)
+            written[pid] = out.files.written()
     finally:
         dirs = writer.close()
-    return outputs, written, seams, dirs
+    return facts, written, seams, dirs
+
+
+def stage_archives(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, ctx: RunContext,
+                   corrected: list[str], estimate, stage: publish.ArchiveStage, chunk: int) -> None:
+    """The run's staged store of each of the blend's products, along all its points in chunks
+    of ``chunk`` (the slices'), made before the slices write into it: from the products built
+    at the first point, in memory (a few milliseconds), which gives every coordinate, variable,
+    dtype and attribute of the archive but its rows. ``extracted``: each model's series at all
+    the points (`build_blend`)."""
+    first = slice(0, 1)
+    series, _ = blend_models(cfg, pids, at_points(extracted, first), where, ctx.basetime, first)
+    for pid, out in _built(cfg, pids, series, ctx, corrected, estimate, first, Files):
+        stage.create(pid, out.archive, [p.id for p in cfg.products[pid].points], chunk)
 
 
 def distributed(dask_cfg: DaskConfig) -> bool:
@@ -259,15 +285,17 @@ def distributed(dask_cfg: DaskConfig) -> bool:
 
 
 def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                ctx: RunContext, writer: publish.TreeWriter, corrections: dict) -> dict[str, ProductOutput]:
+                ctx: RunContext, writer: publish.TreeWriter, corrections: dict,
+                stage: publish.ArchiveStage) -> dict[str, ProductOutput]:
     """The products of one blend, over their points in `slices`. On a dask.distributed
     cluster (`[dask] scheduler`) each slice is a task on its workers, given only its slice of
     the series; otherwise the slices are built `build_processes` at a time in processes forked
     from the cycle's (rendering is Python: one core a process, and a child inherits the series
-    without a copy). Either way a slice's files go straight into the run's staging tree (the
-    workers must see it at the same path) and the memory of a process building is a slice's
-    resampled members, blend and elements, whatever the number of points. ``corrections``:
-    the bias estimates of the blend's corrected products (`postprocess.prepare`), by product."""
+    without a copy). Either way a slice's files go straight into the run's staging tree, and
+    its archive rows into the run's staged archives (``stage``; the workers must see both at
+    the same path), and the memory of a process building is a slice's resampled members,
+    blend and elements, whatever the number of points. ``corrections``: the bias estimates of
+    the blend's corrected products (`postprocess.prepare`), by product."""
     n = len(cfg.products[pids[0]].points)
     estimate = None
     if corrections:  # the products of one blended series share one correction
@@ -275,9 +303,16 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 
         estimate = postprocess.merged(list(corrections.values()))
     if distributed(cfg.dask):
-        built = _on_cluster(cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging, n)
+        from distributed import default_client
+
+        parts = slices(n, cfg.dask.points_per_slice, max(1, sum(default_client().nthreads().values())))
     else:
         parts = slices(n, cfg.dask.points_per_slice, cfg.dask.build_processes)
+    stage_archives(cfg, pids, extracted, where, ctx, list(corrections), estimate, stage,
+                   parts[0].stop - parts[0].start)
+    if distributed(cfg.dask):
+        built = _on_cluster(cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging, parts)
+    else:
         forked = cfg.dask.build_processes > 1 and len(parts) > 1
         threads = 0 if forked else publish.WRITE_THREADS
 
@@ -291,24 +326,22 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
         for pid in pids:
             files[pid].adopt(written[pid], dirs)
     seams = built[0][2]  # the manifest's account of the seams is at the first point
-    return {pid: finish_product(cfg, pid, [replace(outputs[pid], files=files[pid])
-                                           for outputs, *_ in built], seams, ctx, files[pid])
+    return {pid: finish_product(cfg, pid, [facts[pid] for facts, *_ in built], seams, ctx, files[pid],
+                                stage.dataset(pid))
             for pid in pids}
 
 
 def _on_cluster(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, ctx: RunContext,
-                corrected: list[str], estimate, staging: Path, n: int) -> list:
-    """`build_slice` of every slice as a task on the default dask.distributed client (the
-    cluster `flows.cycle.dask_scheduler` opened), a slice per worker thread at least. The
-    inputs every slice shares go to the cluster once; a task gets its slice of the series,
-    not the list's. A failure (an exception, or a worker that died: dask's ``KilledWorker``)
-    is raised once every slice has ended, so that none still writes into the staging tree the
-    failed cycle removes."""
+                corrected: list[str], estimate, staging: Path, parts: list[slice]) -> list:
+    """`build_slice` of every slice (``parts``) as a task on the default dask.distributed
+    client (the cluster `flows.cycle.dask_scheduler` opened). The inputs every slice shares go
+    to the cluster once; a task gets its slice of the series, not the list's. A failure (an
+    exception, or a worker that died: dask's ``KilledWorker``) is raised once every slice has
+    ended, so that none still writes into the staging tree the failed cycle removes."""
     import dask
     from distributed import default_client, wait
 
     client = default_client()
-    parts = slices(n, cfg.dask.points_per_slice, max(1, sum(client.nthreads().values())))
     shared = [dask.delayed(v, pure=True, traverse=False) for v in (cfg, where, ctx, estimate)]
     c, w, x, e = shared
     tasks = [dask.delayed(build_slice, pure=False)(c, pids, at_points(extracted, s), w, x, corrected, e,
@@ -319,16 +352,16 @@ def _on_cluster(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     return client.gather(futures)
 
 
-def finish_product(cfg: Config, pid: str, parts: list[ProductOutput], seams: list[dict], ctx: RunContext,
-                   files: publish.StagedFiles) -> ProductOutput:
-    """The product's slices as one output, with its index over all points and the seams of
-    its horizon."""
+def finish_product(cfg: Config, pid: str, facts: list[ArchiveFacts], seams: list[dict], ctx: RunContext,
+                   files: publish.StagedFiles, archive) -> ProductOutput:
+    """The product's slices as one output: its files, its ``archive`` (read lazily from the
+    run's staged store), what its slices found in their archive rows (``facts``, in the order
+    of the points), its index over all points and the seams of its horizon."""
     pc = cfg.products[pid]
-    out = merge(parts)
     files[f"{pid}/index.json"] = PRODUCTS[pid].index(pc, ctx)
     last = iso(_horizon_end(pc, ctx) - interp.BASE_STEP)
-    out.checks["seams"] = [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last]
-    return out
+    return ProductOutput(files=files, archive=archive, facts=ArchiveFacts.merged(facts), checks={
+        "seams": [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last]})
 
 
 def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:

@@ -2,23 +2,28 @@
 
 Checks: every configured point and freq has its file; the archive holds the full horizon for
 every point; no NaN; every element inside its valid range (CF valid_min/valid_max, which the
-products take from the contract); no JSON file has a null value; the JSON files parse, hold
+products take from the contract), from the facts each build slice found in its own rows of the
+archive (`ArchiveFacts`: no process holds a product's whole archive); no JSON file has a null
+value; the JSON files parse, hold
 exactly the contract's elements in its order, each of its type, inside its range or its
 missing value (`check_entries`), have (for a `freq` file) one entry per step of the horizon
 and daily (mrf) extremes that agree with the hourly (srf) temperatures of the same file
 (checked in `PARSED_FILES` files spread over each product's paths); and the
 products agree where they overlap (`AGREEMENT`: the short range equals the medium range over
 its horizon, and the windpack at 10, 100 and 200 m equals the wind of the short range, since
-they share one blend). The report is the run's ``validation.json`` (docs/contracts.md).
+they share one blend), on a sample of their points (`agreement_sample`). The report is the
+run's ``validation.json`` (docs/contracts.md).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import orjson
+import xarray as xr
 
 from . import contract
 from .config import Config
@@ -28,53 +33,84 @@ from .products.eu_wind import ladder_answers
 from .publish import StagedFiles
 
 
+@dataclass
+class ArchiveFacts:
+    """What validation needs to know of a product's archive rows, found where they are (a
+    build slice, `archive_facts`) and added up over the slices (`merged`): the points, and of
+    every variable the number of NaN, where the first is, and the least and greatest value."""
+
+    points: list[str] = field(default_factory=list)
+    nan: dict[str, tuple[int, str]] = field(default_factory=dict)  # variable -> (count, first at)
+    least: dict[str, float] = field(default_factory=dict)  # variable -> least value but NaN
+    most: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def merged(cls, parts: list[ArchiveFacts]) -> ArchiveFacts:
+        """The facts of consecutive slices' rows as one: the first NaN is the first slice's."""
+        out = cls()
+        for part in parts:
+            out.points += part.points
+            for name, (count, where) in part.nan.items():
+                total, first = out.nan.get(name, (0, where))
+                out.nan[name] = (total + count, first)
+            for name, value in part.least.items():
+                out.least[name] = min(value, out.least.get(name, value))
+            for name, value in part.most.items():
+                out.most[name] = max(value, out.most.get(name, value))
+        return out
+
+
+def archive_facts(ds: xr.Dataset) -> ArchiveFacts:
+    """The `ArchiveFacts` of an archive in memory (a build slice's rows)."""
+    facts = ArchiveFacts(points=[str(p) for p in ds.point.values])
+    for name, var in ds.data_vars.items():
+        values = var.values
+        if not values.size:
+            continue
+        least, most = values.min(), values.max()
+        if values.dtype.kind == "f" and (np.isnan(least) or np.isnan(most)):
+            nan = np.isnan(values)
+            first = dict(zip(var.dims, np.argwhere(nan)[0]))
+            where = ", ".join(f"{d} {ds[d].values[i]}" for d, i in first.items() if d != "init_time")
+            facts.nan[name] = (int(nan.sum()), where)
+            if nan.all():
+                continue
+            least, most = np.nanmin(values), np.nanmax(values)
+        facts.least[name], facts.most[name] = float(least), float(most)
+    return facts
+
+
 def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:
-    """Return ``{"ok": bool, "errors": [...], "products": {id: facts}}``."""
+    """Return ``{"ok": bool, "errors": [...], "products": {id: facts}}``. A product's
+    archive facts are those its build slices found (`ProductOutput.facts`), else those of its
+    archive, read whole."""
     errors: list[str] = []
     facts: dict[str, dict] = {}
     for pid, out in outputs.items():
         pc = cfg.products[pid]
         ds = out.archive
+        found = out.facts if out.facts is not None else archive_facts(ds)
         missing = [f for f in PRODUCTS[pid].expected_files(pc) if f not in out.files]
         errors += [f"{pid}: missing file {m}" for m in missing[:10]]
-        ids = set(map(str, ds.point.values))
+        ids = set(found.points)
         errors += [f"{pid}: point {p.id} missing from the archive" for p in pc.points if p.id not in ids]
         span = (ds.lead_time.values[-1] - ds.lead_time.values[0]
                 + (ds.lead_time.values[1] - ds.lead_time.values[0]))
         if span < np.timedelta64(pc.horizon_hours, "h"):
             errors.append(f"{pid}: horizon {span / np.timedelta64(1, 'h'):.2f} h < {pc.horizon_hours} h")
-        checked = 0
         for name, var in ds.data_vars.items():
-            values = var.values
+            if name in found.nan:
+                count, where = found.nan[name]
+                errors.append(f"{pid}: {name} has {count} NaN (first at {where})")
             lo, hi = var.attrs.get("valid_min"), var.attrs.get("valid_max")
-            checked += 1
-            if not values.size or _sound(values, lo, hi):
-                continue
-            nan = np.isnan(values) if values.dtype.kind == "f" else np.zeros(values.shape, bool)
-            if nan.any():
-                first = dict(zip(var.dims, np.argwhere(nan)[0]))
-                where = ", ".join(f"{d} {ds[d].values[i]}" for d, i in first.items() if d != "init_time")
-                errors.append(f"{pid}: {name} has {int(nan.sum())} NaN (first at {where})")
-            if lo is not None:
-                bad = (values < lo) | (values > hi)
-                if bad.any():
-                    errors.append(f"{pid}: {name} outside [{lo}, {hi}]: min {np.nanmin(values):.3f}, "
-                                  f"max {np.nanmax(values):.3f}")
+            least, most = found.least.get(name), found.most.get(name)
+            if lo is not None and least is not None and (least < lo or most > hi):
+                errors.append(f"{pid}: {name} outside [{lo}, {hi}]: min {least:.3f}, max {most:.3f}")
         errors += _files(pid, out.files, pc.horizon_hours)
         facts[pid] = {"points": len(ids), "lead_times": int(ds.sizes["lead_time"]),
-                      "variables": checked, "files": len(out.files)}
+                      "variables": len(ds.data_vars), "files": len(out.files)}
     errors += _consistency(outputs)
     return {"ok": not errors, "errors": errors, "products": facts}
-
-
-def _sound(values: np.ndarray, lo, hi) -> bool:
-    """No NaN and nothing outside [lo, hi] (no bounds: None), from two reductions: a NaN makes
-    them NaN. The masks that say what is wrong and where are made only when something is (an
-    eu-medium variable of 10,000 points is 13 million values)."""
-    least, most = values.min(), values.max()
-    if np.isnan(least) or np.isnan(most):
-        return False
-    return lo is None or (least >= lo and most <= hi)
 
 
 # JSON files parsed per product. A product renders every point's file from the same tables of
@@ -219,13 +255,29 @@ AGREEMENT = (
 )
 
 
+# Points whose series `AGREEMENT` compares, at most: a run's archives are read back from its
+# staged stores (publish.stage), a chunk of a slice's points for every point sampled.
+AGREEMENT_POINTS = 64
+
+
+def agreement_sample(points: list[str]) -> list[str]:
+    """The points of ``points`` (sorted ids) `AGREEMENT` compares: all of them when there are
+    at most `AGREEMENT_POINTS`, else that many spread evenly over the sorted ids, the first
+    and the last among them. Sorted ids are in no order of the points list, so the sample
+    falls in most of the slices a run was built in, and a slice whose products disagree (one
+    built from another slice's series) shows."""
+    if len(points) <= AGREEMENT_POINTS:
+        return points
+    return [points[i] for i in np.unique(np.linspace(0, len(points) - 1, AGREEMENT_POINTS).round().astype(int))]
+
+
 def _consistency(outputs: dict[str, ProductOutput]) -> list[str]:
     errors = []
     for (pa, va, sa), (pb, vb, sb) in AGREEMENT:
         if not {pa, pb} <= outputs.keys():
             continue
         a_ds, b_ds = outputs[pa].archive, outputs[pb].archive
-        points = sorted(set(map(str, a_ds.point.values)) & set(map(str, b_ds.point.values)))
+        points = agreement_sample(sorted(set(map(str, a_ds.point.values)) & set(map(str, b_ds.point.values))))
         if a_ds.init_time.values[0] != b_ds.init_time.values[0] or not points:
             continue
         # The bias correction ([postprocess]) changes the 10 m wind of the products it corrects only.

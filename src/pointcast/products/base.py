@@ -7,7 +7,7 @@ import json
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,9 @@ except ImportError:  # installed without a C compiler (setup.py): the same bytes
     from .. import _render_numpy as _render
 from ..config import ProductConfig
 from ..contract import FREQ_MINUTES
+
+if TYPE_CHECKING:
+    from ..validate import ArchiveFacts
 
 
 class Files(dict):
@@ -33,8 +36,13 @@ class Files(dict):
 @dataclass
 class ProductOutput:
     files: MutableMapping[str, bytes]  # relative path under json/ -> bytes
-    archive: xr.Dataset  # dims (init_time, point, lead_time[, height])
+    # dims (init_time, point, lead_time[, height]): as the product built it, or, for a run
+    # built in slices, read lazily from the run's staged store (publish.ArchiveStage)
+    archive: xr.Dataset
     checks: dict = field(default_factory=dict)  # product-specific validation facts
+    # What the slices found in the archive rows they built (validate.ArchiveFacts); None: the
+    # validation gate finds it in ``archive``.
+    facts: ArchiveFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -58,22 +66,12 @@ class Product(Protocol):
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         """The files and archive of the points of ``cfg`` (the cycle builds a product one
-        slice of its points at a time: `merge`). The files go into ``files`` as they are
+        slice of its points at a time: pointcast.build). The files go into ``files`` as they are
         rendered (the cycle passes the run's staging tree, publish.StagedFiles), a new `Files`
         when None."""
 
     def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
         """`index.json` of the product, over all its points."""
-
-
-def merge(parts: list[ProductOutput]) -> ProductOutput:
-    """The outputs of consecutive slices of a product's points as one (their files went into
-    one mapping already)."""
-    if len(parts) == 1:
-        return parts[0]
-    archive = xr.concat([p.archive for p in parts], dim="point", data_vars="minimal",
-                        coords="minimal", compat="override", join="override")
-    return ProductOutput(files=parts[0].files, archive=archive, checks=parts[0].checks)
 
 
 def iso(t) -> str:

@@ -11,6 +11,8 @@ One module a job:
                     `carry_product`
 ``retention.py``    which runs and cached model runs are deleted (`retain`, `retain_cache`)
 ``archive.py``      the Zarr append protocol, one store per product (`append_archive`)
+``stage.py``        a run's staged archives, written region by region by the build slices and
+                    appended from lazily (`ArchiveStage`, `write_region`)
 ``backend.py``      the layout of an output root, the errors, and `Backend`, the interface
                     the three stages above are written against
 ``local.py``        `Backend` for a local directory: rename, symlink swap, ``flock``, fsync
@@ -21,12 +23,13 @@ One module a job:
 Every function taking a ``root`` accepts a local path or a URL and picks the backend itself.
 """
 
-from .archive import (ARCHIVE_CODEC, CHUNK_BYTES, HEIGHT, INIT, LEAD, POINT, append_archive,
-                      archive_stores, open_committed, zarr_settings)
+from .archive import (ARCHIVE_CODEC, CHUNK_BYTES, HEIGHT, INIT, LEAD, POINT, SHARD_BYTES,
+                      append_archive, archive_stores, open_committed, zarr_settings)
 from .backend import (CURRENT, FAILED, JSON_DIR, RUNS, STAGING_PREFIX, ZARR_DIR, ArchiveError,
                       Backend, PublishError, PublishRefused, backend_for, is_url)
 from .durable import fsync_dir, write_bytes
 from .retention import retain, retain_cache
+from .stage import ArchiveStage, remove_stage, write_region
 from .staging import (GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWriter, gzip_bytes,
                       write_json_tree)
 from .tree import (HISTORY_ERRORS, HISTORY_RUNS, add_viewer, carry_product, current_run, dump_json,
@@ -35,11 +38,11 @@ from .tree import (HISTORY_ERRORS, HISTORY_RUNS, add_viewer, carry_product, curr
 
 __all__ = [
     "ARCHIVE_CODEC", "CHUNK_BYTES", "CURRENT", "FAILED", "GZIP_LEVEL", "HEIGHT", "HISTORY_ERRORS",
-    "HISTORY_RUNS", "INIT", "JSON_DIR", "LEAD", "POINT", "RUNS", "STAGING_PREFIX", "WRITE_BATCH",
-    "WRITE_THREADS", "ZARR_DIR",
-    "ArchiveError", "Backend", "PublishError", "PublishRefused", "StagedFiles", "TreeWriter",
+    "HISTORY_RUNS", "INIT", "JSON_DIR", "LEAD", "POINT", "RUNS", "SHARD_BYTES", "STAGING_PREFIX",
+    "WRITE_BATCH", "WRITE_THREADS", "ZARR_DIR",
+    "ArchiveError", "ArchiveStage", "Backend", "PublishError", "PublishRefused", "StagedFiles", "TreeWriter",
     "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product",
     "current_run", "dump_json", "fsync_dir", "gzip_bytes", "is_url", "new_run_dir", "open_committed",
-    "publish_run", "retain", "retain_cache", "run_history", "to_json_types", "write_bytes",
-    "write_json_tree", "zarr_settings",
+    "publish_run", "remove_stage", "retain", "retain_cache", "run_history", "to_json_types",
+    "write_bytes", "write_json_tree", "write_region", "zarr_settings",
 ]

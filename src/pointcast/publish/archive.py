@@ -2,7 +2,8 @@
 
 ``append_archive`` keeps ``<root>/zarr/<product>.zarr`` with dims ``(init_time, point,
 lead_time[, height])``, readable with a single ``xr.open_zarr(path)`` (consolidated metadata).
-The append protocol (four steps, each object written whole) is written once here; where the
+A cycle is written shard by shard from a dataset that may be lazy (dask): a run's staged
+archive (``stage.py``) is never loaded whole. The append protocol (four steps, each object written whole) is written once here; where the
 objects go and how the first write of a store is made whole is the backend's (``local.py``:
 durable files and a rename; ``objectstore.py``: fsspec). See :func:`append_archive`.
 """
@@ -46,6 +47,10 @@ _KEPT_ENCODING = ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_
 # cost per chunk stays small beside the compression (a fixed few points a chunk makes a large
 # cycle tens of thousands of chunks).
 CHUNK_BYTES = 256 << 10
+# The bytes (uncompressed) of a variable's shard, at most: a shard is one object, written whole
+# by one task of an append, so a cycle of many points is written as many shards of this size,
+# and one of fewer points is a single shard of all its points.
+SHARD_BYTES = 32 << 20
 # Blosc (a codec of the Zarr v3 core specification) with its byte shuffle in front of zstd at
 # level 1: smaller and faster to write than zarr's default of zstd at level 3 alone, lossless
 # either way (docs/performance.md, "Publish").
@@ -133,14 +138,15 @@ def _creation_encoding(ds: xr.Dataset, point_chunk: int | None) -> dict[str, dic
             chunks = [1 if d == INIT else var.sizes[d] for d in var.dims]
             if POINT in var.dims:
                 # inner chunks: one init_time, a few points, the whole series (and all heights)
-                # shards: one object per init_time and variable, holding every point
+                # shards: one object per init_time, variable and `SHARD_BYTES` of points
                 ip = var.dims.index(POINT)
                 npts = var.sizes[POINT]
                 per_point = var.dtype.itemsize * math.prod(n for d, n in var.sizes.items()
                                                            if d not in (INIT, POINT))
                 chunks[ip] = min(point_chunk or max(1, CHUNK_BYTES // max(per_point, 1)), npts)
+                per_shard = max(1, SHARD_BYTES // max(per_point * chunks[ip], 1))  # chunks
                 shards = list(chunks)
-                shards[ip] = -(-npts // chunks[ip]) * chunks[ip]
+                shards[ip] = min(-(-npts // chunks[ip]), per_shard) * chunks[ip]
                 e["shards"] = tuple(shards)
             e["chunks"] = tuple(chunks)
         enc[name] = e
@@ -187,11 +193,16 @@ def _incompatibility(arch: xr.Dataset, ds: xr.Dataset) -> str | None:
 
 
 def _fit(arch: xr.Dataset, ds: xr.Dataset) -> xr.Dataset:
-    """Reindex ``ds`` onto the archive's axes (missing points/lead times become missing)."""
+    """Reindex ``ds`` onto the archive's axes (missing points/lead times become missing),
+    lazily: its variables along init_time are read by dask, a shard of the archive's at a
+    time, before they are reindexed."""
     indexers = {d: arch.indexes[d] for d in ds.dims
                 if d != INIT and d in ds.indexes and not ds.indexes[d].equals(arch.indexes[d])}
     if not indexers:
         return ds
+    ds = _by_shard(ds, {name: var.encoding.get("shards") or var.encoding["chunks"]
+                        for name, var in arch.variables.items()
+                        if INIT in var.dims and name != INIT and name in ds.variables})
     fill: dict[Any, Any] = {}
     for name, var in ds.variables.items():
         if INIT in var.dims and name not in ds.indexes and var.dtype.kind in "OSU":
@@ -223,11 +234,24 @@ def _reserve_slot(store: Store, n: int) -> None:
         arr.resize((n + 1, *arr.shape[1:]))
 
 
+def _by_shard(ds: xr.Dataset, shards: dict[str, tuple[int, ...]]) -> xr.Dataset:
+    """``ds`` with each variable named in ``shards`` in dask chunks of its shard: each task of
+    the write then reads, encodes and writes one shard (a shard is written whole, and no two
+    tasks write one), so a cycle is never in memory whole, whatever its number of points."""
+    out = ds.copy()
+    for name, shape in shards.items():
+        out[name] = ds[name].chunk(dict(zip(ds[name].dims, shape)))
+    return out
+
+
 def _write_slot(store: Store, ds: xr.Dataset, n: int) -> None:
-    """Step 2: the data (and any non-index variable along init_time) of slot ``n``."""
+    """Step 2: the data (and any non-index variable along init_time) of slot ``n``, shard by
+    shard on the current dask scheduler."""
     slot = ds.drop_vars([k for k, v in ds.variables.items() if INIT not in v.dims or k == INIT])
     slot = slot.drop_encoding()
     slot.attrs = {}
+    group = zarr.open_group(store, mode="r", use_consolidated=False)
+    slot = _by_shard(slot, {name: group[name].shards or group[name].chunks for name in slot.variables})
     with zarr_settings():
         slot.to_zarr(store, region={INIT: slice(n, n + 1)}, mode="r+", consolidated=False,
                      zarr_format=3)
@@ -252,10 +276,12 @@ def _commit(store: Store) -> None:
 
 
 def _create_store(backend: Backend, location: Any, ds: xr.Dataset, point_chunk: int | None) -> None:
+    encoding = _creation_encoding(ds, point_chunk)
+    ds = _by_shard(ds, {name: e["shards"] for name, e in encoding.items() if "shards" in e})
+
     def write(store) -> None:
         with zarr_settings():
-            ds.to_zarr(store, mode="w-", consolidated=True, zarr_format=3,
-                       encoding=_creation_encoding(ds, point_chunk))
+            ds.to_zarr(store, mode="w-", consolidated=True, zarr_format=3, encoding=encoding)
 
     backend.create_store(location, write)
 
@@ -268,10 +294,15 @@ def append_archive(root: Path | str, product: str, ds: xr.Dataset, *,
     format 3 with consolidated metadata, readable with one ``xr.open_zarr(path)``. Variables
     along ``init_time`` are stored as ``(init_time, point, lead_time[, height])`` in chunks of
     ``(1, point_chunk, all lead times[, all heights])`` (by default as many points as make
-    `CHUNK_BYTES` of the variable) grouped in one shard per init_time and variable, so
-    reading a point's series for many cycles touches one small chunk per cycle while each
-    cycle is a handful of files. ``init_time`` is int64 seconds since 1970 (UTC).
-    Attributes (CF and global) are those of the first cycle written to the store.
+    `CHUNK_BYTES` of the variable) grouped in shards of at most `SHARD_BYTES` (one per
+    init_time and variable when the cycle's points fit in it), so reading a point's series
+    for many cycles touches one small chunk per cycle while each cycle is a handful of files.
+    ``init_time`` is int64 seconds since 1970 (UTC). Attributes (CF and global) are those of
+    the first cycle written to the store.
+
+    **Lazy.** ``ds`` may be backed by dask (a run's staged archive, ``stage.py``): it is
+    written shard by shard on the current dask scheduler, each task reading the rows of one
+    shard, and is never loaded whole.
 
     **Idempotent.** An init_time already present in any version of the product's archive is
     not written again (logged, nothing changes): re-running a cycle never duplicates entries.
@@ -333,7 +364,6 @@ def append_archive(root: Path | str, product: str, ds: xr.Dataset, *,
                 if latest is not None and value < latest:
                     log.warning("%s: init_time %s appended after later cycles (archive order "
                                 "is append order)", product, value)
-                fitted = fitted.load()
                 store = backend.writer(location)
                 _reserve_slot(store, n)
                 _write_slot(store, fitted, n)
@@ -351,6 +381,6 @@ def append_archive(root: Path | str, product: str, ds: xr.Dataset, *,
                         location, reason, new)
         else:
             new = backend.store_location(product, 1)
-        _create_store(backend, new, ds.load(), point_chunk)
+        _create_store(backend, new, ds, point_chunk)
         log.info("%s: created %s with init_time %s", product, new, value)
         return new

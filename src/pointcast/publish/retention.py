@@ -15,6 +15,7 @@ from typing import Any
 
 from .backend import STALE_STAGING_SECONDS, TRASH_PREFIX, backend_for
 from .durable import remove_tree
+from .stage import remove_abandoned
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,15 @@ def retain(root: Path | str, keep: int, *, stale_after: float = STALE_STAGING_SE
     - On a local root, abandoned ``.staging-*`` directories whose newest directory mtime is
       older than ``stale_after`` seconds (an hour), leftovers of interrupted deletions, and
       temporary ``current.tmp-*`` links of an interrupted swap.
+    - The staged archives of every cycle that died (``stage.remove_abandoned``), at once: they
+      hold a whole cycle of every product.
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
     backend = backend_for(root)
     if not backend.has_runs():
         return []
-    removed: list[Any] = []
+    removed: list[Any] = remove_abandoned(root)
     with backend.lock():
         cur = backend.current()
         published = backend.published_runs()
