@@ -66,8 +66,10 @@ def test_killed_cycles_leave_the_previous_run_served_and_the_next_one_completes(
     # killed on the first model decoded, on "validation passed" and in the Zarr append (one
     # fewer allowed: each kill races the process it stops)
     assert len(list((root / "runs").glob(".staging-*"))) in (2, 3)
+    assert list((root / "runs").glob(".staging-*/archive"))  # their staged archives, until...
     assert cycle(str(cfg)) == world.run_b
     b_published(world, root)
+    assert not list((root / "runs").glob(".staging-*/archive"))  # ...the next cycle's retention
 
 
 # (test id, fault) inside the publish stage; write/zarr counts: the n-th durable file write
