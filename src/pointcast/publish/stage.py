@@ -21,7 +21,6 @@ stage whose directory nobody locks is abandoned (its cycle died) and retention r
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import tempfile
@@ -41,8 +40,6 @@ try:  # POSIX advisory locks; publication targets Linux hosts
     import fcntl
 except ImportError:  # pragma: no cover - non-POSIX
     fcntl = None  # type: ignore[assignment]
-
-log = logging.getLogger(__name__)
 
 STAGE_DIR = "archive"
 
@@ -122,7 +119,7 @@ class ArchiveStage:
                 # lazily indexed: a reader (a shard of the append) reads only its rows
                 variables[name] = staged[name].variable.copy(deep=False)
                 variables[name].attrs, variables[name].encoding = dict(var.attrs), {}
-            else:  # a point's coordinates: small
+            else:  # a point's coordinates (small), read at once
                 variables[name] = xr.Variable(var.dims, staged[name].values.astype(var.dtype), var.attrs)
         return xr.Dataset({k: variables[k] for k in template.data_vars},
                           coords={k: variables[k] for k in template.coords}, attrs=template.attrs)
