@@ -432,10 +432,11 @@ def _compute(lazy: dict[str, da.Array]) -> dict[str, np.ndarray]:
 
 def _row_bytes(timed: dict[str, da.Array], n_points: int, n_heights: int) -> int:
     """Bytes of point values a time step of an extraction makes: its fields at the points
-    (with their levels) and the series made of them (the wind and temperature at the heights),
-    float32, twice: the profiles are computed in float64."""
+    (with their levels, float32) and the wind and temperature at the heights (float32, and
+    float64 while they are computed; the profiles' own copies are bounded apart,
+    `vertical.PROFILE_PART_BYTES`)."""
     fields = sum(int(np.prod(arr.shape[1:])) for arr in timed.values())
-    return 2 * 4 * (fields + 3 * n_heights * n_points)
+    return 4 * fields + (4 + 8) * 3 * n_heights * n_points
 
 
 def _time_blocks(timed: dict[str, da.Array], n_times: int, n_points: int, n_heights: int,
