@@ -88,9 +88,10 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
     """The model's run at ``points``: the points of every list using it, one after the other,
     each list (``groups``: its number of points and heights) profiled at its own heights,
     written a block of time steps at a time into each list's scratch store (``parts``, by
-    points file: `build.split`), whose paths it returns by points file. ``complete``: the model ends a product's blend, so every variable of its table must be in
-    the run (nothing after it supplies one it lacks); otherwise a variable it lacks comes from
-    the next model of the blend. Anything else that fails raises ``ModelFailed``, naming what."""
+    points file: `build.split`), whose paths it returns by points file. ``complete``: the
+    model ends a product's blend, so every variable of its table must be in the run (nothing
+    after it supplies one it lacks); otherwise a variable it lacks comes from the next model
+    of the blend. Anything else that fails raises ``ModelFailed``, naming what."""
     model = MODELS[fetched.run.model]
     try:
         ds = decode(fetched.files, model.fields, model=model.id,
@@ -303,7 +304,8 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     outputs, carried = {}, {}
     # One scheduler (one cluster) for every extraction and build of the cycle; the scratch
     # stores of the extracted series, removed once the products are built (or failed).
-    with dask_scheduler(cfg), interp.scratch.held(interp.scratch.directory(cfg.output.cache_dir, run_id)) as scratch:
+    scratch_dir = interp.scratch.directory(cfg.output.cache_dir, run_id)
+    with dask_scheduler(cfg), interp.scratch.held(scratch_dir) as scratch:
         retain_scratch(cfg.output.cache_dir)  # what a killed cycle left
         # The models are decoded one after the other in the background, in the order the
         # blends first need them, and a blend is built as soon as its models are in: the last
