@@ -59,7 +59,7 @@ def test_small_blocks_written_and_read_by_slice_are_the_one_block_series(runs, m
     whole = interp.extract(ds, pts, HEIGHTS, groups)
     monkeypatch.setattr(interp.vertical, "PROFILE_PART_BYTES", 1)
     blocks = list(interp.extract_blocks(ds, pts, HEIGHTS, groups, block_bytes=1))
-    assert len(blocks) >= 2 and blocks[0][0] == slice(0, 16)  # one decode block of steps each
+    assert len(blocks) >= 16 and blocks[0][0] == slice(0, 1)  # a step each
     small = xr.concat([b for _, b in blocks], "time", combine_attrs="override")
     xr.testing.assert_identical(small, whole)
     assert {n: v.attrs for n, v in small.variables.items()} == {n: v.attrs for n, v in whole.variables.items()}
@@ -71,7 +71,7 @@ def test_small_blocks_written_and_read_by_slice_are_the_one_block_series(runs, m
     scratch.write(iter(blocks), ds.time.values, parts)
     for part in parts:
         chunks = zarr.open_group(part.path, mode="r")["t2m"].chunks
-        assert chunks == (16, 10)  # a block's steps, a build slice's points
+        assert chunks == (1, 10)  # a part's steps, a build slice's points
         expected = whole.isel(point=part.points).sel(height=list(part.heights))
         for points in (slice(0, 10), slice(10, 20), slice(20, 25)):
             got = scratch.load(part.path, points)
@@ -105,18 +105,22 @@ def test_snowfall_takes_the_temperature_at_an_interval_start_from_the_block_befo
 
 
 def test_blocks_have_fewer_steps_the_more_points():
-    """The block budget is in bytes of point values: ten times the points, about a tenth of
-    the steps, within the budget, down to one decode block of steps."""
+    """The budgets are in bytes: ten times the points, about a tenth of the steps, within the
+    budget, down to one decode block of steps of fields and one step of series."""
     budget = 64 << 20
 
-    def rows(n: int) -> int:
+    def steps(n: int) -> tuple[int, int]:
         timed = {"t2m": da.zeros((600, n), chunks=(4, n)), "u_pl": da.zeros((600, 5, n), chunks=(4, 1, n))}
-        first = horizontal._time_blocks(timed, 600, n, len(HEIGHTS), budget)[0]
-        assert first.stop % 4 == 0  # whole decode blocks
-        assert first.stop == 4 or first.stop * horizontal._row_bytes(timed, n, len(HEIGHTS)) <= budget
-        return first.stop
+        blocks, part = horizontal._time_blocks(timed, 600, n, len(HEIGHTS), budget)
+        rows = blocks[0].stop
+        fields, series = horizontal._row_bytes(timed, n, len(HEIGHTS))
+        assert rows % 4 == 0 and rows % part == 0  # whole decode blocks, in whole parts
+        assert rows == 4 or rows * fields <= budget
+        assert part == 1 or part * series <= budget
+        return rows, part
 
-    assert [rows(n) for n in (1_000, 10_000, 1_000_000)] == [508, 48, 4]
+    assert [steps(n) for n in (10_000, 100_000, 1_000_000, 10_000_000)] == \
+           [(276, 46), (24, 4), (4, 1), (4, 1)]
 
 
 def test_a_cycles_scratch_goes_with_it_and_retention_removes_a_killed_ones(tmp_path):

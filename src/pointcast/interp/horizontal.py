@@ -363,11 +363,11 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                      combine_attrs="override")
 
 
-# The point values of one block of time steps (the fields at the points and the series made of
-# them, `_row_bytes`) stay near this many bytes: the block's rows are fewer the more points
-# there are, so an extraction's memory does not grow with the points (down to one decode block
-# of steps, `ingest.values.MAX_BLOCK_STEPS` at most, below which a message would be decoded once
-# for each block reading it).
+# The fields at the points of one block of time steps, and the series made of a part of them
+# at once (`_row_bytes`), stay near this many bytes each: blocks and parts have fewer steps the
+# more points there are, so an extraction's memory does not grow with the points, down to one
+# decode block of steps (`ingest.values.MAX_BLOCK_STEPS` at most, below which a message would be
+# decoded once for each block reading it) of fields, and one step of series.
 BLOCK_BYTES = 256 << 20
 
 
@@ -383,8 +383,9 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     points as consecutive groups (their number, the heights they need, among ``heights``),
     each profiled at its own heights only and NaN at the others; every point at every height
     when None: a model's points lists share one extraction, and a list that needs only
-    10 m is not profiled at the heights of another. A block holds whole decode blocks of steps
-    and about ``block_bytes`` (`BLOCK_BYTES`) of point values; every value is the one a single
+    10 m is not profiled at the heights of another. A block of fields holds whole decode blocks
+    of steps and about ``block_bytes`` (`BLOCK_BYTES`) of fields at the points, and its series
+    are made (and yielded) in parts of about as many bytes; every value is the one a single
     block would give (what a step needs of the steps before it, the model's surface height
     from the first step and the temperature where a precipitation interval starts, is carried
     from block to block).
@@ -410,16 +411,21 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     timed = {name: arr for name, arr in lazy.items() if "time" in ds[name if name != "pop" else "tp"].dims}
     constant = _compute({name: arr for name, arr in lazy.items() if name not in timed})
     surface, earlier = None, None
-    for rows in _time_blocks(timed, ds.sizes["time"], len(points), len(heights),
-                             BLOCK_BYTES if block_bytes is None else block_bytes):
-        values = {**_compute({name: arr[rows] for name, arr in timed.items()}), **constant}
-        if surface is None:  # at the first step (`surface_height`), for every block
-            surface = values["orog"] if "orog" in values else surface_height(values, len(points))
-        orog = values["orog"] if "orog" in values else surface
-        out, earlier = _series(values, ds, ds.time.values[rows], points, orog, heights, groups, earlier)
-        if pop_steps is not None and "pop" in out:
-            out["pop"].attrs["steps_minutes"] = pop_steps
-        yield rows, out
+    budget = BLOCK_BYTES if block_bytes is None else block_bytes
+    computed, part = _time_blocks(timed, ds.sizes["time"], len(points), len(heights), budget)
+    for block in computed:
+        fields = _compute({name: arr[block] for name, arr in timed.items()})
+        for first in range(block.start, block.stop, part):
+            rows = slice(first, min(first + part, block.stop))
+            within = slice(rows.start - block.start, rows.stop - block.start)
+            values = {**{name: v[within] for name, v in fields.items()}, **constant}
+            if surface is None:  # at the first step (`surface_height`), for every block
+                surface = values["orog"] if "orog" in values else surface_height(values, len(points))
+            orog = values["orog"] if "orog" in values else surface
+            out, earlier = _series(values, ds, ds.time.values[rows], points, orog, heights, groups, earlier)
+            if pop_steps is not None and "pop" in out:
+                out["pop"].attrs["steps_minutes"] = pop_steps
+            yield rows, out
 
 
 def _compute(lazy: dict[str, da.Array]) -> dict[str, np.ndarray]:
@@ -430,25 +436,30 @@ def _compute(lazy: dict[str, da.Array]) -> dict[str, np.ndarray]:
     return dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=distributed)))
 
 
-def _row_bytes(timed: dict[str, da.Array], n_points: int, n_heights: int) -> int:
-    """Bytes of point values a time step of an extraction makes: its fields at the points
-    (with their levels, float32) and the wind and temperature at the heights (float32, and
-    float64 while they are computed; the profiles' own copies are bounded apart,
+def _row_bytes(timed: dict[str, da.Array], n_points: int, n_heights: int) -> tuple[int, int]:
+    """Bytes a time step of an extraction makes: of its fields at the points (with their
+    levels, float32), and of the series made of them (the fields but the profiles' inputs,
+    counted whole, and the wind and temperature at the heights, float32, and float64 while
+    they are computed; the profiles' own copies are bounded apart,
     `vertical.PROFILE_PART_BYTES`)."""
-    fields = sum(int(np.prod(arr.shape[1:])) for arr in timed.values())
-    return 4 * fields + (4 + 8) * 3 * n_heights * n_points
+    fields = 4 * sum(int(np.prod(arr.shape[1:])) for arr in timed.values())
+    return fields, fields + (4 + 8) * 3 * n_heights * n_points
 
 
 def _time_blocks(timed: dict[str, da.Array], n_times: int, n_points: int, n_heights: int,
-                 block_bytes: int) -> list[slice]:
-    """The rows of the time axis in blocks of equal length (but the last): as many steps as
-    make ``block_bytes`` of point values (`_row_bytes`), in whole decode blocks (the first
-    time chunk of the decoded fields), one step at least."""
+                 block_bytes: int) -> tuple[list[slice], int]:
+    """The rows of the time axis in blocks computed at once, of equal length (but the last):
+    as many steps as make ``block_bytes`` of fields at the points, in whole decode blocks
+    (the first time chunk of the decoded fields), one decode block at least; and the steps
+    of the parts whose series are made at once (a divisor of a block's steps): as many as
+    make ``block_bytes`` of series (`_row_bytes`), one at least."""
     decoded = [arr.chunks[0][0] for arr in timed.values() if len(arr.chunks[0]) and arr.chunks[0][0]]
     step = min(decoded, default=1)
-    rows = max(1, block_bytes // max(1, _row_bytes(timed, n_points, n_heights)))
-    rows = max(step, rows // step * step)
-    return [slice(first, min(first + rows, n_times)) for first in range(0, max(n_times, 1), rows)]
+    fields, series = (max(1, b) for b in _row_bytes(timed, n_points, n_heights))
+    rows = min(max(step, block_bytes // fields // step * step), -(-max(n_times, 1) // step) * step)
+    part = max(1, min(rows, block_bytes // series))
+    part = max(d for d in range(1, part + 1) if rows % d == 0)
+    return [slice(first, min(first + rows, n_times)) for first in range(0, max(n_times, 1), rows)], part
 
 
 def _series(values: dict[str, np.ndarray], ds: xr.Dataset, times: np.ndarray, points: PointSet,
