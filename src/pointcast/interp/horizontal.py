@@ -354,7 +354,7 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
             groups: Sequence[tuple[int, Sequence[float]]] | None = None,
             block_bytes: int | None = None) -> xr.Dataset:
     """Canonical gridded dataset -> point dataset (time, point[, height]), computed: the
-    blocks of `extract_blocks` joined along the time axis (one block, by default, for a few
+    parts of `extract_blocks` joined along the time axis (one part, by default, for a few
     thousand points)."""
     blocks = [block for _, block in extract_blocks(ds, points, heights, groups, block_bytes)]
     if len(blocks) == 1:
@@ -415,8 +415,8 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     computed, part = _time_blocks(timed, ds.sizes["time"], len(points), len(heights), budget)
     for block in computed:
         fields = _compute({name: arr[block] for name, arr in timed.items()})
-        for first in range(block.start, block.stop, part):
-            rows = slice(first, min(first + part, block.stop))
+        for start in range(block.start, block.stop, part):
+            rows = slice(start, min(start + part, block.stop))
             within = slice(rows.start - block.start, rows.stop - block.start)
             values = {**{name: v[within] for name, v in fields.items()}, **constant}
             if surface is None:  # at the first step (`surface_height`), for every block
