@@ -25,6 +25,7 @@ from pointcast import build, interp, publish
 from pointcast.config import Config, load_config
 from pointcast.ingest import decode
 from pointcast.products.base import RunContext
+from pointcast.publish.retention import retain_scratch
 from pointcast.sources import MODELS, make_source, run_steps
 from pointcast.sources.base import FetchedRun, RunRef
 from pointcast.sources.remote import SourceUnavailable, candidate_runs
@@ -83,12 +84,14 @@ class ModelFailed(RuntimeError):
 
 @task(cache_policy=NO_CACHE)
 def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, heights: list[float],
-                   groups: list[tuple[int, list[float]]], complete: bool):
+                   groups: list[tuple[int, list[float]]], parts: dict, complete: bool) -> dict:
     """The model's run at ``points``: the points of every list using it, one after the other,
-    each list (``groups``: its number of points and heights) profiled at its own heights.
-    ``complete``: the model ends a product's blend, so every variable of its table must be in
-    the run (nothing after it supplies one it lacks); otherwise a variable it lacks comes from
-    the next model of the blend. Anything else that fails raises ``ModelFailed``, naming what."""
+    each list (``groups``: its number of points and heights) profiled at its own heights,
+    written a block of time steps at a time into each list's scratch store (``parts``, by
+    points file: `build.split`), whose paths it returns by points file. ``complete``: the
+    model ends a product's blend, so every variable of its table must be in the run (nothing
+    after it supplies one it lacks); otherwise a variable it lacks comes from the next model
+    of the blend. Anything else that fails raises ``ModelFailed``, naming what."""
     model = MODELS[fetched.run.model]
     try:
         ds = decode(fetched.files, model.fields, model=model.id,
@@ -102,8 +105,9 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
     if lacking:
         _logger().warning("%s: the run's files hold no field for %s: the next model of the "
                           "blend supplies them", model.id, ", ".join(lacking))
-    try:
-        out = interp.extract(ds, points, heights, groups)  # on the flow's dask scheduler (dask_scheduler)
+    try:  # on the flow's dask scheduler (dask_scheduler)
+        interp.scratch.write(interp.extract_blocks(ds, points, heights, groups), ds.time.values,
+                             parts.values())
     except KeyError as e:
         raise ModelFailed(f"{model.id}: extraction needs {e}, which the decoded run does not "
                           f"hold") from e
@@ -111,7 +115,7 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
         raise ModelFailed(f"{model.id}: extraction failed: {type(e).__name__}: {e}") from e
     _logger().info("%s: decoded %d variables on %d times, extracted %d points", model.id,
                    len(ds.data_vars), ds.sizes["time"], len(points))
-    return out
+    return {f: part.path for f, part in parts.items()}
 
 
 # The data-heavy tasks take no cache key: Prefect's default one hashes the inputs, which are
@@ -299,10 +303,15 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     lists = build.points_lists(cfg)
     users = build.model_users(cfg, lists, fetched)
     ends = {pc.models[-1] for pc in cfg.products.values()}
-    extracted: dict[Path, dict] = {f: {} for f in lists}
+    # Each model's series at each points list, by points file: the path of its scratch store.
+    extracted: dict[Path, dict[str, str]] = {f: {} for f in lists}
     model_info = build.model_info(runs)
     outputs, carried = {}, {}
-    with dask_scheduler(cfg):  # one scheduler (one cluster) for every extraction and build of the cycle
+    # One scheduler (one cluster) for every extraction and build of the cycle; the scratch
+    # stores of the extracted series, removed once the products are built (or failed).
+    scratch_dir = interp.scratch.directory(cfg.output.cache_dir, run_id)
+    with dask_scheduler(cfg), interp.scratch.held(scratch_dir) as scratch:
+        retain_scratch(cfg.output.cache_dir)  # what a killed cycle left
         # The models are decoded one after the other in the background, in the order the
         # blends first need them, and a blend is built as soon as its models are in: the last
         # models' decoding (dask's threads, mostly outside the GIL) overlaps the building of
@@ -310,8 +319,10 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         decoding, previous = {}, []
         for m in fetched:
             points, heights, groups = build.extraction([lists[f] for f in users[m]])
+            parts = build.split(cfg, scratch / m, {f: lists[f] for f in users[m]})
             decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points), heights, groups,
-                                                m in ends, wait_for=[allow_failure(f) for f in previous])
+                                                quote(parts), m in ends,
+                                                wait_for=[allow_failure(f) for f in previous])
             previous = [decoding[m]]
         learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
         # Every product of the run says it was generated now (updated_time, the manifest's
@@ -326,11 +337,11 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             corrections, learnt = learning.result()
             for (points_file, models, _, _), pids in build.blends(cfg).items():
                 for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
-                    out = _available({m: decoding[m]}, dropped).get(m)
-                    if out is None:  # dropped: build.without takes it out of the blend
+                    stores = _available({m: decoding[m]}, dropped).get(m)
+                    if stores is None:  # dropped: build.without takes it out of the blend
                         continue
-                    for f, part in build.split(out, {f: lists[f] for f in users[m]}).items():
-                        extracted[f][m] = part
+                    for f, path in stores.items():
+                        extracted[f][m] = path
                 cfg = build.without(cfg, dropped, unbuilt)
                 pids = [pid for pid in pids if pid in cfg.products]
                 if not pids:

@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-import xarray as xr
 
 from . import blend as blend_stage
 from . import interp, publish
@@ -78,14 +77,16 @@ def extraction(lists: list[PointsList]) -> tuple[interp.PointSet, list[float], l
             [(len(pl.points), pl.heights) for pl in lists])
 
 
-def split(extracted: xr.Dataset, lists: dict[Path, PointsList]) -> dict[Path, xr.Dataset]:
-    """A model's one extraction (`extraction`) back into its points lists, each at its own
-    heights."""
+def split(cfg: Config, where: Path, lists: dict[Path, PointsList]) -> dict[Path, interp.scratch.Part]:
+    """A model's one extraction (`extraction`) back into its points lists: each list's scratch
+    store under ``where`` (its points, at its own heights), in chunks of its build slices'
+    points (`slice_points`)."""
     out, first = {}, 0
-    for f, pl in lists.items():
-        part = extracted.isel(point=slice(first, first + len(pl.points)))
-        out[f] = part.sel(height=pl.heights) if "height" in part.dims else part
-        first += len(pl.points)
+    for k, (f, pl) in enumerate(lists.items()):
+        n = len(pl.points)
+        out[f] = interp.scratch.Part(str(where / f"{k}-{Path(f).stem}.zarr"), slice(first, first + n),
+                                     pl.heights, slice_points(cfg, n))
+        first += n
     return out
 
 
@@ -169,10 +170,25 @@ def slices(n: int, per_slice: int, parallel: int) -> list[slice]:
     return [slice(first, first + step) for first in range(0, n, step)]
 
 
+def builders(cfg: Config) -> int:
+    """The slices built at once: the threads of the cluster's workers on a distributed
+    `[dask] scheduler` (the default client's), `build_processes` otherwise."""
+    if not distributed(cfg.dask):
+        return cfg.dask.build_processes
+    from distributed import default_client
+
+    return max(1, sum(default_client().nthreads().values()))
+
+
+def slice_points(cfg: Config, n: int) -> int:
+    """The points of a build slice of a list of ``n`` (the last may have fewer)."""
+    return slices(max(n, 1), cfg.dask.points_per_slice, builders(cfg))[0].stop
+
+
 def at_points(extracted: dict, points: slice) -> dict:
-    """Each model's extracted series at one slice of the points list (what `build_slice`
-    takes)."""
-    return {m: ds.isel(point=points) for m, ds in extracted.items()}
+    """Each model's extracted series at one slice of the points list, read from its scratch
+    store (``extracted``: the store of each model, `split`): what `blend_models` takes."""
+    return {m: interp.scratch.load(path, points) for m, path in extracted.items()}
 
 
 def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
@@ -248,12 +264,13 @@ def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     into the run's staging tree by a writer of the slice's own (``write_threads``: its pool,
     0 in a forked process, which has a core of its own to write on), their archive rows into
     the run's staged stores (`publish.write_region`, made by `stage_archives`). ``extracted``:
-    each model's series at the slice's points (`at_points`). It runs in a forked process or as
-    a task on a dask worker (`build_blend`), so it returns what the cycle keeps, neither the
-    files nor the archive: what validation needs of each product's archive rows
-    (`validate.ArchiveFacts`), the names of its files (and whether they hold a null), the
-    seams, the directories made. ``corrected``, ``estimate``: `_built`."""
-    series, seams = blend_models(cfg, pids, extracted, where, ctx.basetime, points)
+    each model's scratch store of the list (`split`), of which the slice reads its points only
+    (`at_points`). It runs in a forked process or as a task on a dask worker (`build_blend`),
+    so it returns what the cycle keeps, neither the files nor the archive: what validation
+    needs of each product's archive rows (`validate.ArchiveFacts`), the names of its files (and
+    whether they hold a null), the seams, the directories made. ``corrected``, ``estimate``:
+    `_built`."""
+    series, seams = blend_models(cfg, pids, at_points(extracted, points), where, ctx.basetime, points)
     writer = publish.TreeWriter(staging, cfg.output.json, threads=write_threads)
     facts, written = {}, {}
     try:
@@ -288,26 +305,21 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
                 ctx: RunContext, writer: publish.TreeWriter, corrections: dict,
                 stage: publish.ArchiveStage) -> dict[str, ProductOutput]:
     """The products of one blend, over their points in `slices`. On a dask.distributed
-    cluster (`[dask] scheduler`) each slice is a task on its workers, given only its slice of
-    the series; otherwise the slices are built `build_processes` at a time in processes forked
-    from the cycle's (rendering is Python: one core a process, and a child inherits the series
-    without a copy). Either way a slice's files go straight into the run's staging tree, and
-    its archive rows into the run's staged archives (``stage``; the workers must see both at
-    the same path), and the memory of a process building is a slice's resampled members,
-    blend and elements, whatever the number of points. ``corrections``: the bias estimates of
-    the blend's corrected products (`postprocess.prepare`), by product."""
+    cluster (`[dask] scheduler`) each slice is a task on its workers; otherwise the slices are
+    built `build_processes` at a time in processes forked from the cycle's (rendering is
+    Python: one core a process). Each slice reads its points of the series from the models'
+    scratch stores (``extracted``, `split`); its files go straight into the run's staging tree
+    and its archive rows into the run's staged archives (``stage``; the workers must see the
+    stores and both at the same paths): the memory of a process building is a slice's series,
+    resampled members, blend and elements, whatever the number of points. ``corrections``:
+    the bias estimates of the blend's corrected products (`postprocess.prepare`), by product."""
     n = len(cfg.products[pids[0]].points)
     estimate = None
     if corrections:  # the products of one blended series share one correction
         from . import postprocess
 
         estimate = postprocess.merged(list(corrections.values()))
-    if distributed(cfg.dask):
-        from distributed import default_client
-
-        parts = slices(n, cfg.dask.points_per_slice, max(1, sum(default_client().nthreads().values())))
-    else:
-        parts = slices(n, cfg.dask.points_per_slice, cfg.dask.build_processes)
+    parts = slices(n, cfg.dask.points_per_slice, builders(cfg))
     stage_archives(cfg, pids, extracted, where, ctx, list(corrections), estimate, stage,
                    parts[0].stop - parts[0].start)
     if distributed(cfg.dask):
@@ -317,7 +329,7 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
         threads = 0 if forked else publish.WRITE_THREADS
 
         def one(points: slice):
-            return build_slice(cfg, pids, at_points(extracted, points), where, ctx, list(corrections), estimate,
+            return build_slice(cfg, pids, extracted, where, ctx, list(corrections), estimate,
                                writer.staging, threads, points)
 
         built = fork_map(one, parts, cfg.dask.build_processes) if forked else [one(s) for s in parts]
@@ -335,16 +347,17 @@ def _on_cluster(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
                 corrected: list[str], estimate, staging: Path, parts: list[slice]) -> list:
     """`build_slice` of every slice (``parts``) as a task on the default dask.distributed
     client (the cluster `flows.cycle.dask_scheduler` opened). The inputs every slice shares go
-    to the cluster once; a task gets its slice of the series, not the list's. A failure (an
-    exception, or a worker that died: dask's ``KilledWorker``) is raised once every slice has
-    ended, so that none still writes into the staging tree the failed cycle removes."""
+    to the cluster once; a task reads its slice of the series from the scratch stores. A
+    failure (an exception, or a worker that died: dask's ``KilledWorker``) is raised once
+    every slice has ended, so that none still writes into the staging tree the failed cycle
+    removes."""
     import dask
     from distributed import default_client, wait
 
     client = default_client()
     shared = [dask.delayed(v, pure=True, traverse=False) for v in (cfg, where, ctx, estimate)]
     c, w, x, e = shared
-    tasks = [dask.delayed(build_slice, pure=False)(c, pids, at_points(extracted, s), w, x, corrected, e,
+    tasks = [dask.delayed(build_slice, pure=False)(c, pids, extracted, w, x, corrected, e,
                                                    str(staging), publish.WRITE_THREADS, s)
              for s in parts]
     futures = client.compute(tasks)

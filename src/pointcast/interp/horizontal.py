@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 import hashlib
-from typing import ClassVar, Sequence
+from typing import ClassVar, Iterator, Sequence
 
 import dask
 import dask.array as da
@@ -351,8 +351,31 @@ def _pop_block(block: np.ndarray, idx: np.ndarray, mask: np.ndarray, hours: np.n
 
 
 def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
-            groups: Sequence[tuple[int, Sequence[float]]] | None = None) -> xr.Dataset:
-    """Canonical gridded dataset -> point dataset (time, point[, height]), computed.
+            groups: Sequence[tuple[int, Sequence[float]]] | None = None,
+            block_bytes: int | None = None) -> xr.Dataset:
+    """Canonical gridded dataset -> point dataset (time, point[, height]), computed: the
+    parts of `extract_blocks` joined along the time axis (one part, by default, for a few
+    thousand points)."""
+    blocks = [block for _, block in extract_blocks(ds, points, heights, groups, block_bytes)]
+    if len(blocks) == 1:
+        return blocks[0]
+    return xr.concat(blocks, "time", data_vars="all", coords="minimal", compat="override",
+                     combine_attrs="override")
+
+
+# The fields at the points of one block of time steps, and the series made of a part of them
+# at once (`_row_bytes`), stay near this many bytes each: blocks and parts have fewer steps the
+# more points there are, so an extraction's memory does not grow with the points, down to one
+# decode block of steps (`ingest.values.MAX_BLOCK_STEPS` at most, below which a message would be
+# decoded once for each block reading it) of fields, and one step of series.
+BLOCK_BYTES = 256 << 20
+
+
+def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
+                   groups: Sequence[tuple[int, Sequence[float]]] | None = None,
+                   block_bytes: int | None = None) -> Iterator[tuple[slice, xr.Dataset]]:
+    """Canonical gridded dataset -> the point dataset (time, point[, height]) a block of time
+    steps at a time: each block's rows of the time axis and its series, computed, in order.
 
     Adds the wind and temperature at `heights` above ground (from the surface fields and the
     source's upper levels), the neighbourhood precipitation probability, and the elevation
@@ -360,7 +383,12 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     points as consecutive groups (their number, the heights they need, among ``heights``),
     each profiled at its own heights only and NaN at the others; every point at every height
     when None: a model's points lists share one extraction, and a list that needs only
-    10 m is not profiled at the heights of another.
+    10 m is not profiled at the heights of another. A block of fields holds whole decode blocks
+    of steps and about ``block_bytes`` (`BLOCK_BYTES`) of fields at the points, and its series
+    are made (and yielded) in parts of about as many bytes; every value is the one a single
+    block would give (what a step needs of the steps before it, the model's surface height
+    from the first step and the temperature where a precipitation interval starts, is carried
+    from block to block).
     """
     s = sampling(ds, points)
     w, nd = s.weights, s.weights.grid_ndim
@@ -372,6 +400,7 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
         lazy[name] = data.map_blocks(w.apply, drop_axis=list(range(data.ndim - nd, data.ndim)),
                                      new_axis=data.ndim - nd, dtype=np.float32,
                                      chunks=data.chunks[:-nd] + ((len(points),),))
+    pop_steps = None
     if "tp" in ds:
         hours, first, pop_steps = _pop_windows(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
         tp = ds.tp.data if isinstance(ds.tp.data, da.Array) else da.from_array(ds.tp.data)
@@ -379,13 +408,67 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
         lazy["pop"] = tp.map_blocks(_pop_block, s.near_idx, s.near_mask, hours, first,
                                     drop_axis=list(range(1, 1 + nd)), new_axis=1, dtype=np.float32,
                                     chunks=(tp.chunks[0], (len(points),)))
+    timed = {name: arr for name, arr in lazy.items() if "time" in ds[name if name != "pop" else "tp"].dims}
+    constant = _compute({name: arr for name, arr in lazy.items() if name not in timed})
+    surface, earlier = None, None
+    budget = BLOCK_BYTES if block_bytes is None else block_bytes
+    computed, part = _time_blocks(timed, ds.sizes["time"], len(points), len(heights), budget)
+    for block in computed:
+        fields = _compute({name: arr[block] for name, arr in timed.items()})
+        for start in range(block.start, block.stop, part):
+            rows = slice(start, min(start + part, block.stop))
+            within = slice(rows.start - block.start, rows.stop - block.start)
+            values = {**{name: v[within] for name, v in fields.items()}, **constant}
+            if surface is None:  # at the first step (`surface_height`), for every block
+                surface = values["orog"] if "orog" in values else surface_height(values, len(points))
+            orog = values["orog"] if "orog" in values else surface
+            out, earlier = _series(values, ds, ds.time.values[rows], points, orog, heights, groups, earlier)
+            if pop_steps is not None and "pop" in out:
+                out["pop"].attrs["steps_minutes"] = pop_steps
+            yield rows, out
+
+
+def _compute(lazy: dict[str, da.Array]) -> dict[str, np.ndarray]:
     # The graph is already one task chain per message: optimising its many layers costs more
     # than it saves on threads. On dask.distributed, where every task pays a scheduler round
     # trip, fusing the chains saves more than it costs.
     distributed = dask.config.get("scheduler", None) == "dask.distributed"
-    values = dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=distributed)))
+    return dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=distributed)))
 
-    out = xr.Dataset(coords={"time": ds.time.values, "point": points.ids})
+
+def _row_bytes(timed: dict[str, da.Array], n_points: int, n_heights: int) -> tuple[int, int]:
+    """Bytes a time step of an extraction makes: of its fields at the points (with their
+    levels, float32), and of the series made of them (the fields but the profiles' inputs,
+    counted whole, and the wind and temperature at the heights, float32, and float64 while
+    they are computed; the profiles' own copies are bounded apart,
+    `vertical.PROFILE_PART_BYTES`)."""
+    fields = 4 * sum(int(np.prod(arr.shape[1:])) for arr in timed.values())
+    return fields, fields + (4 + 8) * 3 * n_heights * n_points
+
+
+def _time_blocks(timed: dict[str, da.Array], n_times: int, n_points: int, n_heights: int,
+                 block_bytes: int) -> tuple[list[slice], int]:
+    """The rows of the time axis in blocks computed at once, of equal length (but the last):
+    as many steps as make ``block_bytes`` of fields at the points, in whole decode blocks
+    (the first time chunk of the decoded fields), one decode block at least; and the steps
+    of the parts whose series are made at once (a divisor of a block's steps): as many as
+    make ``block_bytes`` of series (`_row_bytes`), one at least."""
+    decoded = [arr.chunks[0][0] for arr in timed.values() if len(arr.chunks[0]) and arr.chunks[0][0]]
+    step = min(decoded, default=1)
+    fields, series = (max(1, b) for b in _row_bytes(timed, n_points, n_heights))
+    rows = min(max(step, block_bytes // fields // step * step), -(-max(n_times, 1) // step) * step)
+    part = max(1, min(rows, block_bytes // series))
+    part = max(d for d in range(1, part + 1) if rows % d == 0)
+    return [slice(first, min(first + rows, n_times)) for first in range(0, max(n_times, 1), rows)], part
+
+
+def _series(values: dict[str, np.ndarray], ds: xr.Dataset, times: np.ndarray, points: PointSet,
+            orog: np.ndarray, heights: Sequence[float], groups, earlier):
+    """One block's point dataset from its fields at the points (``values``): the dewpoint of a
+    source that publishes humidity, the profiles, the elevation corrections, the snowfall of
+    a source that publishes none. Returns it and the temperature the next block's snowfall
+    needs (`snowfall_from_temperature`)."""
+    out = xr.Dataset(coords={"time": times, "point": points.ids})
     for name, val in values.items():
         if name in PROFILE_INPUTS:
             continue
@@ -395,20 +478,16 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
         out["d2m"] = (("time", "point"), physics.dewpoint_from_relative_humidity(
             values["t2m"].astype(np.float64), values["rh2m"] / 100.0).astype(np.float32))
         out = out.drop_vars("rh2m")
-    orog = values["orog"] if "orog" in values else surface_height(values, len(points))
     profiles(out, values, ds, orog, np.asarray(heights, dtype=float),
              [(len(points), heights)] if groups is None else groups)
     correct_elevation(out, points.elevation - orog)
     if "sf" not in out and {"tp", "t2m"} <= set(out.data_vars):
-        snowfall_from_temperature(out, ds)
+        earlier = snowfall_from_temperature(out, ds, earlier)
     for name in out.data_vars:
         spec = variable(name)
         out[name].attrs.update(units=spec.units, long_name=spec.long_name)
         for key in ("steps_minutes", "starts_minutes"):
             if name in ds and key in ds[name].attrs:
                 out[name].attrs[key] = ds[name].attrs[key]
-    if "pop" in out:
-        out["pop"].attrs["steps_minutes"] = pop_steps
     out.attrs.update(ds.attrs)
-    return out
-
+    return out, earlier

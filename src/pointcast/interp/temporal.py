@@ -41,25 +41,36 @@ def intervals(steps_minutes: Sequence[int], init: np.datetime64) -> tuple[np.nda
 
 
 
-def snowfall_from_temperature(out: xr.Dataset, ds: xr.Dataset) -> None:
+def snowfall_from_temperature(out: xr.Dataset, ds: xr.Dataset,
+                              earlier: xr.DataArray | None = None) -> xr.DataArray | None:
     """The snowfall of a model that publishes none (GFS, JMA MSM): its precipitation times the
     snow fraction of the 2 m temperature ramp (``physics.snow_fraction``), at the mean of the
     temperatures that bound each interval, so that every product takes its snow from the
-    model's snowfall by one rule (docs/method.md)."""
+    model's snowfall by one rule (docs/method.md).
+
+    ``out`` may be a block of the run's steps (`horizontal.extract_blocks`): ``earlier`` is
+    then the 2 m temperature the block before returned, at the start of the interval that
+    ends first in this block. Returns the one the next block needs (at the last start of an
+    interval in this block or before it), None where there is none."""
     steps = ds.tp.attrs["steps_minutes"]
-    starts, ends = intervals(steps, init_time(ds))
-    times = out.time.values
+    every_start, every_end = intervals(steps, init_time(ds))
+    t2m = out["t2m"] if earlier is None else xr.concat([earlier, out["t2m"]], "time")
+    times = t2m.time.values
+    mine = np.isin(every_end, out.time.values)  # the intervals that end in ``out``
+    starts, ends = every_start[mine], every_end[mine]
     at_end = np.searchsorted(times, ends)
     at_start = np.clip(np.searchsorted(times, starts), 0, len(times) - 1)
-    t = out["t2m"].values.astype(np.float64)
+    t = t2m.values.astype(np.float64)
     t_end = t[at_end]
     t_start = np.where((times[at_start] == starts)[:, None], t[at_start], np.nan)
     mean = np.where(np.isnan(t_start), t_end, 0.5 * (t_start + t_end))
     sf = np.full(out["tp"].shape, np.nan, dtype=np.float32)
-    sf[at_end] = out["tp"].values[at_end] * physics.snow_fraction(mean - 273.15)
+    rows = np.searchsorted(out.time.values, ends)
+    sf[rows] = out["tp"].values[rows] * physics.snow_fraction(mean - 273.15)
     out["sf"] = (("time", "point"), sf)
     out["sf"].attrs["steps_minutes"] = list(steps)
-
+    kept = np.flatnonzero(np.isin(times, every_start))
+    return t2m.isel(time=kept[-1:]) if len(kept) else earlier
 
 
 def base_axis(start: np.datetime64, end: np.datetime64) -> np.ndarray:

@@ -27,6 +27,10 @@ PROFILE_INPUTS = {"u", "v", "t_pl", "u_pl", "v_pl", "z_pl", "u_ml", "v_ml", "hhl
 # Threads the vertical profiles are computed on, the times split among them: numpy releases
 # the GIL, and the next model's decode waits for this extraction.
 PROFILE_THREADS = len(os.sched_getaffinity(0))
+# The profiles of a part of the times computed at once: their float64 copies (the levels'
+# heights and values stacked, sorted, gathered) stay near this many bytes whatever the points.
+PROFILE_PART_BYTES = 64 << 20
+PROFILE_COPIES = 6
 
 
 def profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
@@ -110,7 +114,7 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
             zs, us, vs = _sorted_profiles(rows, wind_h, wind_u, wind_v)
             return [col for uv in physics.wind_at_heights(us, vs, zs, heights) for col in uv]
 
-        columns = _by_rows(winds, wind_rows)
+        columns = _by_rows(winds, wind_rows, len(wind_h), p_len)
         cols_u, cols_v = columns[0::2], columns[1::2]
     if len(temp_h) == 1:  # no upper level at all (JMA MSM surface files)
         temps = [np.full((t_len, p_len), np.nan) for _ in heights]
@@ -121,7 +125,7 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
             zt, tt = _sorted_profiles(rows, temp_h, temp_v)
             return physics.interp_linear_heights(tt, zt, heights)
 
-        temps = [_on_rows(t, temp_rows, t_len) for t in _by_rows(temperatures, temp_rows)]
+        temps = [_on_rows(t, temp_rows, t_len) for t in _by_rows(temperatures, temp_rows, len(temp_h), p_len)]
     # No upper level above the ground (a model without pressure levels, or high terrain where
     # every level published is below the surface): the standard atmosphere's lapse rate from
     # the 2 m temperature.
@@ -138,14 +142,17 @@ def _rows_with_levels(levels: list[np.ndarray]) -> np.ndarray:
     return np.flatnonzero(sum(np.isfinite(a).any(axis=-1) for a in levels) >= 2)
 
 
-def _by_rows(compute, rows: np.ndarray) -> list[np.ndarray]:
-    """``compute(rows)``, a list of (row, point) arrays, computed on `PROFILE_THREADS` parts
-    of ``rows`` at once and joined: a profile at a time is independent of the others, so the
-    values are those of one call."""
-    parts = [part for part in np.array_split(rows, PROFILE_THREADS) if len(part)]
+def _by_rows(compute, rows: np.ndarray, levels: int, points: int) -> list[np.ndarray]:
+    """``compute(rows)``, a list of (row, point) arrays, computed on parts of ``rows``
+    `PROFILE_THREADS` at a time and joined: a profile at a time is independent of the others,
+    so the values are those of one call. A part's profiles (``levels`` of ``points``, float64,
+    sorted and gathered: `PROFILE_COPIES` copies) take at most about `PROFILE_PART_BYTES`."""
+    per_row = PROFILE_COPIES * 8 * levels * points
+    count = max(PROFILE_THREADS, -(-len(rows) * per_row // PROFILE_PART_BYTES))
+    parts = [part for part in np.array_split(rows, count) if len(part)]
     if len(parts) < 2:
         return compute(rows)
-    with ThreadPoolExecutor(len(parts)) as pool:
+    with ThreadPoolExecutor(min(PROFILE_THREADS, len(parts))) as pool:
         computed = list(pool.map(compute, parts))
     return [np.concatenate(columns) for columns in zip(*computed)]
 

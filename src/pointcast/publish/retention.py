@@ -1,4 +1,4 @@
-"""Retention: which published runs and cached model runs are deleted, and when.
+"""Retention: which published runs, cached model runs and scratch stores are deleted, and when.
 
 The policy is written once here; what a run's publication time is, and how a run is deleted
 without ever showing half-deleted under its id, is the backend's (``local.py``,
@@ -7,12 +7,16 @@ without ever showing half-deleted under its id, is the backend's (``local.py``,
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
+from ..interp.scratch import LOCK, SCRATCH_DIR
 from .backend import STALE_STAGING_SECONDS, TRASH_PREFIX, backend_for
 from .durable import remove_tree
 from .stage import remove_abandoned
@@ -109,3 +113,35 @@ def retain_cache(cache: Path | str, keep: int, max_bytes: int | None = None,
 
 def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def retain_scratch(cache: Path | str, min_age: float = 60.0) -> list[Path]:
+    """Delete the scratch directories (``<cache>/scratch/<run id>/``, `interp.scratch`) of
+    cycles that ended without removing them (killed); return the paths removed. A running
+    cycle holds its directory's lock (`interp.scratch.held`): only a directory whose lock is
+    free, or that has none, and that is older than ``min_age`` seconds (not one a cycle is
+    making and about to lock) is removed."""
+    removed = []
+    for path in sorted(p for p in (Path(cache) / SCRATCH_DIR).glob("*") if p.is_dir()):
+        try:
+            if time.time() - path.stat().st_mtime < min_age:
+                continue
+        except FileNotFoundError:  # removed meanwhile
+            continue
+        try:
+            fd = os.open(path / LOCK, os.O_RDWR)
+        except FileNotFoundError:
+            fd = None
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except BlockingIOError:  # its cycle is running
+            continue
+        finally:
+            if fd is not None:
+                os.close(fd)
+    for p in removed:
+        log.info("scratch retention removed %s", p)
+    return removed
