@@ -44,6 +44,9 @@ ASGI = {"version": "3.0", "spec_version": "2.3"}
 METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")}
 NO_BODY_STATUSES = frozenset({204, 304})
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+COPY_BYTES = 16_384
+"""A body shorter than this is joined to its head for one write; a longer one is written
+beside it (``writelines``) instead of copied."""
 
 
 def _status_line(status: int) -> bytes:
@@ -135,6 +138,7 @@ class HttpProtocol(asyncio.Protocol):
         self._header_bytes = 0
         self._body: list[bytes] = []
         self._body_bytes = 0
+        self._expect_continue = False
         self._scope: dict = {}
         self._keep_alive_parsed = True
         # the request being answered
@@ -233,6 +237,7 @@ class HttpProtocol(asyncio.Protocol):
         self._header_bytes = 0
         self._body = []
         self._body_bytes = 0
+        self._expect_continue = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -243,7 +248,13 @@ class HttpProtocol(asyncio.Protocol):
         self._header_bytes += len(name) + len(value)
         if self._header_bytes > MAX_HEADER_BYTES or len(self._headers) >= MAX_HEADERS:
             raise Refused(f"request headers over {MAX_HEADER_BYTES} bytes or {MAX_HEADERS} lines")
-        self._headers.append((name.lower(), value))
+        name = name.lower()
+        if name == b"content-length":
+            if value.isdigit() and int(value) > MAX_BODY_BYTES:
+                raise Refused(f"request body over {MAX_BODY_BYTES} bytes")
+        elif name == b"expect":
+            self._expect_continue = value.lower() == b"100-continue"
+        self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         parser = self.parser
@@ -276,12 +287,8 @@ class HttpProtocol(asyncio.Protocol):
             "client": self.client,
             "server": self.sockname,
         }
-        for name, value in headers:
-            if name == b"content-length":
-                if value.isdigit() and int(value) > MAX_BODY_BYTES:
-                    raise Refused(f"request body over {MAX_BODY_BYTES} bytes")
-            elif name == b"expect" and value.lower() == b"100-continue" and version == "1.1" and self.idle():
-                self.transport.write(CONTINUE)
+        if self._expect_continue and version == "1.1" and self.idle():
+            self.transport.write(CONTINUE)
 
     def on_body(self, body: bytes) -> None:
         self._body_bytes += len(body)
@@ -354,7 +361,7 @@ class HttpProtocol(asyncio.Protocol):
                       exc_info=exc)
         if self.transport.is_closing():
             return
-        if not self._started:  # no answer at all: the JSON 500
+        if not self._head_sent:  # nothing written yet: the JSON 500
             if exc is None:
                 log.error("the app returned without answering %s %s", self._request["method"], self._request["path"])
             self._status, self._response_headers, self._started = INTERNAL_ERROR.status, INTERNAL_ERROR.headers, True
@@ -394,15 +401,20 @@ class HttpProtocol(asyncio.Protocol):
 
     def _write(self, body: bytes, more: bool) -> None:
         """Write the head (with the first body) and ``body``, framed as the response says."""
-        if self.transport.is_closing():  # the client went away: the answer goes nowhere
+        transport = self.transport
+        if transport.is_closing():  # the client went away: the answer goes nowhere
             return
         if self._head_sent:
             data = self._frame(body, more)
+            if data:
+                transport.write(data)
         else:
             head = self._head(body, more)
-            data = head + self._frame(body, more) if self._framing else head
-        if data:
-            self.transport.write(data)
+            data = self._frame(body, more) if self._framing else b""
+            if len(data) < COPY_BYTES:
+                transport.write(head + data)
+            else:  # one writev, no copy of a large body
+                transport.writelines((head, data))
         if not more:
             self._complete = self._framing != b"length" or self._remaining == 0
             if self._framing == b"close":
@@ -412,39 +424,37 @@ class HttpProtocol(asyncio.Protocol):
 
     def _head(self, body: bytes, more: bool) -> bytes:
         """The status line and headers; decides the framing (Content-Length, chunked, or the
-        connection's end) and whether the connection stays open."""
+        connection's end) and whether the connection stays open. Header names are lowercase,
+        as ASGI asks of the app."""
         status = self._status
-        lines = [STATUS_LINES.get(status) or _status_line(status), date_line()]
-        length = None
-        for name, value in self._response_headers:
-            low = name.lower()
-            if low == b"content-length":
-                length = int(value)
-            elif low == b"connection":
-                if value.lower() == b"close":
-                    self._keep_alive = False
-                continue  # the adapter says it below
-            lines.append(b"%s: %s\r\n" % (name, value))
+        headers = self._response_headers
+        fields = dict(headers)  # for the look-ups only
+        length = fields.get(b"content-length")
+        if b"connection" in fields:  # the adapter says it itself, below
+            if fields[b"connection"].lower() == b"close":
+                self._keep_alive = False
+            headers = [(name, value) for name, value in headers if name != b"connection"]
+        extra = b""
         if self._head_request or status in NO_BODY_STATUSES or status < 200:
             self._framing = b""
         elif length is not None:
-            self._framing, self._remaining = b"length", length
+            self._framing, self._remaining = b"length", int(length)
         elif not more:
             self._framing, self._remaining = b"length", len(body)
-            lines.append(b"content-length: %d\r\n" % len(body))
+            extra = b"content-length: %d\r\n" % len(body)
         elif self._keep_alive:
             self._framing = b"chunked"
-            lines.append(b"transfer-encoding: chunked\r\n")
+            extra = b"transfer-encoding: chunked\r\n"
         else:
             self._framing = b"close"
         if not self._keep_alive:
-            lines.append(b"connection: close\r\n")
-        lines.append(b"\r\n")
-        head = b"".join(lines)
-        if head.count(b"\n") != len(lines) or head.count(b"\r") != len(lines):
+            extra += b"connection: close\r\n"
+        fields = b"\r\n".join(map(b": ".join, headers))
+        if fields.count(b"\n") != len(headers) - 1 or fields.count(b"\r") != len(headers) - 1:
             raise RuntimeError("a response header holds CR or LF")
         self._head_sent = True
-        return head
+        return b"".join((STATUS_LINES.get(status) or _status_line(status), date_line(), fields,
+                         b"\r\n" if headers else b"", extra, b"\r\n"))
 
     def _frame(self, body: bytes, more: bool) -> bytes:
         framing = self._framing
