@@ -44,6 +44,7 @@ ASGI = {"version": "3.0", "spec_version": "2.3"}
 METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")}
 NO_BODY_STATUSES = frozenset({204, 304})
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+LINGER_SECONDS = 2.0
 COPY_BYTES = 16_384
 """A body shorter than this is joined to its head for one write; a longer one is written
 beside it (``writelines``) instead of copied."""
@@ -126,6 +127,7 @@ class HttpProtocol(asyncio.Protocol):
         self._queue: collections.deque = collections.deque()  # (scope, body, keep_alive) or a Refused
         self._busy = False  # an app's coroutine is suspended and a task carries it on
         self._reading_done = False  # no further request is read: close once the queue is answered
+        self._lingering = False
         self._reading_paused = False
         self._writing_paused = False
         self._drained: asyncio.Future | None = None
@@ -159,6 +161,8 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self._sent = self.loop.create_future()
+        self._sent.set_result(None)
         self.client = transport.get_extra_info("peername")
         self.sockname = transport.get_extra_info("sockname")
         self.server.connections.add(self)
@@ -298,11 +302,17 @@ class HttpProtocol(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         body = self._body
+        body = body[0] if len(body) == 1 else b"".join(body)
         keep_alive = self._keep_alive_parsed
-        self._queue.append((self._scope, body[0] if len(body) == 1 else b"".join(body), keep_alive))
         if not keep_alive:
             self._stop_reading()
-        self._next()
+        if self._busy or self._writing_paused or self._queue or not keep_alive:
+            self._queue.append((self._scope, body, keep_alive))
+            self._next()
+        else:  # nothing ahead of it: answered at once
+            self._run(self._scope, body, keep_alive)
+            if not self._keep_alive:  # the answer ended the connection
+                self._next()
 
     # -- answering
 
@@ -320,17 +330,28 @@ class HttpProtocol(asyncio.Protocol):
             self._run(*item)
             if transport.is_closing():
                 return
-        if self._busy or transport.is_closing():
+        if self._busy or transport.is_closing() or self._lingering:
             return
         if queue:
             if not self._reading_paused:
                 self._reading_paused = True  # the queue holds at most what one read brought
                 transport.pause_reading()
         elif self._reading_done:
-            transport.close()
+            self._linger()
         elif self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
+
+    def _linger(self) -> None:
+        """Close after the last answer: send FIN, then read and drop whatever the client still
+        sends until it closes (at most ``LINGER_SECONDS``). Closing at once with unread bytes
+        would reset the connection, and a reset can destroy the answer still in flight."""
+        self._lingering = True
+        self.transport.write_eof()
+        if self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
     def _run(self, scope: dict, body: bytes, keep_alive: bool) -> None:
         self._request = scope
@@ -380,7 +401,10 @@ class HttpProtocol(asyncio.Protocol):
             await self._disconnected
         return {"type": "http.disconnect"}
 
-    async def _send(self, message: dict) -> None:
+    def _send(self, message: dict) -> asyncio.Future:
+        """ASGI's ``send``: an awaitable callable. It writes at once and returns a future that is
+        already done (awaiting it does not suspend), or, when a streamed body meets a full
+        write buffer, the future of the buffer's draining."""
         kind = message["type"]
         if kind == "http.response.body":
             if not self._started or self._complete:
@@ -389,7 +413,7 @@ class HttpProtocol(asyncio.Protocol):
             self._write(message.get("body", b""), more)
             if more and self._writing_paused and not self.transport.is_closing():
                 self._drained = self.loop.create_future()
-                await self._drained
+                return self._drained
         elif kind == "http.response.start":
             if self._started:
                 raise RuntimeError("http.response.start sent twice")
@@ -398,6 +422,7 @@ class HttpProtocol(asyncio.Protocol):
             self._started = True
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r}")
+        return self._sent
 
     def _write(self, body: bytes, more: bool) -> None:
         """Write the head (with the first body) and ``body``, framed as the response says."""
