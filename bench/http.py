@@ -1,6 +1,6 @@
 """server_vs_nginx: the thin server against nginx serving the same bytes, both loaded by wrk.
 
-Both listen on 127.0.0.1 and run one process (``pointcast serve`` is one uvicorn process;
+Both listen on 127.0.0.1 and run one process (``pointcast serve`` is one process;
 nginx gets ``worker_processes 1``); wrk uses 2 threads and 64 connections and sends no
 ``Accept-Encoding``, so both serve the identity bytes. nginx and wrk are Debian packages
 (``make bench-deps``); without them the figure is skipped.

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import socket
 import threading
-import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +13,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 import xarray as xr
 
 from pointcast import codes, viewer
@@ -244,29 +241,20 @@ def test_cycle_failing_before_validation_leaves_the_previous_run_served(publishe
     assert sorted(p.name for p in (root / "runs").iterdir()) == runs_before
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def serving(root: Path):
-    """The real server (uvicorn, uvloop, httptools) on a free loopback port; yields its base URL."""
-    from pointcast.server import server_config
+    """The real server (``pointcast.server.Server``: uvloop, httptools) on a free loopback port;
+    yields its base URL."""
+    from pointcast.server import Server, create_app
 
-    port = _free_port()
-    server = uvicorn.Server(server_config(root, "127.0.0.1", port))
+    server = Server(create_app(root), "127.0.0.1", 0)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        for _ in range(200):
-            if server.started:
-                break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
+        assert server.started.wait(30), "server did not start"
+        yield f"http://127.0.0.1:{server.port}"
     finally:
-        server.should_exit = True
+        server.stop()
         thread.join(timeout=10)
 
 

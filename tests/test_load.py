@@ -1,6 +1,6 @@
 """The server under load while runs are published underneath it (issue 7, point 4).
 
-``pointcast serve`` (uvicorn with uvloop and httptools, in its own process, reading API keys
+``pointcast serve`` (its HTTP adapter on uvloop and httptools, in its own process, reading API keys
 from the configuration) holds 200 concurrent keep-alive connections for 60 s while this test
 republishes two different runs alternately through ``pointcast.publish`` (staging directory,
 ``publish_run``, atomic swap of ``current``). Every answer must be byte-equal to the answer of

@@ -1,5 +1,5 @@
-"""The thin server, end to end: a published run tree on disk, a real uvicorn (uvloop +
-httptools) on 127.0.0.1, httpx (and a raw socket for bytes httpx would re-encode).
+"""The thin server, end to end: a published run tree on disk, the real server
+(``pointcast.server.Server``: uvloop, httptools) on 127.0.0.1, httpx (and a raw socket for bytes httpx would re-encode).
 
 Every product's cells come from the real ``pointcast.grids.grid_for`` (the Japan fixture's too:
 JIS X 0410 third-order mesh codes), and the server uses the same grids."""
@@ -24,12 +24,11 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pointcast.grids import grid_for
-from pointcast.server import OPERATIONS, ApiError, app as server_app, create_app, server_config
+from pointcast.server import OPERATIONS, ApiError, Server, app as server_app, create_app
 from pointcast.server.grammar import check_hubheight_range, parse_coordinate, parse_hubheight, parse_pairs, parse_query
 from pointcast.server.splice import WX_LAYOUT, PointFile
 from pointcast.server.wind import WindLadder
@@ -300,30 +299,19 @@ def wind_bytes(root: Path, freq: str, pid: str, h: float, run_id: str = "2026112
 
 
 @contextmanager
-def live_server(root: Path, api_keys=(), **uvicorn_options):
-    """The app under a real uvicorn (the configuration ``serve`` uses) on a free port."""
-    config = server_config(root, "127.0.0.1", 0, api_keys, log_level="warning", **uvicorn_options)
-    assert (config.loop, config.http, config.access_log) == ("uvloop", "httptools", False)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+def live_server(root: Path, api_keys=(), **options):
+    """The app under ``pointcast serve``'s server (``pointcast.server.Server``) on a free port."""
+    server = Server(create_app(root, api_keys=api_keys), "127.0.0.1", 0, **options)
+    thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    base = f"http://127.0.0.1:{port}"
-    with httpx.Client(base_url=base, timeout=10) as client:
+    assert server.started.wait(15), "server did not start"
+    with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10) as client:
         assert client.get("/openapi.json").status_code == 200  # answers
         try:
-            yield client, config.app, port
+            yield client, server.app, server.port
         finally:
-            server.should_exit = True
+            server.stop()
             thread.join(15)
-            sock.close()
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ urllib3 uses), httpx and ``curl --compressed``, to exactly the bytes of its iden
 answer without ``Accept-Encoding`` stays identity. The gzip stream is assembled per request from
 deflate blocks cached per run (``compress.Deflated``) and stored blocks, with a combined CRC-32:
 that arithmetic is checked against zlib on its own. The last tests drive ``pointcast serve``'s
-uvicorn on a raw socket: pipelining, ``Connection: close``, HTTP/1.0, WebSocket.
+server on a raw socket: pipelining, ``Connection: close``, HTTP/1.0, WebSocket.
 """
 
 from __future__ import annotations
@@ -134,10 +134,10 @@ def request(path: str, query: str, *, method: str = "GET", headers: str = "", ve
     return f"{method} {target} HTTP/{version}\r\nHost: localhost\r\n{headers}\r\n".encode()
 
 
-def fetch(port: int, path: str, query: str, headers: str = "", method: str = "GET"):
+def fetch(port: int, path: str, query: str, headers: str = "", method: str = "GET", body: bytes = b""):
     """One request on its own connection; the raw bytes of the answer."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(request(path, query, method=method, headers=headers))
+        s.sendall(request(path, query, method=method, headers=headers) + body)
         with s.makefile("rb") as f:
             return read_response(f, method)
 
@@ -328,7 +328,7 @@ def test_deflate_forms_are_cached_within_the_bound(tree):
     assert sorted(k[0] for k in roomy.current_run().files.entries) == ["gzip", "point"]
 
 
-# --------------------------------------------------------------------------- HTTP under uvicorn
+# --------------------------------------------------------------------------- HTTP
 
 
 def test_pipelined_requests_are_answered_in_order(live):
@@ -341,7 +341,8 @@ def test_pipelined_requests_are_answered_in_order(live):
         (MEDIUM, f"latlon={PARIS}&freq=1H", "GET", ""),
         (MEDIUM, f"latlon={PARIS}&freq=1H", "POST", "Content-Length: 5\r\n"),
     ]
-    expected = [fetch(port, path, query, headers, method) for path, query, method, headers in asks]
+    expected = [fetch(port, path, query, headers, method, b"hello" if method == "POST" else b"")
+                for path, query, method, headers in asks]
     payload = b"".join(request(path, query, method=method, headers=headers) + (b"hello" if method == "POST" else b"")
                        for path, query, method, headers in asks)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
@@ -390,13 +391,16 @@ def test_connection_close_and_http_10(live):
             assert f.read() == b""
 
 
-def test_websocket_upgrade_takes_uvicorns_path(live):
-    """The app refuses WebSockets (close 1008 before accepting): uvicorn answers 403."""
+def test_websocket_upgrade_is_not_taken(live):
+    """The upgrade is ignored (RFC 9110 7.8): the request is answered over HTTP/1.1 and the
+    connection closes, since the bytes after it would be another protocol's."""
     _, _, port = live
     handshake = ("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(request("/catalog", "", headers=handshake))
-        status_line = s.makefile("rb").readline()
-    assert status_line.split()[1] == b"403"
+        s.sendall(request("/catalog", "", headers=handshake) + b"\x81\x05hello")
+        with s.makefile("rb") as f:
+            status, headers, body = read_response(f)
+            assert status == 200 and headers["connection"] == "close" and json.loads(body)
+            assert f.read() == b""
     assert httpx.get(f"http://127.0.0.1:{port}/catalog").status_code == 200  # still serving

@@ -2,7 +2,7 @@
 
 - ``/openapi.json`` is generated from the contract (``pointcast.contract``, ``pointcast.server.openapi``);
   schemathesis generates at least 5,000 requests from it (schema-conforming and
-  schema-violating) against the real uvicorn server serving the output of the test suite's
+  schema-violating) against the real server (``pointcast serve``'s) serving the output of the test suite's
   real cycle (conftest ``published``): no 5xx, every answer conforms to the document, whose
   entries require every element of the spec's tables (errors: the JSON body of design.md
   section 4).
@@ -347,12 +347,12 @@ def test_repeated_same_value_is_the_single_answer(live, path):
 @pytest.mark.parametrize("raw", [b"\xff\xfe", b"\xc3\x28", b"\x00", b"\x7f"], ids=["ff-fe", "bad-utf8", "nul", "del"])
 def test_raw_bytes_in_the_request_line_never_5xx(live, path, raw):
     # httptools refuses raw control or non-ASCII bytes in the request line itself: the request
-    # never reaches the app, and uvicorn answers its own plain-text 400 and closes (docs/api.md)
+    # never reaches the app; the HTTP adapter answers the JSON 400_002 and closes (docs/api.md)
     _, _, port = live
     name = next(iter(GOOD[path]))
     status, headers, body = raw_get(port, path.encode() + b"?" + name.encode() + b"=" + raw + b"1")
-    assert status == 400 and headers["content-type"].startswith("text/plain"), body
-    assert headers["connection"] == "close"
+    assert status == 400 and error_body(400, body)["code"] == "400_002", body
+    assert headers["connection"] == "close" and headers["cache-control"] == "no-store"
 
 
 @pytest.mark.parametrize("size", [8_000, 100_000, 1_000_000])
@@ -365,8 +365,9 @@ def test_overlong_query_strings(live, path, size):
                   b"&" * size + good):  # empty segments
         status, headers, body = raw_get(port, path.encode() + b"?" + query)
         assert status < 500, body
-        if len(path) + len(query) >= 65_536:  # refused by the HTTP layer (uvicorn's plain-text 400)
-            assert status == 400 and headers["content-type"].startswith("text/plain"), body
+        if len(path) + len(query) >= 65_536:  # refused by the HTTP adapter, in JSON too
+            assert status == 400 and headers["connection"] == "close", body
+            assert error_body(400, body)["message"] == "request target of 64 KiB or more"
         elif status >= 400:
             assert headers["content-type"] == "application/json", body
             error_body(status, body)

@@ -13,7 +13,8 @@ One module a job, each depending only on those above it:
 - ``operations``: the operations (spec 4.1-4.5, catalog, OpenAPI), verification and the viewer's files;
 - ``openapi``: the OpenAPI document of the operations;
 - ``app``: ``PointcastApp``, the pure ASGI app and the one way in;
-- ``http``: the HTTP adapter, the app under uvicorn (``pointcast serve``).
+- ``http``: the HTTP adapter, one HTTP/1.1 connection (httptools) answered by the ASGI app;
+- ``service``: the serving process (uvloop, lifespan, signals, graceful shutdown; ``pointcast serve``).
 
 The query conventions and error codes are documented in docs/api.md, the run tree the server
 reads in docs/contracts.md.
@@ -21,7 +22,7 @@ reads in docs/contracts.md.
 
 from .app import PointcastApp, create_app
 from .errors import ApiError
-from .http import serve, server_config
 from .operations import OPERATIONS, VERIFICATION_DIR
+from .service import Server, app_from_config, serve
 
-__all__ = ["OPERATIONS", "VERIFICATION_DIR", "ApiError", "PointcastApp", "create_app", "serve", "server_config"]
+__all__ = ["OPERATIONS", "VERIFICATION_DIR", "ApiError", "PointcastApp", "Server", "app_from_config", "create_app", "serve"]

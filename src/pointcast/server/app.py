@@ -2,7 +2,8 @@
 method and the API key, and answers from the run's kept answers or the operation's handler.
 
 ``PointcastApp`` is a plain ASGI callable (no framework) and the one way into the server: any
-ASGI server can run it (``http.serve`` runs it under uvicorn). Every request resolves
+ASGI server can run it (``pointcast serve`` runs it with its own HTTP adapter, ``http``; uvicorn
+runs it too: docs/api.md). Every request resolves
 ``<root>/current`` exactly once (``os.readlink``) and reads everything it needs from that one
 run directory, so a response never mixes two runs, even while a new run is being published.
 When ``current`` moves on, the old run's caches are dropped with it."""
