@@ -127,7 +127,6 @@ def test_a_cycles_scratch_goes_with_it_and_retention_removes_a_killed_ones(tmp_p
     cache = tmp_path / "cache"
     killed = scratch.directory(cache, "20261120T0000Z-killed")
     (killed / "ifs" / "0-europe.zarr").mkdir(parents=True)
-    (killed / scratch.LOCK).touch()  # its cycle died holding it: the lock is free
     old = time.time() - 3600
     os.utime(killed, (old, old))
     with scratch.held(scratch.directory(cache, "20261120T0300Z-live")) as live:

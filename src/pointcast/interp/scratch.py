@@ -6,12 +6,11 @@ point's series: the build reads each slice of a list's points from its store (`l
 stores live under ``<cache dir>/scratch/<run id>/`` (`directory`), which every dask worker
 sees at the same path, and go when the cycle ends; a directory whose cycle was killed is
 removed by the next cycle (`publish.retention.retain_scratch`), which tells it from a live
-one by the lock its cycle holds (`held`).
+one by the lock its cycle holds (`held`, `pointcast.locks`).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 from contextlib import contextmanager
@@ -24,8 +23,9 @@ import numcodecs
 import numpy as np
 import xarray as xr
 
+from .. import locks
+
 SCRATCH_DIR = "scratch"  # under the cache directory
-LOCK = ".lock"  # in a cycle's directory, locked while the cycle runs
 # Light compression: the series are read once, and the heights a list's points do not need
 # (NaN) shrink to almost nothing.
 CODEC = numcodecs.Blosc(cname="lz4", clevel=1, shuffle=numcodecs.Blosc.SHUFFLE)
@@ -51,18 +51,16 @@ def directory(cache_dir: Path | str, run_id: str) -> Path:
 @contextmanager
 def held(path: Path) -> Iterator[Path]:
     """The cycle's scratch directory, made (emptied of what a killed cycle of the same run
-    left), locked while the cycle runs and removed after it, whatever its end. A cycle of the same run running already holds it: an error."""
+    left), held while the cycle runs (`locks.hold`) and removed after it, whatever its end. A
+    cycle of the same run running already holds it: an error."""
     path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = locks.hold(path, wait=False)
     except BlockingIOError:
-        os.close(fd)
         raise RuntimeError(f"{path} is held by another cycle of the same run, running") from None
     try:
         for left in path.iterdir():  # by a killed cycle of the same run
-            if left.name != LOCK:
-                shutil.rmtree(left)
+            shutil.rmtree(left)
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)

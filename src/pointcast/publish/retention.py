@@ -7,16 +7,15 @@ without ever showing half-deleted under its id, is the backend's (``local.py``,
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import re
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from ..interp.scratch import LOCK, SCRATCH_DIR
+from .. import locks
+from ..interp.scratch import SCRATCH_DIR
 from .backend import STALE_STAGING_SECONDS, TRASH_PREFIX, backend_for
 from .durable import remove_tree
 from .stage import remove_abandoned
@@ -118,8 +117,8 @@ def _tree_bytes(path: Path) -> int:
 def retain_scratch(cache: Path | str, min_age: float = 60.0) -> list[Path]:
     """Delete the scratch directories (``<cache>/scratch/<run id>/``, `interp.scratch`) of
     cycles that ended without removing them (killed); return the paths removed. A running
-    cycle holds its directory's lock (`interp.scratch.held`): only a directory whose lock is
-    free, or that has none, and that is older than ``min_age`` seconds (not one a cycle is
+    cycle holds its directory (`interp.scratch.held`, `pointcast.locks`): only a directory no
+    process holds, and that is older than ``min_age`` seconds (not one a cycle is
     making and about to lock) is removed."""
     removed = []
     for path in sorted(p for p in (Path(cache) / SCRATCH_DIR).glob("*") if p.is_dir()):
@@ -128,20 +127,10 @@ def retain_scratch(cache: Path | str, min_age: float = 60.0) -> list[Path]:
                 continue
         except FileNotFoundError:  # removed meanwhile
             continue
-        try:
-            fd = os.open(path / LOCK, os.O_RDWR)
-        except FileNotFoundError:
-            fd = None
-        try:
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-        except BlockingIOError:  # its cycle is running
-            continue
-        finally:
-            if fd is not None:
-                os.close(fd)
+        with locks.abandoned(path) as gone:
+            if gone:
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
     for p in removed:
         log.info("scratch retention removed %s", p)
     return removed

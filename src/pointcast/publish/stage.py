@@ -14,8 +14,8 @@ coordinates, the attributes, the dtypes) is the product's archive of the first p
 (`ArchiveStage.create`), which the flow keeps. Its chunks along ``point`` are the slices, so
 no two slices write one chunk.
 
-The flow that makes a stage holds an ``flock`` on the staging directory while it lives; a
-stage whose directory nobody locks is abandoned (its cycle died) and retention removes it
+The flow that makes a stage holds the staging directory while it lives (`pointcast.locks`); a
+stage whose directory nobody holds is abandoned (its cycle died) and retention removes it
 (`remove_abandoned`), so a killed cycle's staged stores are gone after the next cycle.
 """
 
@@ -33,13 +33,9 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from .. import locks
 from .archive import ARCHIVE_CODEC, INIT, POINT, zarr_settings
 from .backend import RUNS, STAGING_PREFIX, check_name, is_url
-
-try:  # POSIX advisory locks; publication targets Linux hosts
-    import fcntl
-except ImportError:  # pragma: no cover - non-POSIX
-    fcntl = None  # type: ignore[assignment]
 
 STAGE_DIR = "archive"
 
@@ -68,10 +64,7 @@ class ArchiveStage:
         self._templates: dict[str, tuple[xr.Dataset, np.ndarray]] = {}
         # Locked before the stage exists, for as long as this object lives (and the process):
         # retention removes a stage only while it holds the lock itself.
-        fd = os.open(self.staging, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        weakref.finalize(self, os.close, fd)
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        weakref.finalize(self, os.close, locks.hold(self.staging))
         self.path.mkdir(exist_ok=True)
 
     def create(self, product: str, template: xr.Dataset, points: list[str], chunk: int) -> None:
@@ -160,18 +153,8 @@ def remove_abandoned(root: Path | str) -> list[Path]:
         return []
     removed = []
     for stage in sorted(parent.glob(f"{STAGING_PREFIX}*/{STAGE_DIR}")):
-        try:
-            fd = os.open(stage.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        except FileNotFoundError:  # removed meanwhile
-            continue
-        try:
-            if fcntl is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:  # its cycle is running
-                    continue
-            shutil.rmtree(stage, ignore_errors=True)
-            removed.append(stage)
-        finally:
-            os.close(fd)
+        with locks.abandoned(stage.parent) as gone:
+            if gone:
+                shutil.rmtree(stage, ignore_errors=True)
+                removed.append(stage)
     return removed
