@@ -3,11 +3,13 @@
 The stage between extraction and validation. Products sharing a points file share one
 extraction of each model (`points_lists`); products sharing points, models, lead limits and
 heights share one blend (`blends`). A blend's points are built in slices (`slices`), each
-slice resampled, blended and rendered on its own (`build_slice`, whose inputs all pickle: a
-task on a dask worker, or a forked process), writing its files into the run's staging tree
-and its archive rows into the run's staged archive of each product (publish.ArchiveStage);
-then each product's slices are finished as one output (`finish_product`). The manifest (`manifest`) says what the run was built from.
-No Prefect here: flows/cycle.py wires these functions into tasks.
+slice reading its points of the models' series from their scratch stores (`split`,
+`at_points`), then resampled, blended and rendered on its own (`build_slice`, whose inputs
+all pickle: a task on a dask worker, or a forked process), writing its files into the run's
+staging tree and its archive rows into the run's staged archive of each product
+(`publish.ArchiveStage`); then each product's slices are finished as one output
+(`finish_product`). The manifest (`manifest`) says what the run was built from. No Prefect
+here: flows/cycle.py wires these functions into tasks.
 """
 
 from __future__ import annotations
@@ -288,8 +290,8 @@ def stage_archives(cfg: Config, pids: list[str], extracted: dict, where: interp.
     """The run's staged store of each of the blend's products, along all its points in chunks
     of ``chunk`` (the slices'), made before the slices write into it: from the products built
     at the first point, in memory (a few milliseconds), which gives every coordinate, variable,
-    dtype and attribute of the archive but its rows. ``extracted``: each model's series at all
-    the points (`build_blend`)."""
+    dtype and attribute of the archive but its rows. ``extracted``: each model's scratch store
+    of the list (`split`), of which only the first point is read."""
     first = slice(0, 1)
     series, _ = blend_models(cfg, pids, at_points(extracted, first), where, ctx.basetime, first)
     for pid, out in _built(cfg, pids, series, ctx, corrected, estimate, first, Files):
