@@ -794,6 +794,40 @@ def test_a_repeated_query_is_answered_from_its_runs_kept_answer(tmp_path, monkey
     assert len(ids) == 5 and parsed.count(japan) == 1  # a kept answer, a fresh id each time
 
 
+def test_an_answer_asked_for_again_is_sent_from_its_body_file(tmp_path, monkeypatch):
+    """Under a server offering ASGI's zero-copy send, the second request for a query text is
+    answered from the answer's body in an in-memory file (``sendfile``): the same status,
+    headers and bytes as the app gives any ASGI server, in identity and in gzip, for GET, HEAD
+    and a conditional request, and no more such files than ``MAX_BODY_FILES``."""
+    from pointcast.server import responses, run as server_run
+
+    monkeypatch.setattr(server_run, "MAX_BODY_FILES", 2)
+    monkeypatch.setattr(responses, "ZERO_COPY_BYTES", 256)  # the fixture's answers are small
+    root = tmp_path / "out"
+    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
+    point_current(root, "a")
+    queries = [f"latlon={PARIS}&freq=15min{'&' * k}" for k in range(3)]
+    plain = create_app(root)  # called without the extension: joined bytes every time
+    with live_server(root) as (client, app, _):
+        for query in queries:
+            for encoding in ("identity", "gzip"):
+                asked = {"accept-encoding": encoding}
+                status, expected, body = call_app(plain, "GET", MEDIUM, query.encode(), [(b"accept-encoding", encoding.encode())])
+                assert len(body) >= responses.ZERO_COPY_BYTES
+                expected = {k.decode(): v.decode() for k, v in expected.items() if k != b"cache-control"}
+                for _ in range(3):
+                    with client.stream("GET", f"{MEDIUM}?{query}", headers=asked) as r:
+                        got = {k: v for k, v in r.headers.items() if k not in ("date", "cache-control")}
+                        assert (r.status_code, got, b"".join(r.iter_raw())) == (status, expected, body)
+                head = client.head(f"{MEDIUM}?{query}", headers=asked)
+                assert head.headers["content-length"] == expected["content-length"] and head.content == b""
+                conditional = {**asked, "if-none-match": expected["etag"]}
+                assert client.get(f"{MEDIUM}?{query}", headers=conditional).status_code == 304
+        files = app._run.body_files
+        assert len(files.entries) == 2 and files.size == sum(f.size for f, _ in files.entries.values())
+        assert all(f.size >= 256 and not f.file.closed for f, _ in files.entries.values())
+
+
 def test_kept_answers_stay_within_their_own_bound(tmp_path, monkeypatch):
     """Answers are charged with every byte they hold, within a bound of their own: new query
     texts evict the oldest answers, never the files."""

@@ -25,18 +25,49 @@ from test_server_gzip import read_response
 
 from conftest import write_config
 from pointcast.server import Server, create_app
-from pointcast.server.http import MAX_BODY_BYTES, MAX_TARGET_BYTES
+from pointcast.server.http import MAX_BODY_BYTES, MAX_TARGET_BYTES, ZERO_COPY
+
+
+FILE_DATA = bytes(range(256)) * 16_384  # 4 MiB, every offset's byte known
 
 
 class Probe:
     """An ASGI app answering by path: ``/fast`` without suspending, ``/slow`` after a sleep,
     ``/stream`` in chunks of unknown total length, ``/big`` 4 MB at once, ``/body`` the size of
-    the request body, ``/raise`` and ``/silent`` not at all. It records what it saw."""
+    the request body, ``/raise`` and ``/silent`` not at all, ``/file?MODE`` by ASGI's zero-copy
+    send of ``FILE_DATA`` (see ``send_file``). It records what it saw."""
 
     def __init__(self):
         self.events: list[str] = []
         self.tasks: dict[str, object] = {}
         self.disconnected = threading.Event()
+        self.file = open(os.memfd_create("probe"), "r+b", buffering=0)  # noqa: SIM115
+        self.file.write(FILE_DATA)
+        self.positions: list[int] = []
+
+    async def send_file(self, mode: bytes, send) -> None:
+        """``all``: offset 0, no count; ``range``: 5,000 bytes from 1,000; ``position``: no
+        offset, from byte 10 of the file's position; ``chunked``: 3,000 bytes without a length,
+        then an empty body; ``short``: a count the file does not hold."""
+        size = len(FILE_DATA)
+        length = {b"all": size, b"range": 5000, b"position": size - 10, b"short": 100}.get(mode)
+        headers = [(b"content-type", b"application/octet-stream")]
+        if length is not None:
+            headers.append((b"content-length", b"%d" % length))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if mode == b"all":
+            await send({"type": ZERO_COPY, "file": self.file, "offset": 0})
+        elif mode == b"range":
+            await send({"type": ZERO_COPY, "file": self.file, "offset": 1000, "count": 5000})
+        elif mode == b"position":
+            self.file.seek(10)
+            await send({"type": ZERO_COPY, "file": self.file})
+            self.positions.append(self.file.tell())
+        elif mode == b"chunked":
+            await send({"type": ZERO_COPY, "file": self.file, "offset": 0, "count": 3000, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        else:
+            await send({"type": ZERO_COPY, "file": self.file, "offset": size - 50, "count": 100})
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "lifespan":
@@ -48,6 +79,10 @@ class Probe:
                     return
         path = scope["path"]
         body = b""
+        if path == "/file":
+            assert ZERO_COPY in scope["extensions"]
+            await self.send_file(scope["query_string"], send)
+            return
         if path == "/slow":
             await asyncio.sleep(float(scope["query_string"] or b"0.05"))
             body = b"slow"
@@ -69,6 +104,11 @@ class Probe:
             while (await receive())["type"] != "http.disconnect":
                 pass
             self.disconnected.set()
+            return
+        elif path == "/bare":  # a whole body without a Content-Length, then headers the adapter refuses
+            headers = [(b"x-query", b"a\r\nb" if scope["query_string"] == b"crlf" else b"ok")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b"bare"})
             return
         elif path == "/raise":
             raise ValueError("a bug")
@@ -200,6 +240,46 @@ def test_a_slow_reader_holds_back_reading_and_gets_every_byte(probe):
         for i in range(32):
             assert read_response(f)[2] == b"x" * 4_000_000
             assert read_response(f)[2] == b"fast %d" % i
+
+
+def test_the_adapter_frames_a_body_without_a_length_and_refuses_a_header_with_a_line_break(probe):
+    _, server = probe
+    answers, _ = exchange(server.port, raw("GET", "/bare") + raw("GET", "/bare"), 2)
+    assert [(a[1]["content-length"], a[1]["x-query"], a[2]) for a in answers] == [("4", "ok", b"bare")] * 2
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/bare?crlf")  # a header holding CR LF would split the head: the JSON 500
+    response = conn.getresponse()
+    assert (response.status, json.loads(response.read())["code"]) == (500, "500_001")
+    conn.close()
+
+
+def test_zero_copy_sends_are_framed_and_ordered_like_bodies(probe):
+    """ASGI's zero-copy send: a whole file, a range, from the file's position (which moves),
+    HEAD, a body without a length (chunked), pipelined between ordinary answers; a slow reader
+    gets every byte in order (what ``sendfile`` does not take goes through the transport); a
+    count the file does not hold ends the connection after the bytes there are."""
+    app, server = probe
+    asks = [("GET", "/file?all"), ("GET", "/fast?1"), ("GET", "/file?range"), ("HEAD", "/file?range"),
+            ("GET", "/file?position"), ("GET", "/fast?2")]
+    answers, _ = exchange(server.port, b"".join(raw(m, t) for m, t in asks), len(asks), [m for m, _ in asks])
+    assert [a[2] for a in answers] == [FILE_DATA, b"fast 1", FILE_DATA[1000:6000], b"", FILE_DATA[10:], b"fast 2"]
+    assert answers[3][1]["content-length"] == "5000" and app.positions[-1] == len(FILE_DATA)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", "/file?chunked")
+    response = conn.getresponse()
+    assert response.getheader("transfer-encoding") == "chunked" and response.read() == FILE_DATA[:3000]
+    conn.close()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(b"".join(raw("GET", "/file?all") + raw("GET", f"/fast?{i}") for i in range(8)))
+        time.sleep(0.3)
+        f = s.makefile("rb")
+        for i in range(8):
+            assert read_response(f)[2] == FILE_DATA
+            assert read_response(f)[2] == b"fast %d" % i
+    _, rest = exchange(server.port, raw("GET", "/file?short") + raw("GET", "/fast?never"), 0)
+    head, _, body = rest.partition(b"\r\n\r\n")
+    assert b"content-length: 100" in head and body == FILE_DATA[-50:]  # cut short, then closed
 
 
 def test_streamed_answers_are_chunked_and_errors_are_json_500(probe):

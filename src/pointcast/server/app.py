@@ -28,7 +28,7 @@ from .errors import ApiError, no_data, not_allowed, not_found
 from .grammar import Grid, parse_query
 from .openapi import openapi_document
 from .operations import OPERATIONS, Request, file_response, tree_file, verification_answer, viewer_assets
-from .responses import Response, cached_response, error_response, header_value
+from .responses import ZERO_COPY, Response, cached_response, error_response, header_value
 from .run import DEFAULT_ANSWER_BYTES, DEFAULT_CACHE_BYTES, Run, read_run_file
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,10 @@ class PointcastApp:
 
     # -- request handling
 
-    def respond(self, method: str, path: str, query_string: bytes, headers: list[tuple[bytes, bytes]]) -> Response:
+    def respond(self, method: str, path: str, query_string: bytes, headers: list[tuple[bytes, bytes]],
+                zero_copy: bool = False) -> Response:
+        """The response to a request; ``zero_copy``: the server takes a body as a file
+        (``responses.ZERO_COPY``), which an answer asked for again then gets."""
         if path == VERIFICATION_PATH:
             return self.verification(method, query_string, headers)
         try:
@@ -160,6 +163,8 @@ class PointcastApp:
                 answer = op.handler(self, op, Request(parse_query(query_string, op.params), run))
                 if isinstance(run, Run):
                     run.answers.put(key, answer, answer.size)
+            elif zero_copy:  # asked for again: worth a file of its own
+                return cached_response(answer, headers, self.clock(), run.body_files, key)
             return cached_response(answer, headers, self.clock())
         except ApiError as err:
             return error_response(err)
@@ -214,9 +219,13 @@ class PointcastApp:
         kind = scope["type"]
         if kind == "http":
             method = scope.get("method", "GET")
-            response = self.respond(method, scope.get("path", ""), scope.get("query_string", b""), scope.get("headers", []))
+            response = self.respond(method, scope.get("path", ""), scope.get("query_string", b""), scope.get("headers", []),
+                                    ZERO_COPY in (scope.get("extensions") or ()))
             await send({"type": "http.response.start", "status": response.status, "headers": response.headers})
-            await send({"type": "http.response.body", "body": b"" if method == "HEAD" else response.body})
+            if response.file is not None and method != "HEAD":
+                await send({"type": ZERO_COPY, "file": response.file.file, "offset": 0, "count": response.file.size})
+            else:
+                await send({"type": "http.response.body", "body": b"" if method == "HEAD" else response.body})
         elif kind == "lifespan":
             while True:
                 message = await receive()

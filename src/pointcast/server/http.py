@@ -6,6 +6,11 @@ hand (``coro.send(None)``), and only a coroutine that really suspends is handed 
 as a task. ``PointcastApp`` answers from memory without suspending, so a request costs no
 task, no event-loop turn and no per-request cycle object (docs/performance.md, "Server").
 
+It offers ASGI's zero-copy send (``http.response.zerocopysend``) where the system has
+``sendfile``: the head goes out with ``MSG_MORE`` and the body from the file's pages straight
+to the socket, so a large kept answer is not copied out of Python's memory for every request
+(docs/performance.md, "Server").
+
 Requests on a connection are answered one at a time, in order: a pipelined request waits in
 ``_queue`` while an earlier answer is in flight or the transport's write buffer is above its
 high-water mark (``pause_writing``), and reading pauses meanwhile, so neither input nor
@@ -19,6 +24,8 @@ import collections
 import email.utils
 import http
 import logging
+import os
+import socket
 import time
 import types
 from collections.abc import Callable
@@ -41,6 +48,8 @@ MAX_BODY_BYTES = 1 << 20
 """Request bodies are read and handed to the app whole (no operation reads one)."""
 
 ASGI = {"version": "3.0", "spec_version": "2.3"}
+ZERO_COPY = "http.response.zerocopysend"
+EXTENSIONS = {ZERO_COPY: {}} if hasattr(os, "sendfile") and hasattr(socket, "MSG_MORE") else {}
 METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")}
 NO_BODY_STATUSES = frozenset({204, 304})
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -48,6 +57,17 @@ LINGER_SECONDS = 2.0
 COPY_BYTES = 16_384
 """A body shorter than this is joined to its head for one write; a longer one is written
 beside it (``writelines``) instead of copied."""
+
+
+def _read(fd: int, offset: int, count: int) -> bytes:
+    """``count`` bytes of a file from ``offset``; an error if it ends before them."""
+    data = os.pread(fd, count, offset)
+    while len(data) < count:
+        more = os.pread(fd, count - len(data), offset + len(data))
+        if not more:
+            raise RuntimeError("the file ended before the count of its zero-copy send")
+        data += more
+    return data
 
 
 def _status_line(status: int) -> bytes:
@@ -68,6 +88,38 @@ def date_line() -> bytes:
     if now != _date[0]:
         _date[0], _date[1] = now, b"date: %s\r\n" % email.utils.formatdate(now, usegmt=True).encode()
     return _date[1]
+
+
+_rendered: dict[tuple, tuple[int | None, bool, bytes]] = {}
+RENDERED_HEADERS = 512  # header lists kept rendered; the cache starts afresh when full
+
+
+def rendered_headers(headers: Any) -> tuple[int | None, bool, bytes]:
+    """An app's response headers as (their Content-Length, whether they ask to close, their
+    lines but ``connection``, which the adapter writes itself). Names are lowercase, as ASGI
+    asks of the app. Kept by value: an app answering again with the same headers (the kept
+    answers do, for a second) costs a look-up."""
+    try:
+        key = tuple(headers)
+        entry = _rendered.get(key)
+    except TypeError:  # headers as lists, not tuples: rendered every time
+        key, entry = None, None
+    if entry is not None:
+        return entry
+    fields = dict(headers)  # for the look-ups only
+    declared = fields.get(b"content-length")
+    connection = fields.get(b"connection")
+    if connection is not None:
+        headers = [(name, value) for name, value in headers if name != b"connection"]
+    lines = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+    if lines.count(b"\n") != len(headers) or lines.count(b"\r") != len(headers):
+        raise RuntimeError("a response header holds CR or LF")
+    entry = (None if declared is None else int(declared), connection is not None and connection.lower() == b"close", lines)
+    if key is not None:
+        if len(_rendered) >= RENDERED_HEADERS:
+            _rendered.clear()
+        _rendered[key] = entry
+    return entry
 
 
 class Refused(Exception):
@@ -156,6 +208,7 @@ class HttpProtocol(asyncio.Protocol):
         self._framing = b""  # b"length", b"chunked", b"close" or b"" (no body)
         self._remaining = 0  # body bytes the Content-Length still promises
         self._complete = False
+        self._socket: socket.socket | None = None  # the connection's socket, for zero-copy sends
 
     # -- connection
 
@@ -171,6 +224,8 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
+        if self._socket is not None:
+            self._socket.close()
         self._reading_done = True
         self._queue.clear()
         if self._timer is not None:
@@ -290,6 +345,7 @@ class HttpProtocol(asyncio.Protocol):
             "headers": headers,
             "client": self.client,
             "server": self.sockname,
+            "extensions": EXTENSIONS,
         }
         if self._expect_continue and version == "1.1" and self.idle():
             self.transport.write(CONTINUE)
@@ -414,6 +470,11 @@ class HttpProtocol(asyncio.Protocol):
             if more and self._writing_paused and not self.transport.is_closing():
                 self._drained = self.loop.create_future()
                 return self._drained
+        elif kind == ZERO_COPY and EXTENSIONS:
+            if not self._started or self._complete:
+                raise RuntimeError(f"{ZERO_COPY} outside a response")
+            self._write_file(message["file"], message.get("offset"), message.get("count"),
+                             message.get("more_body", False))
         elif kind == "http.response.start":
             if self._started:
                 raise RuntimeError("http.response.start sent twice")
@@ -434,12 +495,67 @@ class HttpProtocol(asyncio.Protocol):
             if data:
                 transport.write(data)
         else:
-            head = self._head(body, more)
+            head = self._head(len(body), more)
             data = self._frame(body, more) if self._framing else b""
             if len(data) < COPY_BYTES:
                 transport.write(head + data)
             else:  # one writev, no copy of a large body
                 transport.writelines((head, data))
+        self._ended(more)
+
+    def _write_file(self, file: Any, offset: int | None, count: int | None, more: bool) -> None:
+        """``count`` bytes of ``file`` from ``offset`` (ASGI's zero-copy send: without an
+        offset, from the file's position, which moves past them; without a count, to its end).
+
+        With a Content-Length framing and nothing waiting in the transport's buffer, the head
+        is sent with ``MSG_MORE`` and the body by ``os.sendfile``; whatever the socket does not
+        take at once, and every other case, goes through the transport as bytes read from the
+        file, so the order on the wire is kept."""
+        fd = file.fileno()
+        position = offset is None
+        if position:
+            offset = os.lseek(fd, 0, os.SEEK_CUR)
+        if count is None:
+            count = max(0, os.fstat(fd).st_size - offset)
+        transport = self.transport
+        if position:
+            os.lseek(fd, offset + count, os.SEEK_SET)
+        if transport.is_closing():
+            return
+        head = b"" if self._head_sent else self._head(count, more)
+        if self._framing != b"length" or transport.get_write_buffer_size() or not count:
+            if head:
+                transport.write(head)
+            self._write(_read(fd, offset, count) if self._framing else b"", more)
+            return
+        if count > self._remaining:
+            raise RuntimeError("response body longer than its Content-Length")
+        self._remaining -= count
+        sock = self._socket
+        if sock is None:  # a second socket object on the connection's descriptor (a dup)
+            sock = self._socket = socket.socket(fileno=os.dup(transport.get_extra_info("socket").fileno()))
+        sent = 0
+        try:
+            if head:
+                done = sock.send(head, socket.MSG_MORE)
+                if done < len(head):
+                    transport.write(head[done:])
+                    head = None  # the rest goes through the transport, after this part of the head
+            while head is not None and sent < count:
+                done = os.sendfile(sock.fileno(), fd, offset + sent, count - sent)
+                if not done:  # the file ended: ``_read`` below says so
+                    break
+                sent += done
+        except BlockingIOError:
+            pass
+        except OSError:  # the client went away
+            transport.abort()
+            return
+        if sent < count:
+            transport.write(_read(fd, offset + sent, count - sent))
+        self._ended(more)
+
+    def _ended(self, more: bool) -> None:
         if not more:
             self._complete = self._framing != b"length" or self._remaining == 0
             if self._framing == b"close":
@@ -447,26 +563,22 @@ class HttpProtocol(asyncio.Protocol):
             if self._disconnected is not None and not self._disconnected.done():
                 self._disconnected.set_result(None)
 
-    def _head(self, body: bytes, more: bool) -> bytes:
+    def _head(self, length: int, more: bool) -> bytes:
         """The status line and headers; decides the framing (Content-Length, chunked, or the
-        connection's end) and whether the connection stays open. Header names are lowercase,
-        as ASGI asks of the app."""
+        connection's end) and whether the connection stays open. ``length``: the body's bytes
+        when the app gives no Content-Length and sends it whole."""
         status = self._status
-        headers = self._response_headers
-        fields = dict(headers)  # for the look-ups only
-        length = fields.get(b"content-length")
-        if b"connection" in fields:  # the adapter says it itself, below
-            if fields[b"connection"].lower() == b"close":
-                self._keep_alive = False
-            headers = [(name, value) for name, value in headers if name != b"connection"]
+        declared, close, fields = rendered_headers(self._response_headers)
+        if close:
+            self._keep_alive = False
         extra = b""
         if self._head_request or status in NO_BODY_STATUSES or status < 200:
             self._framing = b""
-        elif length is not None:
-            self._framing, self._remaining = b"length", int(length)
+        elif declared is not None:
+            self._framing, self._remaining = b"length", declared
         elif not more:
-            self._framing, self._remaining = b"length", len(body)
-            extra = b"content-length: %d\r\n" % len(body)
+            self._framing, self._remaining = b"length", length
+            extra = b"content-length: %d\r\n" % length
         elif self._keep_alive:
             self._framing = b"chunked"
             extra = b"transfer-encoding: chunked\r\n"
@@ -474,12 +586,8 @@ class HttpProtocol(asyncio.Protocol):
             self._framing = b"close"
         if not self._keep_alive:
             extra += b"connection: close\r\n"
-        fields = b"\r\n".join(map(b": ".join, headers))
-        if fields.count(b"\n") != len(headers) - 1 or fields.count(b"\r") != len(headers) - 1:
-            raise RuntimeError("a response header holds CR or LF")
         self._head_sent = True
-        return b"".join((STATUS_LINES.get(status) or _status_line(status), date_line(), fields,
-                         b"\r\n" if headers else b"", extra, b"\r\n"))
+        return b"".join((STATUS_LINES.get(status) or _status_line(status), date_line(), fields, extra, b"\r\n"))
 
     def _frame(self, body: bytes, more: bool) -> bytes:
         framing = self._framing

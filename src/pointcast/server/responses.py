@@ -1,12 +1,17 @@
 """Answers and the HTTP responses made of them: what an operation returns (``Answer``: body
 parts and validators, kept per run), and what each request gets from it (``cached_response``:
-gzip, ``304``, ``max-age`` and a fresh ``requestId`` applied per request), or from an error."""
+gzip, ``304``, ``max-age`` and a fresh ``requestId`` applied per request), or from an error.
+
+A server that offers ASGI's zero-copy send (``http.response.zerocopysend``) gets the body of an
+answer asked for again as an in-memory file (``BodyFile``), which the kernel sends from its
+own pages (``sendfile``) instead of copying it out of Python's memory on every request."""
 
 from __future__ import annotations
 
 import email.utils
 import functools
 import json
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,8 +19,38 @@ from datetime import datetime, timezone
 
 from .compress import Deflated, Piece, accepts_gzip, gzip_chunks
 from .errors import ApiError
+from .run import ByteBoundLru
 
 JSON_TYPE = b"application/json"
+ZERO_COPY = "http.response.zerocopysend"  # the ASGI extension's name in ``scope["extensions"]``
+ZERO_COPY_BYTES = 16_384
+"""Shorter bodies are joined per request: copying them costs less than a file's system calls."""
+
+
+class BodyFile:
+    """A body in an in-memory file (``memfd``, closed when the last reference goes): what
+    ``http.response.zerocopysend`` sends from, ``size`` bytes from offset 0."""
+
+    __slots__ = ("file", "size")
+
+    def __init__(self, body: bytes):
+        fd = os.memfd_create("pointcast-answer", os.MFD_CLOEXEC)
+        self.file = open(fd, "r+b", buffering=0)  # noqa: SIM115 (lives as long as the answer)
+        view = memoryview(body)
+        while view:
+            view = view[self.file.write(view):]
+        self.size = len(body)
+
+
+def body_file(body: bytes) -> BodyFile | None:
+    """``body`` as a ``BodyFile``, or None where the system has no memfd or no descriptor to spare
+    (the body is then sent as bytes)."""
+    if not hasattr(os, "memfd_create"):
+        return None
+    try:
+        return BodyFile(body)
+    except OSError:
+        return None
 
 
 @dataclass
@@ -23,6 +58,7 @@ class Response:
     status: int
     body: bytes
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    file: BodyFile | None = None  # the body, when it is sent by zero-copy (``body`` is then empty)
 
 
 def error_response(err: ApiError) -> Response:
@@ -83,6 +119,8 @@ class Answer:
     next_update: datetime | None
     deflated: Callable[[Piece], Deflated]  # the cached deflate form of a ``Piece``
     request_id_at: int | None = None  # the part that is a fresh UUID4 per request
+    # gzip or not -> (max-age, the 200's headers) of the second they were made in
+    heads: dict[bool, tuple[int, list[tuple[bytes, bytes]]]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def size(self) -> int:
@@ -97,38 +135,82 @@ def header_value(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | Non
     return b", ".join(values) if values else None
 
 
-def cached_response(answer: Answer, headers: list[tuple[bytes, bytes]], now: float) -> Response:
+CONDITION_HEADERS = frozenset({b"accept-encoding", b"if-none-match", b"if-modified-since"})
+
+
+def _conditions(headers: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    """The request headers ``cached_response`` reads (``CONDITION_HEADERS``), found in one pass;
+    repeated lines joined with ", " as ``header_value`` does."""
+    found: dict[bytes, bytes] = {}
+    for name, value in headers:
+        name = name.lower()
+        if name in CONDITION_HEADERS:
+            found[name] = found[name] + b", " + value if name in found else value
+    return found
+
+
+def _validators(answer: Answer, etag: bytes, max_age: int) -> list[tuple[bytes, bytes]]:
+    headers = [(b"etag", etag), (b"cache-control", b"public, max-age=%d" % max_age),
+               (b"vary", b"Accept-Encoding")]
+    if answer.updated is not None:
+        headers.append((b"last-modified", _http_date(answer.updated)))
+    return headers
+
+
+def cached_response(answer: Answer, headers: list[tuple[bytes, bytes]], now: float,
+                    files: ByteBoundLru | None = None, key: tuple[str | bytes, ...] = ()) -> Response:
     """200 (or 304) with ETag, Last-Modified and a max-age that ends at the next update; in
-    gzip when the request accepts it.
+    gzip when the request accepts it. With ``files`` (the run's kept body files, for a server
+    offering zero-copy send), a body of ``ZERO_COPY_BYTES`` or more is answered as the file kept
+    under ``key``, made on first use.
 
     The gzip answer is another representation, so its strong ETag differs (``"<tag>-gzip"``);
-    ``Vary: Accept-Encoding`` tells caches so."""
-    gzip = accepts_gzip(header_value(headers, b"accept-encoding"))
+    ``Vary: Accept-Encoding`` tells caches so. The 200's headers change once a second (max-age)
+    and are kept in the answer meanwhile (``Answer.heads``)."""
+    asked = _conditions(headers)
+    gzip = accepts_gzip(asked.get(b"accept-encoding"))
     etag = answer.etag
     if gzip:
         etag = etag[:-1] + b'-gzip"'
     max_age = 0
     if answer.next_update is not None:
         max_age = max(0, int(answer.next_update.timestamp() - now))
-    response_headers = [(b"etag", etag), (b"cache-control", b"public, max-age=%d" % max_age),
-                        (b"vary", b"Accept-Encoding")]
-    if answer.updated is not None:
-        response_headers.append((b"last-modified", _http_date(answer.updated)))
-    if_none_match = header_value(headers, b"if-none-match")
+    if_none_match = asked.get(b"if-none-match")
     if if_none_match is not None:
         if _etag_matches(if_none_match, etag):
-            return Response(304, b"", response_headers)
+            return Response(304, b"", _validators(answer, etag, max_age))
     else:
-        if_modified_since = header_value(headers, b"if-modified-since")
+        if_modified_since = asked.get(b"if-modified-since")
         if if_modified_since is not None and _not_modified_since(if_modified_since, answer.updated):
-            return Response(304, b"", response_headers)
+            return Response(304, b"", _validators(answer, etag, max_age))
+    body = b""
+    file = None
+    if files is not None and answer.request_id_at is None:
+        key = (*key, b"gzip" if gzip else b"")
+        file = files.get(key)
+        if file is None:
+            body = _body(answer, gzip)
+            if len(body) >= ZERO_COPY_BYTES and (file := body_file(body)) is not None:
+                files.put(key, file, file.size)
+                body = b""
+    else:
+        body = _body(answer, gzip)
+    head = answer.heads.get(gzip)
+    if head is None or head[0] != max_age:
+        response_headers = _validators(answer, etag, max_age)
+        if gzip:
+            response_headers.append((b"content-encoding", b"gzip"))
+        length = file.size if file is not None else len(body)  # the same for every request
+        response_headers += [(b"content-type", JSON_TYPE), (b"content-length", b"%d" % length)]
+        head = answer.heads[gzip] = (max_age, response_headers)
+    return Response(200, body, head[1], file)
+
+
+def _body(answer: Answer, gzip: bool) -> bytes:
     body_parts = answer.parts
     if answer.request_id_at is not None:
         body_parts = list(body_parts)
         body_parts[answer.request_id_at] = str(uuid.uuid4()).encode()
     if gzip:
         body_parts = gzip_chunks(body_parts, answer.deflated)
-        response_headers.append((b"content-encoding", b"gzip"))
-    body = b"".join(body_parts)
-    response_headers += [(b"content-type", JSON_TYPE), (b"content-length", b"%d" % len(body))]
-    return Response(200, body, response_headers)
+    return b"".join(body_parts)

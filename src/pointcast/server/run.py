@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024  # bytes of point files (and what is made of them) kept per run
 DEFAULT_ANSWER_BYTES = 64 * 1024 * 1024  # bytes of answers kept per run (``Answer.size``)
+MAX_BODY_FILES = 256  # kept answers' bodies held as in-memory files per run (``Run.body_files``)
 
 # A point id is used as a file name: only plain names are accepted from index.json.
 _POINT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
@@ -147,10 +148,12 @@ def _heights(value: Any) -> tuple[float, ...] | None:
 
 class ByteBoundLru:
     """Values by key; the least recently used go first once their sizes add up to more than
-    ``limit`` bytes (a value larger than that is not kept)."""
+    ``limit`` bytes, or once there are more than ``max_entries`` (a value larger than ``limit``
+    is not kept)."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, max_entries: int | None = None):
         self.limit = limit
+        self.max_entries = max_entries
         self.size = 0
         self.entries: OrderedDict[tuple[str | bytes, ...], tuple[Any, int]] = OrderedDict()
 
@@ -165,8 +168,9 @@ class ByteBoundLru:
         if size <= self.limit:
             self.entries[key] = (value, size)
             self.size += size
-            while self.size > self.limit:
-                _, (_, old_size) = self.entries.popitem(last=False)
+            entries, most = self.entries, self.max_entries
+            while self.size > self.limit or (most is not None and len(entries) > most):
+                _, (_, old_size) = entries.popitem(last=False)
                 self.size -= old_size
 
 
@@ -182,6 +186,10 @@ class Run:
         # (kind, product, freq, point id[, height]) -> PointFile | WindFile | WindLadder | ...
         self.files = ByteBoundLru(max_cache_bytes)
         self.answers = ByteBoundLru(max_answer_bytes)  # (path, raw query) -> Answer
+        # (path, raw query, gzip) -> the body of an answer asked for again, as an in-memory file
+        # for a server offering ASGI's zero-copy send (``responses.body_file``); each holds a
+        # file descriptor, hence the bound on their number
+        self.body_files = ByteBoundLru(max_answer_bytes, MAX_BODY_FILES)
         # the catalog's body, ETag, Last-Modified and next update, rendered once per run
         self.catalog: tuple[Piece, bytes, datetime | None, datetime | None] | None = None
 
