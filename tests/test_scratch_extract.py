@@ -143,3 +143,32 @@ def test_a_cycles_scratch_goes_with_it_and_retention_removes_a_killed_ones(tmp_p
             (again / "ifs").mkdir()
             raise ValueError("failed")
     assert not live.exists()
+
+
+@pytest.mark.skipif(scratch._TRIM is None, reason="no malloc_trim: not glibc")
+def test_memory_a_thread_freed_goes_back_to_the_system():
+    """What an extraction block freed on dask's threads is no longer part of the process's
+    RSS once `scratch.release_freed` has run: glibc keeps it otherwise, below a block still
+    held at the top of the thread's heap."""
+    import threading
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    scratch.release_freed()
+    before = rss()
+    kept = []
+
+    def work():  # 96 MB in pieces below glibc's mmap threshold, freed but the last
+        pieces = [bytearray(b"x" * (96 << 10)) for _ in range(1024)]
+        kept.append(pieces.pop())
+        del pieces
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    freed = rss()
+    scratch.release_freed()
+    assert freed - before > 64 << 20  # kept although freed
+    assert rss() - before < 16 << 20
