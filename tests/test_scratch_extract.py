@@ -143,3 +143,50 @@ def test_a_cycles_scratch_goes_with_it_and_retention_removes_a_killed_ones(tmp_p
             (again / "ifs").mkdir()
             raise ValueError("failed")
     assert not live.exists()
+
+
+@pytest.mark.skipif(scratch._TRIM is None, reason="no malloc_trim: not glibc")
+def test_memory_a_thread_freed_goes_back_to_the_system():
+    """What an extraction block freed on dask's threads is no longer part of the process's
+    RSS once `scratch.release_freed` has run: glibc keeps it otherwise, below a block still
+    held at the top of the thread's heap."""
+    import threading
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    scratch.release_freed()
+    before = rss()
+    kept = []
+
+    def work():  # 96 MB in pieces below glibc's mmap threshold, freed but the last
+        pieces = [bytearray(b"x" * (96 << 10)) for _ in range(1024)]
+        kept.append(pieces.pop())
+        del pieces
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    freed = rss()
+    scratch.release_freed()
+    assert freed - before > 64 << 20  # kept although freed
+    assert rss() - before < 16 << 20
+
+
+@pytest.mark.parametrize("model", ["msm", "icon-d2"])
+def test_points_extracted_apart_have_the_values_of_one_extraction(runs, model):
+    """What blocks of points would rest on: a point's series do not depend on the other
+    points. `vertical._rows_with_levels` profiles the steps where two levels have a value at
+    any point, but a profile with fewer than two valid levels is NaN at every height
+    whatever steps are profiled (`physics._bracket`), so points extracted apart, a block of
+    points outside the grid among them (no step profiled), give the same values bit for bit."""
+    ds, pts = runs[model]
+    outside = (10.0, 100.0)  # off both models' domains
+    pts = interp.PointSet(np.append(pts.ids, ["out0", "out1"]), np.append(pts.lats, [outside[0]] * 2),
+                          np.append(pts.lons, [outside[1], outside[1] + 1.0]), np.append(pts.elevation, [np.nan, 50.0]))
+    whole = interp.extract(ds, pts, HEIGHTS)
+    apart = [interp.extract(ds, interp.PointSet(*(getattr(pts, f)[s] for f in ("ids", "lats", "lons", "elevation"))),
+                            HEIGHTS) for s in (slice(0, 17), slice(17, 40), slice(40, 42))]
+    assert np.isnan(apart[2].wind_u.values).all() and not np.isnan(whole.wind_u.values).all()
+    xr.testing.assert_identical(xr.concat(apart, "point", combine_attrs="override"), whole)

@@ -11,6 +11,7 @@ one by the lock its cycle holds (`held`, `pointcast.locks`).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 from contextlib import contextmanager
@@ -82,6 +83,21 @@ def write(blocks: Iterable[tuple[slice, xr.Dataset]], times: np.ndarray, parts: 
                 _create(part, sub, times, rows.stop - rows.start)
             sub.drop_vars(list(sub.coords)).to_zarr(part.path, region={"time": rows}, mode="r+",
                                                     zarr_format=2, consolidated=False)
+        release_freed()  # the blocks before this one
+    release_freed()
+
+
+def release_freed() -> None:
+    """Give the memory freed inside glibc's heaps back to the system (``malloc_trim``). An
+    extraction block's fields and series are freed on dask's threads, into heaps of their
+    own that ``free`` shrinks only from the top: the freed pages in between stayed part of
+    the cycle's RSS, which every build process forked from it counts again. Nothing where
+    the C library has no ``malloc_trim`` (not glibc)."""
+    if _TRIM is not None:
+        _TRIM(0)
+
+
+_TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None)
 
 
 def _create(part: Part, first: xr.Dataset, times: np.ndarray, rows: int) -> None:
