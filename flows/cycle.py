@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import logging
 import shutil
 import time
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -22,8 +23,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
 from pointcast import build, interp, publish
+from pointcast.build import ModelFailed
 from pointcast.config import Config, load_config
-from pointcast.ingest import decode
 from pointcast.products.base import RunContext
 from pointcast.publish.retention import retain_scratch
 from pointcast.sources import MODELS, make_source, run_steps
@@ -78,43 +79,31 @@ def fetch(cfg: Config, run: RunRef) -> FetchedRun:
     return fetched
 
 
-class ModelFailed(RuntimeError):
-    """A model's run could not be decoded or extracted: the model is dropped from the cycle."""
-
-
 @task(cache_policy=NO_CACHE)
 def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, heights: list[float],
                    groups: list[tuple[int, list[float]]], parts: dict, complete: bool) -> dict:
     """The model's run at ``points``: the points of every list using it, one after the other,
     each list (``groups``: its number of points and heights) profiled at its own heights,
     written a block of time steps at a time into each list's scratch store (``parts``, by
-    points file: `build.split`), whose paths it returns by points file. ``complete``: the
-    model ends a product's blend, so every variable of its table must be in the run (nothing
-    after it supplies one it lacks); otherwise a variable it lacks comes from the next model
-    of the blend. Anything else that fails raises ``ModelFailed``, naming what."""
-    model = MODELS[fetched.run.model]
-    try:
-        ds = decode(fetched.files, model.fields, model=model.id,
-                    attrs={"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)})
-    except Exception as e:
-        raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e
-    lacking = sorted({row.var for row in model.fields} - set(ds.data_vars))
-    if lacking and complete:
-        raise ModelFailed(f"{model.id}: the run's files hold no field for {', '.join(lacking)}, "
-                          f"and no model after it in the blend would supply them")
+    points file: `build.split`), whose paths it returns by points file (`build.extract_model`,
+    which raises ``ModelFailed`` naming what failed). On a distributed `[dask] scheduler` the
+    whole model is one task on a worker (decoding, extraction and the writes into its stores),
+    so the cluster's workers share the models out."""
+    args = (fetched, points, heights, groups, list(parts.values()), complete)
+    if build.distributed(cfg.dask):
+        from distributed import default_client
+
+        key = f"extract_model-{uuid.uuid4().hex}"
+        lacking, variables, times = default_client().submit(build.on_worker, build.extract_model, *args,
+                                                            key=key).result()
+    else:
+        lacking, variables, times = build.extract_model(*args)
+    model = fetched.run.model
     if lacking:
         _logger().warning("%s: the run's files hold no field for %s: the next model of the "
-                          "blend supplies them", model.id, ", ".join(lacking))
-    try:  # on the flow's dask scheduler (dask_scheduler)
-        interp.scratch.write(interp.extract_blocks(ds, points, heights, groups), ds.time.values,
-                             parts.values())
-    except KeyError as e:
-        raise ModelFailed(f"{model.id}: extraction needs {e}, which the decoded run does not "
-                          f"hold") from e
-    except Exception as e:
-        raise ModelFailed(f"{model.id}: extraction failed: {type(e).__name__}: {e}") from e
-    _logger().info("%s: decoded %d variables on %d times, extracted %d points", model.id,
-                   len(ds.data_vars), ds.sizes["time"], len(points))
+                          "blend supplies them", model, ", ".join(lacking))
+    _logger().info("%s: decoded %d variables on %d times, extracted %d points", model,
+                   variables, times, len(points))
     return {f: part.path for f, part in parts.items()}
 
 
@@ -199,8 +188,12 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
         with ThreadPoolExecutor(max_workers=1) as flush:
             durable = flush.submit(_timed, writer.finish)
             if report["ok"]:
-                for pid, out in outputs.items():
-                    publish.append_archive(root, pid, out.archive)
+                # Each product's archive is a store of its own: up to `[dask] workers` of them
+                # are appended at once (each holds a few shards on each of dask's threads).
+                with ThreadPoolExecutor(max_workers=max(1, cfg.dask.workers)) as appends:
+                    for done in [appends.submit(publish.append_archive, root, pid, out.archive)
+                                 for pid, out in outputs.items()]:
+                        done.result()
             appended = time.perf_counter() - start
             flushed = durable.result()
         _logger().info("run %s: files durable in %.1f s, archives appended in %.1f s (side by side)",
@@ -312,10 +305,13 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     scratch_dir = interp.scratch.directory(cfg.output.cache_dir, run_id)
     with dask_scheduler(cfg), interp.scratch.held(scratch_dir) as scratch:
         retain_scratch(cfg.output.cache_dir)  # what a killed cycle left
-        # The models are decoded one after the other in the background, in the order the
-        # blends first need them, and a blend is built as soon as its models are in: the last
-        # models' decoding (dask's threads, mostly outside the GIL) overlaps the building of
-        # the first products (one thread rendering, the others writing files).
+        # With threads the models are decoded one after the other in the background, in the
+        # order the blends first need them, and a blend is built as soon as its models are in:
+        # the last models' decoding (dask's threads, mostly outside the GIL) overlaps the
+        # building of the first products (one thread rendering, the others writing files). On
+        # a cluster every model is a task of its own, all of them at once: the workers take
+        # them, and the blends' slices, as they come free.
+        chained = not build.distributed(cfg.dask)
         decoding, previous = {}, []
         for m in fetched:
             points, heights, groups = build.extraction([lists[f] for f in users[m]])
@@ -323,7 +319,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points), heights, groups,
                                                 quote(parts), m in ends,
                                                 wait_for=[allow_failure(f) for f in previous])
-            previous = [decoding[m]]
+            previous = [decoding[m]] if chained else []
         learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
         # Every product of the run says it was generated now (updated_time, the manifest's
         # created); the run is published once all are built and validated (published_at).

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -27,9 +28,11 @@ from . import interp, publish
 from .config import Config, DaskConfig, ProductConfig
 from .forked import fork_map
 from .grids import grid_for
+from .ingest import decode
 from .products import PRODUCTS
 from .products.base import Files, ProductOutput, RunContext, iso
 from .validate import ArchiveFacts, archive_facts
+from .sources import MODELS
 from .sources.base import FetchedRun, RunRef
 
 
@@ -77,6 +80,53 @@ def extraction(lists: list[PointsList]) -> tuple[interp.PointSet, list[float], l
     return (interp.PointSet.concat([pl.points for pl in lists]),
             sorted({h for pl in lists for h in pl.heights}),
             [(len(pl.points), pl.heights) for pl in lists])
+
+
+class ModelFailed(RuntimeError):
+    """A model's run could not be decoded or extracted: the model is dropped from the cycle."""
+
+
+def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[float],
+                  groups: list[tuple[int, list[float]]], parts: list[interp.scratch.Part],
+                  complete: bool) -> tuple[list[str], int, int]:
+    """The model's run at ``points`` (`extraction`) into the scratch stores of ``parts``
+    (`split`), a block of time steps at a time; returns the variables its files lack, and the
+    variables and times decoded. ``complete``: the model ends a product's blend, so every
+    variable of its table must be in the run (nothing after it supplies one it lacks);
+    otherwise a variable it lacks comes from the next model of the blend. Anything that fails
+    raises `ModelFailed`, naming what. It runs in the cycle's process (the threads scheduler)
+    or whole as one task on a dask worker (`on_worker`)."""
+    model = MODELS[fetched.run.model]
+    try:
+        ds = decode(fetched.files, model.fields, model=model.id,
+                    attrs={"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)})
+    except Exception as e:
+        raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e
+    lacking = sorted({row.var for row in model.fields} - set(ds.data_vars))
+    if lacking and complete:
+        raise ModelFailed(f"{model.id}: the run's files hold no field for {', '.join(lacking)}, "
+                          f"and no model after it in the blend would supply them")
+    for part in parts:  # a task run again after its worker died starts afresh
+        shutil.rmtree(part.path, ignore_errors=True)
+    try:
+        interp.scratch.write(interp.extract_blocks(ds, points, heights, groups), ds.time.values, parts)
+    except KeyError as e:
+        raise ModelFailed(f"{model.id}: extraction needs {e}, which the decoded run does not "
+                          f"hold") from e
+    except Exception as e:
+        raise ModelFailed(f"{model.id}: extraction failed: {type(e).__name__}: {e}") from e
+    return lacking, len(ds.data_vars), ds.sizes["time"]
+
+
+def on_worker(fn, *args):
+    """``fn(*args)`` in a task on a dask worker, its dask computations on the worker's own
+    threads: a `dask.compute` inside a task would otherwise go to the cluster and wait on the
+    thread the task holds."""
+    import dask
+    from distributed import get_worker
+
+    with dask.config.set(scheduler="threads", num_workers=get_worker().state.nthreads):
+        return fn(*args)
 
 
 def split(cfg: Config, where: Path, lists: dict[Path, PointsList]) -> dict[Path, interp.scratch.Part]:
