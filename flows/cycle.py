@@ -20,6 +20,7 @@ from pathlib import Path
 import dask
 from prefect import allow_failure, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import wait
 from prefect.utilities.annotations import quote
 
 from pointcast import build, interp, publish
@@ -114,9 +115,9 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
 @task(cache_policy=NO_CACHE)
 def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
                 ctx: RunContext, writer: publish.TreeWriter, corrections: dict,
-                stage: publish.ArchiveStage) -> dict:
+                stage: publish.ArchiveStage, priority: int = 0) -> dict:
     """The products of one blend (`build.build_blend`)."""
-    return build.build_blend(cfg, pids, extracted, where, ctx, writer, corrections, stage)
+    return build.build_blend(cfg, pids, extracted, where, ctx, writer, corrections, stage, priority)
 
 
 @task(cache_policy=NO_CACHE)
@@ -157,6 +158,9 @@ def postprocess_run(cfg: Config, outputs: dict, writer: publish.TreeWriter, lear
     return {**learnt, "products": {pid: entry for pid, entry in learnt["products"].items() if pid in outputs}}
 
 
+APPENDS = 2  # products' archives appended at once
+
+
 @task(cache_policy=NO_CACHE)
 def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest: dict) -> Path:
     """Make the JSON tree durable and archive a valid run, side by side, then make it visible
@@ -188,9 +192,9 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
         with ThreadPoolExecutor(max_workers=1) as flush:
             durable = flush.submit(_timed, writer.finish)
             if report["ok"]:
-                # Each product's archive is a store of its own: up to `[dask] workers` of them
-                # are appended at once (each holds a few shards on each of dask's threads).
-                with ThreadPoolExecutor(max_workers=max(1, cfg.dask.workers)) as appends:
+                # Each product's archive is a store of its own: `APPENDS` of them are appended
+                # at once (each holds a few shards on each of dask's threads).
+                with ThreadPoolExecutor(max_workers=APPENDS) as appends:
                     for done in [appends.submit(publish.append_archive, root, pid, out.archive)
                                  for pid, out in outputs.items()]:
                         done.result()
@@ -331,22 +335,35 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         stage = publish.ArchiveStage(writer.staging)
         with _cleaned_up(writer, cfg.output.root, run_id):
             corrections, learnt = learning.result()
-            for (points_file, models, _, _), pids in build.blends(cfg).items():
-                for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
-                    stores = _available({m: decoding[m]}, dropped).get(m)
-                    if stores is None:  # dropped: build.without takes it out of the blend
+            # With threads a blend is built in the forked processes, one blend after the other.
+            # On a cluster each blend starts as soon as its models are in, beside the blends
+            # started before it, whose slices run first (``priority``): the workers go on to the
+            # next blend's slices while the flow makes its staged stores or a last slice ends.
+            building = []
+            try:
+                for k, ((points_file, models, _, _), pids) in enumerate(build.blends(cfg).items()):
+                    for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
+                        stores = _available({m: decoding[m]}, dropped).get(m)
+                        if stores is None:  # dropped: build.without takes it out of the blend
+                            continue
+                        for f, path in stores.items():
+                            extracted[f][m] = path
+                    cfg = build.without(cfg, dropped, unbuilt)
+                    pids = [pid for pid in pids if pid in cfg.products]
+                    if not pids:
                         continue
-                    for f, path in stores.items():
-                        extracted[f][m] = path
-                cfg = build.without(cfg, dropped, unbuilt)
-                pids = [pid for pid in pids if pid in cfg.products]
-                if not pids:
-                    continue
-                ctx = build.run_context(cfg, pids[0], runs, model_info, generated, now)
-                outputs.update(build_blend(quote(cfg), pids, quote(extracted[points_file]),
-                                           quote(lists[points_file].points), ctx, quote(writer),
-                                           quote({pid: corrections[pid] for pid in pids if pid in corrections}),
-                                           quote(stage)))
+                    ctx = build.run_context(cfg, pids[0], runs, model_info, generated, now)
+                    args = (quote(cfg), pids, quote(dict(extracted[points_file])),
+                            quote(lists[points_file].points), ctx, quote(writer),
+                            quote({pid: corrections[pid] for pid in pids if pid in corrections}), quote(stage))
+                    if chained:
+                        outputs.update(build_blend(*args))
+                    else:
+                        building.append(build_blend.submit(*args, priority=-k))
+            finally:  # none still writes into the staging tree a failure removes
+                wait(building)
+            for future in building:
+                outputs.update(future.result())
             if not outputs:
                 raise RuntimeError(build.nothing_published(cfg, unbuilt))
             for pid, reason in unbuilt.items():
@@ -354,8 +371,11 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                 log.warning("%s cannot be built this cycle (%s): %s", pid, reason,
                             "the served run's files of it are carried over" if carried[pid]
                             else "it is absent from this run (no served run has it)")
-            report = validate_run(quote(cfg), quote(outputs))
             applied = postprocess_run(quote(cfg), quote(outputs), quote(writer), learnt)
+            # Validation reads the staging tree only: it runs while the cluster closes.
+            validating = validate_run.submit(quote(cfg), quote(outputs))
+    with _cleaned_up(writer, cfg.output.root, run_id):
+        report = validating.result()
     manifest = build.manifest(cfg, run_id, runs, fetched, outputs, dropped, unbuilt, carried, generated, applied)
     report["carried"] = {pid: entry["carried_from"] for pid, entry in carried.items() if entry}
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)

@@ -119,14 +119,15 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
 
 
 def on_worker(fn, *args):
-    """``fn(*args)`` in a task on a dask worker, its dask computations on the worker's own
-    threads: a `dask.compute` inside a task would otherwise go to the cluster and wait on the
-    thread the task holds."""
+    """``fn(*args)`` in a task on a dask worker, its dask computations in the task's own
+    thread (a worker runs as many tasks at once as it has threads): a `dask.compute` inside a
+    task would otherwise go to the cluster and wait on the thread the task holds. Set for the
+    worker's process and left set: a context restoring the setting would race the worker's
+    other threads."""
     import dask
-    from distributed import get_worker
 
-    with dask.config.set(scheduler="threads", num_workers=get_worker().state.nthreads):
-        return fn(*args)
+    dask.config.set(scheduler="synchronous")
+    return fn(*args)
 
 
 def split(cfg: Config, where: Path, lists: dict[Path, PointsList]) -> dict[Path, interp.scratch.Part]:
@@ -355,7 +356,7 @@ def distributed(dask_cfg: DaskConfig) -> bool:
 
 def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
                 ctx: RunContext, writer: publish.TreeWriter, corrections: dict,
-                stage: publish.ArchiveStage) -> dict[str, ProductOutput]:
+                stage: publish.ArchiveStage, priority: int = 0) -> dict[str, ProductOutput]:
     """The products of one blend, over their points in `slices`. On a dask.distributed
     cluster (`[dask] scheduler`) each slice is a task on its workers; otherwise the slices are
     built `build_processes` at a time in processes forked from the cycle's (rendering is
@@ -364,7 +365,8 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     and its archive rows into the run's staged archives (``stage``; the workers must see the
     stores and both at the same paths): the memory of a process building is a slice's series,
     resampled members, blend and elements, whatever the number of points. ``corrections``:
-    the bias estimates of the blend's corrected products (`postprocess.prepare`), by product."""
+    the bias estimates of the blend's corrected products (`postprocess.prepare`), by product.
+    ``priority``: on a cluster, the slices of blends built at once run highest first."""
     n = len(cfg.products[pids[0]].points)
     estimate = None
     if corrections:  # the products of one blended series share one correction
@@ -375,7 +377,8 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     stage_archives(cfg, pids, extracted, where, ctx, list(corrections), estimate, stage,
                    parts[0].stop - parts[0].start)
     if distributed(cfg.dask):
-        built = _on_cluster(cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging, parts)
+        built = _on_cluster(cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging, parts,
+                            priority)
     else:
         forked = cfg.dask.build_processes > 1 and len(parts) > 1
         threads = 0 if forked else publish.WRITE_THREADS
@@ -396,23 +399,20 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 
 
 def _on_cluster(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, ctx: RunContext,
-                corrected: list[str], estimate, staging: Path, parts: list[slice]) -> list:
+                corrected: list[str], estimate, staging: Path, parts: list[slice], priority: int) -> list:
     """`build_slice` of every slice (``parts``) as a task on the default dask.distributed
     client (the cluster `flows.cycle.dask_scheduler` opened). The inputs every slice shares go
-    to the cluster once; a task reads its slice of the series from the scratch stores. A
-    failure (an exception, or a worker that died: dask's ``KilledWorker``) is raised once
-    every slice has ended, so that none still writes into the staging tree the failed cycle
-    removes."""
-    import dask
+    to every worker once (held by one worker only, they would draw every slice to it while
+    another is free); a task reads its slice of the series from the scratch stores. A failure
+    (an exception, or a worker that died: dask's ``KilledWorker``) is raised once every slice
+    has ended, so that none still writes into the staging tree the failed cycle removes."""
     from distributed import default_client, wait
 
     client = default_client()
-    shared = [dask.delayed(v, pure=True, traverse=False) for v in (cfg, where, ctx, estimate)]
-    c, w, x, e = shared
-    tasks = [dask.delayed(build_slice, pure=False)(c, pids, extracted, w, x, corrected, e,
-                                                   str(staging), publish.WRITE_THREADS, s)
-             for s in parts]
-    futures = client.compute(tasks)
+    c, w, x, e = client.scatter([cfg, where, ctx, estimate], broadcast=True, hash=False)
+    futures = [client.submit(build_slice, c, pids, extracted, w, x, corrected, e, str(staging),
+                             publish.WRITE_THREADS, s, pure=False, priority=priority)
+               for s in parts]
     wait(futures)
     return client.gather(futures)
 
