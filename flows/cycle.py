@@ -13,17 +13,19 @@ from contextlib import contextmanager
 import logging
 import shutil
 import time
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import dask
 from prefect import allow_failure, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import wait
 from prefect.utilities.annotations import quote
 
 from pointcast import build, interp, publish
+from pointcast.build import ModelFailed
 from pointcast.config import Config, load_config
-from pointcast.ingest import decode
 from pointcast.products.base import RunContext
 from pointcast.publish.retention import retain_scratch
 from pointcast.sources import MODELS, make_source, run_steps
@@ -78,43 +80,31 @@ def fetch(cfg: Config, run: RunRef) -> FetchedRun:
     return fetched
 
 
-class ModelFailed(RuntimeError):
-    """A model's run could not be decoded or extracted: the model is dropped from the cycle."""
-
-
 @task(cache_policy=NO_CACHE)
 def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, heights: list[float],
                    groups: list[tuple[int, list[float]]], parts: dict, complete: bool) -> dict:
     """The model's run at ``points``: the points of every list using it, one after the other,
     each list (``groups``: its number of points and heights) profiled at its own heights,
     written a block of time steps at a time into each list's scratch store (``parts``, by
-    points file: `build.split`), whose paths it returns by points file. ``complete``: the
-    model ends a product's blend, so every variable of its table must be in the run (nothing
-    after it supplies one it lacks); otherwise a variable it lacks comes from the next model
-    of the blend. Anything else that fails raises ``ModelFailed``, naming what."""
-    model = MODELS[fetched.run.model]
-    try:
-        ds = decode(fetched.files, model.fields, model=model.id,
-                    attrs={"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)})
-    except Exception as e:
-        raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e
-    lacking = sorted({row.var for row in model.fields} - set(ds.data_vars))
-    if lacking and complete:
-        raise ModelFailed(f"{model.id}: the run's files hold no field for {', '.join(lacking)}, "
-                          f"and no model after it in the blend would supply them")
+    points file: `build.split`), whose paths it returns by points file (`build.extract_model`,
+    which raises ``ModelFailed`` naming what failed). On a distributed `[dask] scheduler` the
+    whole model is one task on a worker (decoding, extraction and the writes into its stores),
+    so the cluster's workers share the models out."""
+    args = (fetched, points, heights, groups, list(parts.values()), complete)
+    if build.distributed(cfg.dask):
+        from distributed import default_client
+
+        key = f"extract_model-{uuid.uuid4().hex}"
+        lacking, variables, times = default_client().submit(build.on_worker, build.extract_model, *args,
+                                                            key=key).result()
+    else:
+        lacking, variables, times = build.extract_model(*args)
+    model = fetched.run.model
     if lacking:
         _logger().warning("%s: the run's files hold no field for %s: the next model of the "
-                          "blend supplies them", model.id, ", ".join(lacking))
-    try:  # on the flow's dask scheduler (dask_scheduler)
-        interp.scratch.write(interp.extract_blocks(ds, points, heights, groups), ds.time.values,
-                             parts.values())
-    except KeyError as e:
-        raise ModelFailed(f"{model.id}: extraction needs {e}, which the decoded run does not "
-                          f"hold") from e
-    except Exception as e:
-        raise ModelFailed(f"{model.id}: extraction failed: {type(e).__name__}: {e}") from e
-    _logger().info("%s: decoded %d variables on %d times, extracted %d points", model.id,
-                   len(ds.data_vars), ds.sizes["time"], len(points))
+                          "blend supplies them", model, ", ".join(lacking))
+    _logger().info("%s: decoded %d variables on %d times, extracted %d points", model,
+                   variables, times, len(points))
     return {f: part.path for f, part in parts.items()}
 
 
@@ -125,9 +115,9 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
 @task(cache_policy=NO_CACHE)
 def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
                 ctx: RunContext, writer: publish.TreeWriter, corrections: dict,
-                stage: publish.ArchiveStage) -> dict:
+                stage: publish.ArchiveStage, priority: int = 0) -> dict:
     """The products of one blend (`build.build_blend`)."""
-    return build.build_blend(cfg, pids, extracted, where, ctx, writer, corrections, stage)
+    return build.build_blend(cfg, pids, extracted, where, ctx, writer, corrections, stage, priority)
 
 
 @task(cache_policy=NO_CACHE)
@@ -168,6 +158,9 @@ def postprocess_run(cfg: Config, outputs: dict, writer: publish.TreeWriter, lear
     return {**learnt, "products": {pid: entry for pid, entry in learnt["products"].items() if pid in outputs}}
 
 
+APPENDS = 2  # products' archives appended at once
+
+
 @task(cache_policy=NO_CACHE)
 def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest: dict) -> Path:
     """Make the JSON tree durable and archive a valid run, side by side, then make it visible
@@ -199,8 +192,12 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
         with ThreadPoolExecutor(max_workers=1) as flush:
             durable = flush.submit(_timed, writer.finish)
             if report["ok"]:
-                for pid, out in outputs.items():
-                    publish.append_archive(root, pid, out.archive)
+                # Each product's archive is a store of its own: `APPENDS` of them are appended
+                # at once (each holds a few shards on each of dask's threads).
+                with ThreadPoolExecutor(max_workers=APPENDS) as appends:
+                    for done in [appends.submit(publish.append_archive, root, pid, out.archive)
+                                 for pid, out in outputs.items()]:
+                        done.result()
             appended = time.perf_counter() - start
             flushed = durable.result()
         _logger().info("run %s: files durable in %.1f s, archives appended in %.1f s (side by side)",
@@ -312,10 +309,13 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     scratch_dir = interp.scratch.directory(cfg.output.cache_dir, run_id)
     with dask_scheduler(cfg), interp.scratch.held(scratch_dir) as scratch:
         retain_scratch(cfg.output.cache_dir)  # what a killed cycle left
-        # The models are decoded one after the other in the background, in the order the
-        # blends first need them, and a blend is built as soon as its models are in: the last
-        # models' decoding (dask's threads, mostly outside the GIL) overlaps the building of
-        # the first products (one thread rendering, the others writing files).
+        # With threads the models are decoded one after the other in the background, in the
+        # order the blends first need them, and a blend is built as soon as its models are in:
+        # the last models' decoding (dask's threads, mostly outside the GIL) overlaps the
+        # building of the first products (one thread rendering, the others writing files). On
+        # a cluster every model is a task of its own, all of them at once: the workers take
+        # them, and the blends' slices, as they come free.
+        chained = not build.distributed(cfg.dask)
         decoding, previous = {}, []
         for m in fetched:
             points, heights, groups = build.extraction([lists[f] for f in users[m]])
@@ -323,7 +323,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points), heights, groups,
                                                 quote(parts), m in ends,
                                                 wait_for=[allow_failure(f) for f in previous])
-            previous = [decoding[m]]
+            previous = [decoding[m]] if chained else []
         learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
         # Every product of the run says it was generated now (updated_time, the manifest's
         # created); the run is published once all are built and validated (published_at).
@@ -335,22 +335,35 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         stage = publish.ArchiveStage(writer.staging)
         with _cleaned_up(writer, cfg.output.root, run_id):
             corrections, learnt = learning.result()
-            for (points_file, models, _, _), pids in build.blends(cfg).items():
-                for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
-                    stores = _available({m: decoding[m]}, dropped).get(m)
-                    if stores is None:  # dropped: build.without takes it out of the blend
+            # With threads a blend is built in the forked processes, one blend after the other.
+            # On a cluster each blend starts as soon as its models are in, beside the blends
+            # started before it, whose slices run first (``priority``): the workers go on to the
+            # next blend's slices while the flow makes its staged stores or a last slice ends.
+            building = []
+            try:
+                for k, ((points_file, models, _, _), pids) in enumerate(build.blends(cfg).items()):
+                    for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
+                        stores = _available({m: decoding[m]}, dropped).get(m)
+                        if stores is None:  # dropped: build.without takes it out of the blend
+                            continue
+                        for f, path in stores.items():
+                            extracted[f][m] = path
+                    cfg = build.without(cfg, dropped, unbuilt)
+                    pids = [pid for pid in pids if pid in cfg.products]
+                    if not pids:
                         continue
-                    for f, path in stores.items():
-                        extracted[f][m] = path
-                cfg = build.without(cfg, dropped, unbuilt)
-                pids = [pid for pid in pids if pid in cfg.products]
-                if not pids:
-                    continue
-                ctx = build.run_context(cfg, pids[0], runs, model_info, generated, now)
-                outputs.update(build_blend(quote(cfg), pids, quote(extracted[points_file]),
-                                           quote(lists[points_file].points), ctx, quote(writer),
-                                           quote({pid: corrections[pid] for pid in pids if pid in corrections}),
-                                           quote(stage)))
+                    ctx = build.run_context(cfg, pids[0], runs, model_info, generated, now)
+                    args = (quote(cfg), pids, quote(dict(extracted[points_file])),
+                            quote(lists[points_file].points), ctx, quote(writer),
+                            quote({pid: corrections[pid] for pid in pids if pid in corrections}), quote(stage))
+                    if chained:
+                        outputs.update(build_blend(*args))
+                    else:
+                        building.append(build_blend.submit(*args, priority=-k))
+            finally:  # none still writes into the staging tree a failure removes
+                wait(building)
+            for future in building:
+                outputs.update(future.result())
             if not outputs:
                 raise RuntimeError(build.nothing_published(cfg, unbuilt))
             for pid, reason in unbuilt.items():
@@ -358,8 +371,11 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                 log.warning("%s cannot be built this cycle (%s): %s", pid, reason,
                             "the served run's files of it are carried over" if carried[pid]
                             else "it is absent from this run (no served run has it)")
-            report = validate_run(quote(cfg), quote(outputs))
             applied = postprocess_run(quote(cfg), quote(outputs), quote(writer), learnt)
+            # Validation reads the staging tree only: it runs while the cluster closes.
+            validating = validate_run.submit(quote(cfg), quote(outputs))
+    with _cleaned_up(writer, cfg.output.root, run_id):
+        report = validating.result()
     manifest = build.manifest(cfg, run_id, runs, fetched, outputs, dropped, unbuilt, carried, generated, applied)
     report["carried"] = {pid: entry["carried_from"] for pid, entry in carried.items() if entry}
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -27,9 +28,11 @@ from . import interp, publish
 from .config import Config, DaskConfig, ProductConfig
 from .forked import fork_map
 from .grids import grid_for
+from .ingest import decode
 from .products import PRODUCTS
 from .products.base import Files, ProductOutput, RunContext, iso
 from .validate import ArchiveFacts, archive_facts
+from .sources import MODELS
 from .sources.base import FetchedRun, RunRef
 
 
@@ -77,6 +80,54 @@ def extraction(lists: list[PointsList]) -> tuple[interp.PointSet, list[float], l
     return (interp.PointSet.concat([pl.points for pl in lists]),
             sorted({h for pl in lists for h in pl.heights}),
             [(len(pl.points), pl.heights) for pl in lists])
+
+
+class ModelFailed(RuntimeError):
+    """A model's run could not be decoded or extracted: the model is dropped from the cycle."""
+
+
+def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[float],
+                  groups: list[tuple[int, list[float]]], parts: list[interp.scratch.Part],
+                  complete: bool) -> tuple[list[str], int, int]:
+    """The model's run at ``points`` (`extraction`) into the scratch stores of ``parts``
+    (`split`), a block of time steps at a time; returns the variables its files lack, and the
+    variables and times decoded. ``complete``: the model ends a product's blend, so every
+    variable of its table must be in the run (nothing after it supplies one it lacks);
+    otherwise a variable it lacks comes from the next model of the blend. Anything that fails
+    raises `ModelFailed`, naming what. It runs in the cycle's process (the threads scheduler)
+    or whole as one task on a dask worker (`on_worker`)."""
+    model = MODELS[fetched.run.model]
+    try:
+        ds = decode(fetched.files, model.fields, model=model.id,
+                    attrs={"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)})
+    except Exception as e:
+        raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e
+    lacking = sorted({row.var for row in model.fields} - set(ds.data_vars))
+    if lacking and complete:
+        raise ModelFailed(f"{model.id}: the run's files hold no field for {', '.join(lacking)}, "
+                          f"and no model after it in the blend would supply them")
+    for part in parts:  # a task run again after its worker died starts afresh
+        shutil.rmtree(part.path, ignore_errors=True)
+    try:
+        interp.scratch.write(interp.extract_blocks(ds, points, heights, groups), ds.time.values, parts)
+    except KeyError as e:
+        raise ModelFailed(f"{model.id}: extraction needs {e}, which the decoded run does not "
+                          f"hold") from e
+    except Exception as e:
+        raise ModelFailed(f"{model.id}: extraction failed: {type(e).__name__}: {e}") from e
+    return lacking, len(ds.data_vars), ds.sizes["time"]
+
+
+def on_worker(fn, *args):
+    """``fn(*args)`` in a task on a dask worker, its dask computations in the task's own
+    thread (a worker runs as many tasks at once as it has threads): a `dask.compute` inside a
+    task would otherwise go to the cluster and wait on the thread the task holds. Set for the
+    worker's process and left set: a context restoring the setting would race the worker's
+    other threads."""
+    import dask
+
+    dask.config.set(scheduler="synchronous")
+    return fn(*args)
 
 
 def split(cfg: Config, where: Path, lists: dict[Path, PointsList]) -> dict[Path, interp.scratch.Part]:
@@ -305,7 +356,7 @@ def distributed(dask_cfg: DaskConfig) -> bool:
 
 def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
                 ctx: RunContext, writer: publish.TreeWriter, corrections: dict,
-                stage: publish.ArchiveStage) -> dict[str, ProductOutput]:
+                stage: publish.ArchiveStage, priority: int = 0) -> dict[str, ProductOutput]:
     """The products of one blend, over their points in `slices`. On a dask.distributed
     cluster (`[dask] scheduler`) each slice is a task on its workers; otherwise the slices are
     built `build_processes` at a time in processes forked from the cycle's (rendering is
@@ -314,7 +365,8 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     and its archive rows into the run's staged archives (``stage``; the workers must see the
     stores and both at the same paths): the memory of a process building is a slice's series,
     resampled members, blend and elements, whatever the number of points. ``corrections``:
-    the bias estimates of the blend's corrected products (`postprocess.prepare`), by product."""
+    the bias estimates of the blend's corrected products (`postprocess.prepare`), by product.
+    ``priority``: on a cluster, the slices of blends built at once run highest first."""
     n = len(cfg.products[pids[0]].points)
     estimate = None
     if corrections:  # the products of one blended series share one correction
@@ -325,7 +377,8 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     stage_archives(cfg, pids, extracted, where, ctx, list(corrections), estimate, stage,
                    parts[0].stop - parts[0].start)
     if distributed(cfg.dask):
-        built = _on_cluster(cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging, parts)
+        built = _on_cluster(cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging, parts,
+                            priority)
     else:
         forked = cfg.dask.build_processes > 1 and len(parts) > 1
         threads = 0 if forked else publish.WRITE_THREADS
@@ -346,23 +399,20 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 
 
 def _on_cluster(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, ctx: RunContext,
-                corrected: list[str], estimate, staging: Path, parts: list[slice]) -> list:
+                corrected: list[str], estimate, staging: Path, parts: list[slice], priority: int) -> list:
     """`build_slice` of every slice (``parts``) as a task on the default dask.distributed
     client (the cluster `flows.cycle.dask_scheduler` opened). The inputs every slice shares go
-    to the cluster once; a task reads its slice of the series from the scratch stores. A
-    failure (an exception, or a worker that died: dask's ``KilledWorker``) is raised once
-    every slice has ended, so that none still writes into the staging tree the failed cycle
-    removes."""
-    import dask
+    to every worker once (held by one worker only, they would draw every slice to it while
+    another is free); a task reads its slice of the series from the scratch stores. A failure
+    (an exception, or a worker that died: dask's ``KilledWorker``) is raised once every slice
+    has ended, so that none still writes into the staging tree the failed cycle removes."""
     from distributed import default_client, wait
 
     client = default_client()
-    shared = [dask.delayed(v, pure=True, traverse=False) for v in (cfg, where, ctx, estimate)]
-    c, w, x, e = shared
-    tasks = [dask.delayed(build_slice, pure=False)(c, pids, extracted, w, x, corrected, e,
-                                                   str(staging), publish.WRITE_THREADS, s)
-             for s in parts]
-    futures = client.compute(tasks)
+    c, w, x, e = client.scatter([cfg, where, ctx, estimate], broadcast=True, hash=False)
+    futures = [client.submit(build_slice, c, pids, extracted, w, x, corrected, e, str(staging),
+                             publish.WRITE_THREADS, s, pure=False, priority=priority)
+               for s in parts]
     wait(futures)
     return client.gather(futures)
 

@@ -100,6 +100,7 @@ class TreeWriter:
         self._queued = False  # files queued since the last drain
         self._batch: list[tuple[str, bytes]] = []  # files not yet queued, and their bytes
         self._batch_bytes = 0
+        self._lock = threading.Lock()  # the products of blends built at once put files here
 
     def path(self, rel: str) -> Path:
         return self.base / _safe_relpath(rel)
@@ -116,19 +117,20 @@ class TreeWriter:
         """Queue ``data`` for ``<staging>/json/<rel>`` in the writer's forms (checked: empty,
         absolute, ``.``/``..`` parts, backslashes and, with a ``.gz`` form, a name that collides
         with another's ``.gz`` raise ``ValueError``)."""
-        path = f"{self._root}/{_check_file(rel, data, self.names, self.mode)}"
-        self._raise()
-        parent = path.rpartition("/")[0]
-        if parent not in self._dirs:
-            os.makedirs(parent, exist_ok=True)
-            while parent not in self._dirs:
-                self._dirs.add(parent)
-                parent = parent.rpartition("/")[0]
-        self.names.add(rel)
-        self._batch.append((path, bytes(data)))
-        self._batch_bytes += len(data)
-        if len(self._batch) >= WRITE_BATCH[0] or self._batch_bytes >= WRITE_BATCH[1]:
-            self._submit()
+        with self._lock:
+            path = f"{self._root}/{_check_file(rel, data, self.names, self.mode)}"
+            self._raise()
+            parent = path.rpartition("/")[0]
+            if parent not in self._dirs:
+                os.makedirs(parent, exist_ok=True)
+                while parent not in self._dirs:
+                    self._dirs.add(parent)
+                    parent = parent.rpartition("/")[0]
+            self.names.add(rel)
+            self._batch.append((path, bytes(data)))
+            self._batch_bytes += len(data)
+            if len(self._batch) >= WRITE_BATCH[0] or self._batch_bytes >= WRITE_BATCH[1]:
+                self._submit()
 
     def _submit(self) -> None:
         batch, self._batch, self._batch_bytes = self._batch, [], 0
@@ -158,8 +160,9 @@ class TreeWriter:
 
     def drain(self) -> None:
         """Wait until every queued file is on disk (not yet durable); raise a write's error."""
-        if self._batch:
-            self._submit()
+        with self._lock:
+            if self._batch:
+                self._submit()
         if self._queued:
             for _ in range(WRITE_QUEUE):
                 self._slots.acquire()
@@ -187,10 +190,11 @@ class TreeWriter:
     def adopt(self, names, dirs: set[str]) -> None:
         """Count the files (relative paths) and directories another writer made in this
         staging tree as this writer's: ``finish`` makes them durable with its own."""
-        if clash := self.names & set(names):
-            raise ValueError(f"{sorted(clash)[0]!r} was written twice")
-        self.names.update(names)
-        self._dirs.update(dirs)
+        with self._lock:
+            if clash := self.names & set(names):
+                raise ValueError(f"{sorted(clash)[0]!r} was written twice")
+            self.names.update(names)
+            self._dirs.update(dirs)
 
     def abort(self) -> None:
         """Stop writing (the caller removes the staging tree)."""
