@@ -534,23 +534,22 @@ class HttpProtocol(asyncio.Protocol):
         sock = self._socket
         if sock is None:  # a second socket object on the connection's descriptor (a dup)
             sock = self._socket = socket.socket(fileno=os.dup(transport.get_extra_info("socket").fileno()))
-        sent = 0
+        head_sent = sent = 0
         try:
             if head:
-                done = sock.send(head, socket.MSG_MORE)
-                if done < len(head):
-                    transport.write(head[done:])
-                    head = None  # the rest goes through the transport, after this part of the head
-            while head is not None and sent < count:
+                head_sent = sock.send(head, socket.MSG_MORE)
+            while head_sent == len(head) and sent < count:
                 done = os.sendfile(sock.fileno(), fd, offset + sent, count - sent)
                 if not done:  # the file ended: ``_read`` below says so
                     break
                 sent += done
-        except BlockingIOError:
+        except BlockingIOError:  # the socket is full: the rest goes through the transport
             pass
         except OSError:  # the client went away
             transport.abort()
             return
+        if head_sent < len(head):
+            transport.write(head[head_sent:])
         if sent < count:
             transport.write(_read(fd, offset + sent, count - sent))
         self._ended(more)
