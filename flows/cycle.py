@@ -8,7 +8,7 @@ wires them, so the same stages run identically from tests, the CLI and the deplo
 from __future__ import annotations
 
 import errno
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from contextlib import contextmanager
 import logging
 import shutil
@@ -362,8 +362,14 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                         building.append(build_blend.submit(*args, priority=-k))
             finally:  # none still writes into the staging tree a failure removes
                 wait(building)
+            failures = []
             for future in building:
-                outputs.update(future.result())
+                try:
+                    outputs.update(future.result())
+                except Exception as e:  # noqa: BLE001 (raised below: the cause first)
+                    failures.append(e)
+            if failures:  # a blend cancelled because another one's worker died says less than that
+                raise next((e for e in failures if not isinstance(e, CancelledError)), failures[0])
             if not outputs:
                 raise RuntimeError(build.nothing_published(cfg, unbuilt))
             for pid, reason in unbuilt.items():
