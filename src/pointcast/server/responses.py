@@ -129,24 +129,23 @@ class Answer:
         return sum(map(len, self.parts)) + 256
 
 
-def header_value(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
-    """A request header's value (repeated lines joined with ", "), or None."""
-    values = [value for key, value in headers if key.lower() == name]
-    return b", ".join(values) if values else None
-
-
-CONDITION_HEADERS = frozenset({b"accept-encoding", b"if-none-match", b"if-modified-since"})
-
-
-def _conditions(headers: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
-    """The request headers ``cached_response`` reads (``CONDITION_HEADERS``), found in one pass;
-    repeated lines joined with ", " as ``header_value`` does."""
+def header_values(headers: list[tuple[bytes, bytes]], names: frozenset[bytes]) -> dict[bytes, bytes]:
+    """The request headers of ``names`` (lowercase) found, in one pass; repeated lines joined
+    with ", "."""
     found: dict[bytes, bytes] = {}
     for name, value in headers:
         name = name.lower()
-        if name in CONDITION_HEADERS:
+        if name in names:
             found[name] = found[name] + b", " + value if name in found else value
     return found
+
+
+def header_value(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    """A request header's value (repeated lines joined with ", "), or None."""
+    return header_values(headers, frozenset((name,))).get(name)
+
+
+CONDITION_HEADERS = frozenset({b"accept-encoding", b"if-none-match", b"if-modified-since"})
 
 
 def _validators(answer: Answer, etag: bytes, max_age: int) -> list[tuple[bytes, bytes]]:
@@ -167,7 +166,7 @@ def cached_response(answer: Answer, headers: list[tuple[bytes, bytes]], now: flo
     The gzip answer is another representation, so its strong ETag differs (``"<tag>-gzip"``);
     ``Vary: Accept-Encoding`` tells caches so. The 200's headers change once a second (max-age)
     and are kept in the answer meanwhile (``Answer.heads``)."""
-    asked = _conditions(headers)
+    asked = header_values(headers, CONDITION_HEADERS)
     gzip = accepts_gzip(asked.get(b"accept-encoding"))
     etag = answer.etag
     if gzip:
