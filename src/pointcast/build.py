@@ -5,7 +5,7 @@ extraction of each model (`points_lists`); products sharing points, models, lead
 heights share one blend (`blends`). A blend's points are built in slices (`slices`), each
 slice reading its points of the models' series from their scratch stores (`split`,
 `at_points`), then resampled, blended and rendered on its own (`build_slice`, whose inputs
-all pickle: a task on a dask worker, or a forked process), writing its files into the run's
+all pickle: a task on a dask worker, or a build process of `forked`), writing its files into the run's
 staging tree and its archive rows into the run's staged archive of each product
 (`publish.ArchiveStage`); then each product's slices are finished as one output
 (`finish_product`). The manifest (`manifest`) says what the run was built from. No Prefect
@@ -19,6 +19,7 @@ import json
 import shutil
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -315,10 +316,10 @@ def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
                 points: slice):
     """Blend and build one slice of the points for the blend's products, their files written
     into the run's staging tree by a writer of the slice's own (``write_threads``: its pool,
-    0 in a forked process, which has a core of its own to write on), their archive rows into
+    0 in a build process, which has a core of its own to write on), their archive rows into
     the run's staged stores (`publish.write_region`, made by `stage_archives`). ``extracted``:
     each model's scratch store of the list (`split`), of which the slice reads its points only
-    (`at_points`). It runs in a forked process or as a task on a dask worker (`build_blend`),
+    (`at_points`). It runs in a build process or as a task on a dask worker (`build_blend`),
     so it returns what the cycle keeps, neither the files nor the archive: what validation
     needs of each product's archive rows (`validate.ArchiveFacts`), the names of its files (and
     whether they hold a null), the seams, the directories made. ``corrected``, ``estimate``:
@@ -359,8 +360,8 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
                 stage: publish.ArchiveStage, priority: int = 0) -> dict[str, ProductOutput]:
     """The products of one blend, over their points in `slices`. On a dask.distributed
     cluster (`[dask] scheduler`) each slice is a task on its workers; otherwise the slices are
-    built `build_processes` at a time in processes forked from the cycle's (rendering is
-    Python: one core a process). Each slice reads its points of the series from the models'
+    built `build_processes` at a time in processes of their own (`forked.fork_map`; rendering
+    is Python: one core a process). Each slice reads its points of the series from the models'
     scratch stores (``extracted``, `split`); its files go straight into the run's staging tree
     and its archive rows into the run's staged archives (``stage``; the workers must see the
     stores and both at the same paths): the memory of a process building is a slice's series,
@@ -381,12 +382,8 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
                             priority)
     else:
         forked = cfg.dask.build_processes > 1 and len(parts) > 1
-        threads = 0 if forked else publish.WRITE_THREADS
-
-        def one(points: slice):
-            return build_slice(cfg, pids, extracted, where, ctx, list(corrections), estimate,
-                               writer.staging, threads, points)
-
+        one = partial(build_slice, cfg, pids, extracted, where, ctx, list(corrections), estimate,
+                      writer.staging, 0 if forked else publish.WRITE_THREADS)
         built = fork_map(one, parts, cfg.dask.build_processes) if forked else [one(s) for s in parts]
     files = {pid: writer.files() for pid in pids}
     for _, written, _, dirs in built:

@@ -126,12 +126,12 @@ class ScheduleConfig:
 class DaskConfig:
     scheduler: str = _DEFAULT_SCHEDULER  # "threads" | "synchronous" | "local-cluster" | "tcp://host:port"
     workers: int = _DEFAULT_WORKERS
-    # Points resampled, blended and built at a time (a forked process's or a worker's task):
+    # Points resampled, blended and built at a time (a build process's or a worker's task):
     # bounds a builder's memory for any number of points (about 3 GB for 1,000 European
     # points over 14 days).
     points_per_slice: int = 1000
-    # With the threads or synchronous scheduler, the processes building the slices (forked:
-    # rendering JSON is Python, one core a process); by default the CPUs this process may run
+    # With the threads or synchronous scheduler, the processes building the slices
+    # (`forked.fork_map`: rendering JSON is Python, one core a process); by default the CPUs this process may run
     # on (a cpuset or taskset narrows them). A distributed scheduler builds on its workers.
     build_processes: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
 

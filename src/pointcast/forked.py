@@ -1,16 +1,18 @@
-"""Work spread over forked processes, for the CPU-bound Python of the build stage.
+"""Work spread over processes, for the CPU-bound Python of the build stage.
 
-Rendering a run's JSON is Python holding the GIL; threads cannot share it out. A forked child
-inherits the cycle's memory (the extracted model series of every point) without copying or
-pickling it, so only a slice's index goes in and only its results (archive, file names) come
-back through a pipe. Children die with the parent (``PR_SET_PDEATHSIG``): a killed cycle leaves
-no child writing into its staging tree.
+Rendering a run's JSON is Python holding the GIL; threads cannot share it out. The children
+are forked from a lean server process (multiprocessing's ``forkserver``, with the build stage
+imported once: `PRELOAD`), not from the cycle's: a child forked from the cycle would start
+at the cycle's RSS (its page tables copied, and every page the child touches copied again),
+so the largest process would grow with whatever the cycle holds. A slice's inputs go in
+pickled, as to a dask worker, and its results (facts, file names) come back through a pipe.
+Children die with the server, which dies with the cycle (``PR_SET_PDEATHSIG``): a killed
+cycle leaves no child writing into its staging tree.
 """
 
 from __future__ import annotations
 
 import ctypes
-import gc
 import multiprocessing
 import os
 import signal
@@ -23,6 +25,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _PR_SET_PDEATHSIG = 1
+# Imported by the fork server before it forks a child: what every build slice needs.
+PRELOAD = ["pointcast.build"]
 
 
 class ChildFailed(RuntimeError):
@@ -30,23 +34,21 @@ class ChildFailed(RuntimeError):
 
 
 def fork_map(fn: Callable[[T], R], items: Sequence[T], processes: int) -> list[R]:
-    """``[fn(item) for item in items]``, each call in a forked child process, at most
-    ``processes`` at a time. The first failure (an exception of ``fn``, re-raised here, or a
-    child that died) stops the others and raises."""
-    ctx = multiprocessing.get_context("fork")
+    """``[fn(item) for item in items]``, each call in a child process (``fn`` and the items
+    pickled: a module-level function or a `functools.partial` of one), at most ``processes``
+    at a time. The first failure (an exception of ``fn``, re-raised here, or a child that died)
+    stops the others and raises."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
     results: list[Any] = [None] * len(items)
     todo = list(enumerate(items))
     running: dict[Any, tuple[int, Any]] = {}  # pipe end -> (item index, process)
-    # The cycle's objects out of the collector's reach while children run: a child's
-    # collections would otherwise walk them all, writing their headers and so copying the pages
-    # it shares with the cycle (the gc.freeze recipe for fork).
-    gc.freeze()
     try:
         while todo or running:
             while todo and len(running) < processes:
                 i, item = todo.pop(0)
                 recv, send = ctx.Pipe(duplex=False)
-                child = ctx.Process(target=_child, args=(fn, item, send, os.getpid()), daemon=True)
+                child = ctx.Process(target=_child, args=(fn, item, send), daemon=True)
                 child.start()
                 send.close()
                 running[recv] = (i, child)
@@ -64,7 +66,6 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], processes: int) -> list[R
                     raise value
                 results[i] = value
     finally:
-        gc.unfreeze()
         for conn, (_, child) in running.items():
             child.kill()
             child.join()
@@ -72,9 +73,10 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], processes: int) -> list[R
     return results
 
 
-def _child(fn: Callable, item: Any, conn, parent: int) -> None:
+def _child(fn: Callable, item: Any, conn) -> None:
+    parent = os.getppid()  # the fork server
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the line above
+    if os.getppid() != parent:  # the server died before the line above
         os._exit(1)
     try:
         result = (True, fn(item))
