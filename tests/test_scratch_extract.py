@@ -52,13 +52,19 @@ def runs(tmp_path_factory):
 
 @pytest.mark.parametrize("model", ["msm", "icon-d2"])
 def test_small_blocks_written_and_read_by_slice_are_the_one_block_series(runs, model, tmp_path, monkeypatch):
-    """Blocks of one decode block of steps, profiles a step at a time (`vertical._by_rows`),
-    each list's store read a build slice at a time: the series of one block."""
+    """Blocks of one decode block of steps, made in pieces of a step and of a few points (a
+    points list's cut across), profiles a step at a time (`vertical._by_rows`), each list's
+    store read a build slice at a time: the series of one block."""
     ds, pts = runs[model]
     groups = [(25, HEIGHTS), (15, [10.0])]  # two points lists sharing the extraction
     whole = interp.extract(ds, pts, HEIGHTS, groups)
     monkeypatch.setattr(interp.vertical, "PROFILE_PART_BYTES", 1)
-    blocks = list(interp.extract_blocks(ds, pts, HEIGHTS, groups, block_bytes=1))
+    made = []  # the points of each piece
+    series = horizontal._series
+    monkeypatch.setattr(horizontal, "_series", lambda values, ds, times, points, *rest:
+                        made.append((len(times), len(points))) or series(values, ds, times, points, *rest))
+    blocks = list(interp.extract_blocks(ds, pts, HEIGHTS, groups, block_bytes=1000))
+    assert {steps for steps, _ in made} == {1} and 1 < max(n for _, n in made) < 16
     assert len(blocks) >= 16 and blocks[0][0] == slice(0, 1)  # a step each
     small = xr.concat([b for _, b in blocks], "time", combine_attrs="override")
     xr.testing.assert_identical(small, whole)
@@ -106,21 +112,23 @@ def test_snowfall_takes_the_temperature_at_an_interval_start_from_the_block_befo
 
 def test_blocks_have_fewer_steps_the_more_points():
     """The budgets are in bytes: ten times the points, about a tenth of the steps, within the
-    budget, down to one decode block of steps of fields and one step of series."""
+    budget, down to one decode block of steps of fields and one step of series, then pieces
+    of fewer points."""
     budget = 64 << 20
 
     def steps(n: int) -> tuple[int, int]:
         timed = {"t2m": da.zeros((600, n), chunks=(4, n)), "u_pl": da.zeros((600, 5, n), chunks=(4, 1, n))}
-        blocks, part = horizontal._time_blocks(timed, 600, n, len(HEIGHTS), budget)
+        blocks, part, (steps, points) = horizontal._time_blocks(timed, 600, n, len(HEIGHTS), budget)
         rows = blocks[0].stop
-        fields, series = horizontal._row_bytes(timed, n, len(HEIGHTS))
-        assert rows % 4 == 0 and rows % part == 0  # whole decode blocks, in whole parts
+        fields, series, making = horizontal._row_bytes(timed, n, len(HEIGHTS))
+        assert rows % 4 == 0 and rows % part == 0 and part % steps == 0  # whole decode blocks, parts, pieces
         assert rows == 4 or rows * fields <= budget
-        assert part == 1 or part * series <= budget
-        return rows, part
+        assert part == 1 or part * series <= 2 * budget
+        assert steps * making * points // n <= 2 * budget or points == 1
+        return rows, part, steps, points
 
     assert [steps(n) for n in (10_000, 100_000, 1_000_000, 10_000_000)] == \
-           [(276, 46), (24, 4), (4, 1), (4, 1)]
+           [(276, 138, 69, 10_000), (24, 12, 6, 100_000), (4, 2, 1, 1_000_000), (4, 1, 1, 1_016_800)]
 
 
 def test_a_cycles_scratch_goes_with_it_and_retention_removes_a_killed_ones(tmp_path):
