@@ -18,6 +18,7 @@ import xarray as xr
 import zarr
 
 from pointcast import interp, physics
+from pointcast import ingest
 from pointcast.ingest import decode
 from pointcast.interp import horizontal, scratch
 from pointcast.publish.retention import retain_scratch
@@ -47,6 +48,7 @@ def runs(tmp_path_factory):
         src = SampleSource(scale=16, init="2026-11-20T00:00Z", horizon_hours=hours)
         fetched = src.fetch(src.discover(model, now), model, cache)
         out[model.id] = (decode(fetched.files, model.fields, model=model.id), _points(40, box))
+        out[model.id + " files"] = fetched.files
     return out
 
 
@@ -84,6 +86,32 @@ def test_small_blocks_written_and_read_by_slice_are_the_one_block_series(runs, m
             xr.testing.assert_identical(got, expected.isel(point=points))
             assert {n: (v.dtype, v.attrs) for n, v in got.variables.items()} == \
                    {n: (v.dtype, v.attrs) for n, v in expected.isel(point=points).variables.items()}
+
+
+def test_many_points_decode_blocks_of_fewer_steps_each_message_once(runs, monkeypatch):
+    """Decoded for many points (`ingest.decode`'s ``points``), ICON-D2's run comes in blocks of
+    two steps instead of eight: extracted a decode block at a time, every message is decoded
+    once (a difference's message at a block's first step and the precipitation windows across
+    two blocks are handed on), and the series are those of one block."""
+    ds, pts = runs["icon-d2"]
+    whole = interp.extract(ds, pts, HEIGHTS)
+    planes = sum(int(np.prod([ds.sizes[d] for d in v.dims if d not in ("time", "lat", "lon", "cell")]))
+                 for v in ds.data_vars.values() if "time" in v.dims)
+    many = decode(runs["icon-d2 files"], ICON_D2.fields, model="icon-d2",
+                  points=ingest.BLOCK_BYTES // (4 * 2 * planes))
+    assert ds.t2m.data.chunks[0][0] > 2 and set(many.t2m.data.chunks[0][:-1]) == {2}
+    decoded = []
+    read = ingest.values.read_values
+    monkeypatch.setattr(ingest.values, "read_values", lambda path, offset, *rest, **kw:
+                        decoded.append((path, offset, kw.get("parts"))) or read(path, offset, *rest, **kw))
+    computed = []  # the blocks of fields computed at once
+    blocks_of = horizontal._computed
+    monkeypatch.setattr(horizontal, "_computed", lambda timed, blocks: computed.extend(blocks) or blocks_of(timed, blocks))
+    parts = list(interp.extract_blocks(many, pts, HEIGHTS, block_bytes=1000))
+    assert len(computed) > 4 and {rows.stop - rows.start for rows in computed[:-1]} == {2}
+    assert len(decoded) == len(set(decoded)) > 0
+    small = xr.concat([b for _, b in parts], "time", combine_attrs="override")
+    xr.testing.assert_identical(small, whole)
 
 
 def test_snowfall_takes_the_temperature_at_an_interval_start_from_the_block_before():

@@ -514,27 +514,29 @@ def _compute(lazy: dict[str, da.Array]) -> dict[str, np.ndarray]:
 
 def _computed(timed: dict[str, da.Array], blocks: list[slice]) -> Iterator[dict[str, np.ndarray]]:
     """The fields of each block of rows (``timed`` at its rows), computed in turn. What the
-    graph of a block shares with the next one's is computed once and handed on as data: the
-    message a difference at the first step of a decode block needs (read at the last step of
-    the block before), a precipitation window across the two blocks (`_window_chunks`) and
+    graph of a block shares with a later one's is computed once and handed on as data: the
+    message a difference needs at a decode block's first step (read for the block before,
+    or further back where a variable has no value at every step: ICON-D2's hourly radiation
+    on its quarter-hour axis), a precipitation window across blocks (`_window_chunks`) and
     the decode blocks under it. So no message is decoded twice, however small the blocks."""
     if len(blocks) == 1:
         yield _compute({name: arr[blocks[0]] for name, arr in timed.items()})
         return
+    graphs = [_graph(timed, rows) for rows in blocks]
+    needs = [{key: get_dependencies(graph, key) for key in graph} for _, graph in graphs]
     carried: dict = {}
-    following = _graph(timed, blocks[0])
-    for k in range(len(blocks)):
-        lazy, graph = following
-        following = _graph(timed, blocks[k + 1]) if k + 1 < len(blocks) else ({}, {})
+    for k, (lazy, graph) in enumerate(graphs):
         graph.update((key, carried[key]) for key in carried.keys() & graph.keys())
-        shared = graph.keys() & following[1].keys()
-        # What the next block reads of the shared part (not what only the shared part reads).
-        keep = sorted({d for key in following[1].keys() - shared
-                       for d in get_dependencies(following[1], key) if d in shared}, key=str)
+        # What a later block reads of this one's graph (not what only this graph reads).
+        keep = sorted({d for later in needs[k + 1:] for key, deps in later.items() if key not in graph
+                       for d in deps if d in graph}, key=str)
         computed = _compute({**{name: da.Array(graph, a.name, a.chunks, meta=a._meta)
                                 for name, a in lazy.items()},
                              **{key: Delayed(key, graph) for key in keep}})
-        carried = {key: computed.pop(key) for key in keep}
+        carried = {key: value for key, value in carried.items()
+                   if any(key in later for later in needs[k + 1:])}
+        carried.update((key, computed.pop(key)) for key in keep)
+        graphs[k] = needs[k] = None  # done
         yield computed
 
 
