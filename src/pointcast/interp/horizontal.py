@@ -470,12 +470,13 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                         {name: v[..., at] for name, v in values.items()}, ds, ds.time.values[piece],
                         points[at], orog[at], heights, _groups_at(groups, at), earlier.get(first))
                     if piece == rows and at == slice(0, len(points)):
-                        out = made
+                        out, made = made, None
                         continue
                     if out is None:
                         out = _empty_like(made, ds.time.values[rows], points.ids)
                     for name, var in made.data_vars.items():
                         out[name].values[piece.start - rows.start:piece.stop - rows.start, at] = var.values
+                    made = None  # not held while the next piece is made
             if pop_steps is not None and "pop" in out:
                 out["pop"].attrs["steps_minutes"] = pop_steps
             yield rows, out
