@@ -276,9 +276,9 @@ def test_pop_neighbourhood_holds_the_cells_within_the_radius(lattice):
     lat, lon = np.array([50.0, 45.0]), np.array([10.0, 30.0])
     w = interp.barycentric(tree, lat, lon)
     for radius in (25.0, 300.0):
-        idx, mask = interp.neighbourhood_cells(tree, lat, lon, w, radius)
+        near = interp.neighbourhood_cells(tree, lat, lon, w, radius)
         for i in range(2):
-            got = set(idx[i][mask[i]].tolist())
+            got = set(near.of(i).tolist())
             # Great-circle distance by the haversine formula.
             p1, p2 = np.radians(lat[i]), np.radians(g.lats)
             dl = np.radians(g.lons - lon[i])

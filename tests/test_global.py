@@ -411,14 +411,14 @@ def test_precipitation_neighbourhood_wraps_across_the_antimeridian():
     from pointcast.interp import neighbourhood
 
     lats, lons = np.arange(-66.0, 90.1, 4.0), np.arange(-180.0, 180.0, 4.0)
-    idx, mask = neighbourhood(lats, lons, np.array([68.475, -16.5]), np.array([179.35, 179.9]))
-    assert mask.sum(axis=1).tolist() == [1, 1] and (idx[mask] % len(lons) == 0).all()  # -180 is 180
+    near = neighbourhood(lats, lons, np.array([68.475, -16.5]), np.array([179.35, 179.9]))
+    assert near.sizes.tolist() == [1, 1] and (near.cells % len(lons) == 0).all()  # -180 is 180
     fine_lats, fine_lons = np.arange(-90.0, 90.01, 0.25), np.arange(0.0, 360.0, 0.25)  # GFS
-    idx, mask = neighbourhood(fine_lats, fine_lons, np.array([-16.5]), np.array([179.9]), radius_km=60)
-    cols = set((idx[mask] % len(fine_lons)).tolist())
+    near = neighbourhood(fine_lats, fine_lons, np.array([-16.5]), np.array([179.9]), radius_km=60)
+    cols = set((near.cells % len(fine_lons)).tolist())
     assert {719, 720, 721} <= cols  # both sides of 180E, no column dropped at the seam
-    idx, mask = neighbourhood(fine_lats, fine_lons, np.array([51.5]), np.array([-0.1]), radius_km=60)
-    cols = set((idx[mask] % len(fine_lons)).tolist())
+    near = neighbourhood(fine_lats, fine_lons, np.array([51.5]), np.array([-0.1]), radius_km=60)
+    cols = set((near.cells % len(fine_lons)).tolist())
     assert 0 in cols and 1439 in cols  # across GFS's 0/360 seam at Greenwich
 
 

@@ -18,6 +18,7 @@ import xarray as xr
 import zarr
 
 from pointcast import interp, physics
+from pointcast import ingest
 from pointcast.ingest import decode
 from pointcast.interp import horizontal, scratch
 from pointcast.publish.retention import retain_scratch
@@ -47,18 +48,25 @@ def runs(tmp_path_factory):
         src = SampleSource(scale=16, init="2026-11-20T00:00Z", horizon_hours=hours)
         fetched = src.fetch(src.discover(model, now), model, cache)
         out[model.id] = (decode(fetched.files, model.fields, model=model.id), _points(40, box))
+        out[model.id + " files"] = fetched.files
     return out
 
 
 @pytest.mark.parametrize("model", ["msm", "icon-d2"])
 def test_small_blocks_written_and_read_by_slice_are_the_one_block_series(runs, model, tmp_path, monkeypatch):
-    """Blocks of one decode block of steps, profiles a step at a time (`vertical._by_rows`),
-    each list's store read a build slice at a time: the series of one block."""
+    """Blocks of one decode block of steps, made in pieces of a step and of a few points (a
+    points list's cut across), profiles a step at a time (`vertical._by_rows`), each list's
+    store read a build slice at a time: the series of one block."""
     ds, pts = runs[model]
     groups = [(25, HEIGHTS), (15, [10.0])]  # two points lists sharing the extraction
     whole = interp.extract(ds, pts, HEIGHTS, groups)
     monkeypatch.setattr(interp.vertical, "PROFILE_PART_BYTES", 1)
-    blocks = list(interp.extract_blocks(ds, pts, HEIGHTS, groups, block_bytes=1))
+    made = []  # the points of each piece
+    series = horizontal._series
+    monkeypatch.setattr(horizontal, "_series", lambda values, ds, times, points, *rest:
+                        made.append((len(times), len(points))) or series(values, ds, times, points, *rest))
+    blocks = list(interp.extract_blocks(ds, pts, HEIGHTS, groups, block_bytes=1000))
+    assert {steps for steps, _ in made} == {1} and 1 < max(n for _, n in made) < 16
     assert len(blocks) >= 16 and blocks[0][0] == slice(0, 1)  # a step each
     small = xr.concat([b for _, b in blocks], "time", combine_attrs="override")
     xr.testing.assert_identical(small, whole)
@@ -78,6 +86,32 @@ def test_small_blocks_written_and_read_by_slice_are_the_one_block_series(runs, m
             xr.testing.assert_identical(got, expected.isel(point=points))
             assert {n: (v.dtype, v.attrs) for n, v in got.variables.items()} == \
                    {n: (v.dtype, v.attrs) for n, v in expected.isel(point=points).variables.items()}
+
+
+def test_many_points_decode_blocks_of_fewer_steps_each_message_once(runs, monkeypatch):
+    """Decoded for many points (`ingest.decode`'s ``points``), ICON-D2's run comes in blocks of
+    two steps instead of eight: extracted a decode block at a time, every message is decoded
+    once (a difference's message at a block's first step and the precipitation windows across
+    two blocks are handed on), and the series are those of one block."""
+    ds, pts = runs["icon-d2"]
+    whole = interp.extract(ds, pts, HEIGHTS)
+    planes = sum(int(np.prod([ds.sizes[d] for d in v.dims if d not in ("time", "lat", "lon", "cell")]))
+                 for v in ds.data_vars.values() if "time" in v.dims)
+    many = decode(runs["icon-d2 files"], ICON_D2.fields, model="icon-d2",
+                  points=ingest.BLOCK_BYTES // (4 * 2 * planes))
+    assert ds.t2m.data.chunks[0][0] > 2 and set(many.t2m.data.chunks[0][:-1]) == {2}
+    decoded = []
+    read = ingest.values.read_values
+    monkeypatch.setattr(ingest.values, "read_values", lambda path, offset, *rest, **kw:
+                        decoded.append((path, offset, kw.get("parts"))) or read(path, offset, *rest, **kw))
+    computed = []  # the blocks of fields computed at once
+    blocks_of = horizontal._computed
+    monkeypatch.setattr(horizontal, "_computed", lambda timed, blocks: computed.extend(blocks) or blocks_of(timed, blocks))
+    parts = list(interp.extract_blocks(many, pts, HEIGHTS, block_bytes=1000))
+    assert len(computed) > 4 and {rows.stop - rows.start for rows in computed[:-1]} == {2}
+    assert len(decoded) == len(set(decoded)) > 0
+    small = xr.concat([b for _, b in parts], "time", combine_attrs="override")
+    xr.testing.assert_identical(small, whole)
 
 
 def test_snowfall_takes_the_temperature_at_an_interval_start_from_the_block_before():
@@ -106,21 +140,23 @@ def test_snowfall_takes_the_temperature_at_an_interval_start_from_the_block_befo
 
 def test_blocks_have_fewer_steps_the_more_points():
     """The budgets are in bytes: ten times the points, about a tenth of the steps, within the
-    budget, down to one decode block of steps of fields and one step of series."""
+    budget, down to one decode block of steps of fields and one step of series, then pieces
+    of fewer points."""
     budget = 64 << 20
 
     def steps(n: int) -> tuple[int, int]:
         timed = {"t2m": da.zeros((600, n), chunks=(4, n)), "u_pl": da.zeros((600, 5, n), chunks=(4, 1, n))}
-        blocks, part = horizontal._time_blocks(timed, 600, n, len(HEIGHTS), budget)
+        blocks, part, (steps, points) = horizontal._time_blocks(timed, 600, n, len(HEIGHTS), budget)
         rows = blocks[0].stop
-        fields, series = horizontal._row_bytes(timed, n, len(HEIGHTS))
-        assert rows % 4 == 0 and rows % part == 0  # whole decode blocks, in whole parts
+        fields, series, making = horizontal._row_bytes(timed, n, len(HEIGHTS))
+        assert rows % 4 == 0 and rows % part == 0 and part % steps == 0  # whole decode blocks, parts, pieces
         assert rows == 4 or rows * fields <= budget
-        assert part == 1 or part * series <= budget
-        return rows, part
+        assert part == 1 or part * series <= 2 * budget
+        assert steps * making * points // n <= 2 * budget or points == 1
+        return rows, part, steps, points
 
     assert [steps(n) for n in (10_000, 100_000, 1_000_000, 10_000_000)] == \
-           [(276, 46), (24, 4), (4, 1), (4, 1)]
+           [(276, 138, 69, 10_000), (24, 12, 6, 100_000), (4, 2, 1, 1_000_000), (4, 1, 1, 1_016_800)]
 
 
 def test_a_cycles_scratch_goes_with_it_and_retention_removes_a_killed_ones(tmp_path):

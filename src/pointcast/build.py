@@ -99,7 +99,7 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
     or whole as one task on a dask worker (`on_worker`)."""
     model = MODELS[fetched.run.model]
     try:
-        ds = decode(fetched.files, model.fields, model=model.id,
+        ds = decode(fetched.files, model.fields, model=model.id, points=len(points),
                     attrs={"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)})
     except Exception as e:
         raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e

@@ -24,7 +24,7 @@ from ..sources.base import GribField, Processing
 from .checks import select
 from .message import _CELL_CENTRES, CELL_CENTRE_NAMES, CellGridKey, DecodeError, Message
 from .scan import index_file
-from .values import _array, _variable, read_values
+from .values import _array, _variable, block_steps, read_values
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ LEVEL_DIMS = {"heightAboveGround": "height", "isobaricInhPa": "plev",
 
 
 def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "",
-           attrs: dict | None = None) -> xr.Dataset:
+           attrs: dict | None = None, points: int = 0) -> xr.Dataset:
     """Decode a model run's files into the canonical dataset.
 
     Dims: ``time`` (valid time), optional ``height``/``plev``, then ``lat`` (ascending), ``lon``
@@ -45,6 +45,10 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     run has one grid. Each message is checked against what its row expects (parameter,
     units, level, statistical processing); a variable whose messages are not is left out, and
     ``attrs["refused"]`` says why (one line a variable; ``checks.select``).
+
+    ``points``: how many points the run will be sampled at, when known (`interp.extract_blocks`):
+    the dask blocks then hold fewer steps the more points there are (`values.block_steps`),
+    so that the fields at the points of a block stay small.
     """
     # Headers of many small files (DWD publishes one field per file): read them in parallel;
     # bz2, file reads and ecCodes release the GIL.
@@ -72,6 +76,9 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     by_var: dict[str, list[GribField]] = defaultdict(list)
     for row in rows_msgs:
         by_var[row.var].append(row)
+    planes = sum(1 if rows[0].levels is None else len({m.level for r in rows for m in rows_msgs[r]})
+                 for rows in by_var.values() if rows[0].processing is not Processing.CONSTANT)
+    per_block = block_steps(int(np.prod(grid.shape)), planes, points)
     plans, layouts = {}, {}
     uses: dict[str, int] = defaultdict(int)
     level_coords: dict[str, list[int]] = {}
@@ -82,14 +89,14 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
         axis = None if constant else times_min
         where = str(rows_msgs[first][0].path.parent)
         if first.levels is None:
-            plans[var] = _variable(var, rows, rows_msgs, None, axis, grid, where, uses)
+            plans[var] = _variable(var, rows, rows_msgs, None, axis, grid, where, uses, per_block)
             dims = grid.dims if constant else ("time",) + grid.dims
         else:
             level_sets = [tuple(sorted({m.level for m in rows_msgs[r]})) for r in rows]
             levels = sorted({lv for key in level_sets for lv in key})
             if sum(len(set(key)) for key in set(level_sets)) != len(levels):
                 raise DecodeError(f"{model}: {var} has overlapping level sets {sorted(set(level_sets))}")
-            plans[var] = _variable(var, rows, rows_msgs, levels, axis, grid, where, uses)
+            plans[var] = _variable(var, rows, rows_msgs, levels, axis, grid, where, uses, per_block)
             dim = LEVEL_DIMS[first.typeOfLevel]
             if level_coords.setdefault(dim, levels) != levels:
                 raise DecodeError(f"{model}: {var} levels {levels} differ from {level_coords[dim]}")

@@ -28,7 +28,9 @@ from .scan import field_bytes
 
 _grib_ffi, _grib_lib = _grib_bindings.ffi, _grib_bindings.lib
 
-# A variable's dask blocks hold up to this many steps, and up to this many bytes.
+# A variable's dask blocks hold up to this many steps, and up to this many bytes; and, where
+# the run will be sampled at points, a block's steps of every variable at the points up to as
+# many bytes (`block_steps`).
 MAX_BLOCK_STEPS = 16
 BLOCK_BYTES = 32 << 20
 # What ecCodes writes at the points a message's bitmap leaves out, before they become NaN.
@@ -73,6 +75,18 @@ def read_values(path: Path, offset: int, length: int, shape: tuple[int, ...], no
         values += add
     grid = values.astype(dtype, copy=False).reshape(shape)
     return grid[::-1] if north_first else grid
+
+
+def block_steps(grid_size: int, planes: int, points: int = 0) -> int:
+    """The steps of a variable's dask block: as many as make `BLOCK_BYTES` of a plane of the
+    grid (``grid_size`` values, float32), and, at ``points`` points, of the run's ``planes``
+    planes a step (every variable at every level) sampled there: an extraction computes whole
+    blocks of steps at once (`interp.extract_blocks`), so the steps shrink as the points grow
+    and so do its fields at the points. One step at least, `MAX_BLOCK_STEPS` at most."""
+    steps = BLOCK_BYTES // (4 * grid_size)
+    if points:
+        steps = min(steps, BLOCK_BYTES // (4 * points * max(planes, 1)))
+    return int(np.clip(steps, 1, MAX_BLOCK_STEPS))
 
 
 class _Buffers(threading.local):
@@ -264,10 +278,11 @@ def _read_key(msg: Message, row: GribField) -> str:
 
 
 def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int] | None,
-              times_min: np.ndarray | None, grid, where: str, uses: dict[str, int]) -> tuple:
+              times_min: np.ndarray | None, grid, where: str, uses: dict[str, int],
+              per_block: int) -> tuple:
     """The plan of one variable as a dask array ``(time, [level,] *grid)``, or ``([level,]
-    *grid)`` for a constant field, in blocks of several steps of one level: (name, chunks,
-    blocks), for ``_array``. The graph is written directly, one task per block (it decodes the
+    *grid)`` for a constant field, in blocks of ``per_block`` steps (`block_steps`) of one
+    level: (name, chunks, blocks), for ``_array``. The graph is written directly, one task per block (it decodes the
     block's messages and takes the differences of windows): assembled from per-message dask
     arrays (stack, subtract, sum), the graph would cost more than the decoding. ``uses`` counts the blocks that read each message, over all variables."""
     used = sorted((str(m.path), m.offset, m.field) for r in rows for m in rows_msgs[r])
@@ -282,9 +297,9 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
     constant = times_min is None
     steps = [None] if constant else [int(t) for t in times_min]
     level_keys = [None] if levels is None else levels
-    # Several steps a block (up to BLOCK_BYTES): each task then decodes several messages, and
-    # the scheduler's cost per task stays small beside the work.
-    per_block = 1 if constant else int(np.clip(BLOCK_BYTES // (4 * np.prod(grid.shape)), 1, MAX_BLOCK_STEPS))
+    # Several steps a block: each task then decodes several messages, and the scheduler's
+    # cost per task stays small beside the work.
+    per_block = 1 if constant else per_block
     time_chunks = [steps[i:i + per_block] for i in range(0, len(steps), per_block)]
     chunks = ((() if constant else (tuple(len(c) for c in time_chunks),))
               + (() if levels is None else ((1,) * len(levels),)) + tuple((n,) for n in grid.shape))

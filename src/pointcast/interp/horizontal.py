@@ -23,6 +23,9 @@ from typing import ClassVar, Iterator, Sequence
 
 import dask
 import dask.array as da
+from dask.core import flatten, get_dependencies
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
 import numpy as np
 import xarray as xr
 from scipy.spatial import Delaunay, cKDTree
@@ -52,6 +55,10 @@ class PointSet:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def __getitem__(self, at: slice) -> PointSet:
+        """The points of a slice."""
+        return PointSet(self.ids[at], self.lats[at], self.lons[at], self.elevation[at])
 
     @classmethod
     def concat(cls, sets: Sequence[PointSet]) -> PointSet:
@@ -179,7 +186,7 @@ def barycentric(tree: cKDTree, plat: np.ndarray, plon: np.ndarray) -> Barycentri
 
 
 def neighbourhood_cells(tree: cKDTree, plat: np.ndarray, plon: np.ndarray, around: Barycentric,
-                        radius_km: float = POP_RADIUS_KM) -> tuple[np.ndarray, np.ndarray]:
+                        radius_km: float = POP_RADIUS_KM) -> Neighbourhoods:
     """``neighbourhood`` on an unstructured grid: the cells whose centres lie within
     ``radius_km`` (great-circle) of each point, from the KD-tree of the unit vectors, and at
     least the three cells around the point (a grid coarser than the radius, as for the
@@ -191,24 +198,48 @@ def neighbourhood_cells(tree: cKDTree, plat: np.ndarray, plon: np.ndarray, aroun
     return _pack(cells)
 
 
-def _pack(cells: list) -> tuple[np.ndarray, np.ndarray]:
-    width = max(1, max(len(c) for c in cells))
-    idx = np.zeros((len(cells), width), dtype=np.int64)
-    mask = np.zeros((len(cells), width), dtype=bool)
+@dataclass(frozen=True)
+class Neighbourhoods:
+    """The source cells of each point's neighbourhood (flat indices), one point's after the
+    other: those of point ``i`` are ``cells[bounds[i]:bounds[i + 1]]``. Not padded to the
+    largest neighbourhood: near the poles a regular grid's cells within the radius span the
+    whole row, ten times a mid-latitude point's."""
+
+    cells: np.ndarray
+    bounds: np.ndarray
+
+    def of(self, i: int) -> np.ndarray:
+        return self.cells[self.bounds[i]:self.bounds[i + 1]]
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.bounds)
+
+
+def _pack(cells: list) -> Neighbourhoods:
+    bounds = np.zeros(len(cells) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in cells], out=bounds[1:])
+    flat = np.empty(bounds[-1], dtype=np.int64)
     for i, c in enumerate(cells):
-        idx[i, :len(c)] = np.sort(np.asarray(c, dtype=np.int64))
-        mask[i, :len(c)] = True
-    return idx, mask
+        flat[bounds[i]:bounds[i + 1]] = np.sort(np.asarray(c, dtype=np.int64))
+    return Neighbourhoods(flat, bounds)
+
+
+def _per_point(flags: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """How many of each point's cells ``flags`` holds (``flags``: one a cell, as
+    `Neighbourhoods.cells`)."""
+    total = np.zeros(len(flags) + 1, dtype=np.int64)
+    np.cumsum(flags, out=total[1:])
+    return total[bounds[1:]] - total[bounds[:-1]]
 
 
 @dataclass(frozen=True)
 class Sampling:
     """How one grid is sampled at one point set: the interpolation weights, and each point's
-    neighbourhood (flat cell indices and mask) for the precipitation probability."""
+    neighbourhood for the precipitation probability."""
 
     weights: Bilinear | Barycentric
-    near_idx: np.ndarray
-    near_mask: np.ndarray
+    near: Neighbourhoods
 
 
 class SamplingCache:
@@ -227,10 +258,10 @@ class SamplingCache:
         if "cell" in ds.dims:
             tree = cKDTree(unit_vectors(ds.clat.values, ds.clon.values))
             w = barycentric(tree, points.lats, points.lons)
-            made = Sampling(w, *neighbourhood_cells(tree, points.lats, points.lons, w))
+            made = Sampling(w, neighbourhood_cells(tree, points.lats, points.lons, w))
         else:
             made = Sampling(bilinear(ds.lat.values, ds.lon.values, points.lats, points.lons),
-                            *neighbourhood(ds.lat.values, ds.lon.values, points.lats, points.lons))
+                            neighbourhood(ds.lat.values, ds.lon.values, points.lats, points.lons))
         self.computed += 1
         self._items[key] = made
         while len(self._items) > self.size:
@@ -270,8 +301,9 @@ def wraps_around(lons: np.ndarray) -> bool:
 
 
 def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np.ndarray,
-                  radius_km: float = POP_RADIUS_KM) -> tuple[np.ndarray, np.ndarray]:
-    """Flat indices (point, k) of the source cells within `radius_km` of each point, and a mask."""
+                  radius_km: float = POP_RADIUS_KM) -> Neighbourhoods:
+    """The source cells within `radius_km` of each point (flat indices), and its nearest cell
+    where that is on the grid."""
     dlat = abs(lats[1] - lats[0])
     dlon = abs(lons[1] - lons[0])
     ry = max(1, int(np.ceil(radius_km / (dlat * KM_PER_DEG))))
@@ -331,21 +363,24 @@ def _window_chunks(first: np.ndarray, chunks: tuple[int, ...]) -> tuple[int, ...
     return tuple(int(b - a) for a, b in zip(keep, keep[1:]) if b > a)
 
 
-def _pop_block(block: np.ndarray, idx: np.ndarray, mask: np.ndarray, hours: np.ndarray,
+def _pop_block(block: np.ndarray, near_cells: np.ndarray, bounds: np.ndarray, hours: np.ndarray,
                first: np.ndarray, block_info=None) -> np.ndarray:
+    """The precipitation probability at the rows of ``block`` where a window ends: the share
+    of each point's neighbourhood (`Neighbourhoods`) wet over the window, NaN where a cell of
+    it is missing."""
     t0 = block_info[0]["array-location"][0][0] if block_info else 0
     flat = block.reshape(block.shape[0], -1)
-    cells = mask.sum(axis=1)
-    out = np.full((block.shape[0], idx.shape[0]), np.nan, dtype=np.float32)
+    cells = np.diff(bounds)
+    out = np.full((block.shape[0], len(cells)), np.nan, dtype=np.float32)
     for k in range(block.shape[0]):
         if not np.isfinite(hours[t0 + k]):
             continue
         rows = flat[first[t0 + k] - t0:k + 1]
-        amounts = rows.sum(axis=0)[idx] if len(rows) > 1 else rows[0][idx]
+        amounts = (rows.sum(axis=0) if len(rows) > 1 else rows[0])[near_cells]
         # An amount spread evenly over an interval longer than an hour, as precipitation is
         # resampled: at least 0.1 mm in each of its hours.
-        wet = (mask & (amounts >= POP_THRESHOLD_MM_H * max(float(hours[t0 + k]), 1.0))).sum(axis=1)
-        complete = (cells > 0) & ~np.isnan(np.where(mask, amounts, 0.0)).any(axis=1)
+        wet = _per_point(amounts >= POP_THRESHOLD_MM_H * max(float(hours[t0 + k]), 1.0), bounds)
+        complete = (cells > 0) & (_per_point(np.isnan(amounts), bounds) == 0)
         out[k] = np.where(complete, 100.0 * wet / np.maximum(cells, 1), np.nan)
     return out
 
@@ -363,12 +398,14 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                      combine_attrs="override")
 
 
-# The fields at the points of one block of time steps, and the series made of a part of them
-# at once (`_row_bytes`), stay near this many bytes each: blocks and parts have fewer steps the
-# more points there are, so an extraction's memory does not grow with the points, down to one
-# decode block of steps (`ingest.values.MAX_BLOCK_STEPS` at most, below which a message would be
-# decoded once for each block reading it) of fields, and one step of series.
-BLOCK_BYTES = 256 << 20
+# The fields at the points of one block of time steps stay near this many bytes, and the
+# series of a part of its steps (yielded, and written, at once) near twice as many, as do
+# the pieces of a part made at once (`_row_bytes`): blocks, parts and pieces have fewer steps
+# the more points there are, and pieces fewer points once they are down to one step, so an
+# extraction's memory does not grow with the points. The floor: one decode block of steps of
+# fields (fewer steps the more points, `ingest.values.block_steps`, down to one) and one step
+# of series.
+BLOCK_BYTES = 64 << 20
 
 
 def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
@@ -384,11 +421,12 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     each profiled at its own heights only and NaN at the others; every point at every height
     when None: a model's points lists share one extraction, and a list that needs only
     10 m is not profiled at the heights of another. A block of fields holds whole decode blocks
-    of steps and about ``block_bytes`` (`BLOCK_BYTES`) of fields at the points, and its series
-    are made (and yielded) in parts of about as many bytes; every value is the one a single
-    block would give (what a step needs of the steps before it, the model's surface height
-    from the first step and the temperature where a precipitation interval starts, is carried
-    from block to block).
+    of steps and about ``block_bytes`` (`BLOCK_BYTES`) of fields at the points; its series
+    are yielded in parts of about twice as many bytes, each made in pieces of steps, or of
+    points of a step, of about as many (`_time_blocks`). Every value is the one a single
+    block would give: what a step needs of the steps before it (the model's surface height
+    from the first step, the temperature where a precipitation interval starts) is carried
+    from block to block, and no point's series depends on the other points'.
     """
     s = sampling(ds, points)
     w, nd = s.weights, s.weights.grid_ndim
@@ -405,27 +443,66 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
         hours, first, pop_steps = _pop_windows(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
         tp = ds.tp.data if isinstance(ds.tp.data, da.Array) else da.from_array(ds.tp.data)
         tp = tp.rechunk({0: _window_chunks(first, tp.chunks[0])})
-        lazy["pop"] = tp.map_blocks(_pop_block, s.near_idx, s.near_mask, hours, first,
+        lazy["pop"] = tp.map_blocks(_pop_block, s.near.cells, s.near.bounds, hours, first,
                                     drop_axis=list(range(1, 1 + nd)), new_axis=1, dtype=np.float32,
                                     chunks=(tp.chunks[0], (len(points),)))
     timed = {name: arr for name, arr in lazy.items() if "time" in ds[name if name != "pop" else "tp"].dims}
     constant = _compute({name: arr for name, arr in lazy.items() if name not in timed})
-    surface, earlier = None, None
+    surface, earlier = None, {}
     budget = BLOCK_BYTES if block_bytes is None else block_bytes
-    computed, part = _time_blocks(timed, ds.sizes["time"], len(points), len(heights), budget)
-    for block in computed:
-        fields = _compute({name: arr[block] for name, arr in timed.items()})
+    computed, part, (steps, per_piece) = _time_blocks(timed, ds.sizes["time"], len(points),
+                                                      len(heights), budget)
+    groups = [(len(points), heights)] if groups is None else groups
+    for block, fields in zip(computed, _computed(timed, computed)):
         for start in range(block.start, block.stop, part):
             rows = slice(start, min(start + part, block.stop))
-            within = slice(rows.start - block.start, rows.stop - block.start)
-            values = {**{name: v[within] for name, v in fields.items()}, **constant}
-            if surface is None:  # at the first step (`surface_height`), for every block
-                surface = values["orog"] if "orog" in values else surface_height(values, len(points))
-            orog = values["orog"] if "orog" in values else surface
-            out, earlier = _series(values, ds, ds.time.values[rows], points, orog, heights, groups, earlier)
+            out = None
+            for piece_start in range(rows.start, rows.stop, steps):
+                piece = slice(piece_start, min(piece_start + steps, rows.stop))
+                within = slice(piece.start - block.start, piece.stop - block.start)
+                values = {**{name: v[within] for name, v in fields.items()}, **constant}
+                if surface is None:  # at the first step (`surface_height`), for every block
+                    surface = values["orog"] if "orog" in values else surface_height(values, len(points))
+                orog = values["orog"] if "orog" in values else surface
+                for first in range(0, len(points), per_piece):
+                    at = slice(first, min(first + per_piece, len(points)))
+                    made, earlier[first] = _series(
+                        {name: v[..., at] for name, v in values.items()}, ds, ds.time.values[piece],
+                        points[at], orog[at], heights, _groups_at(groups, at), earlier.get(first))
+                    if piece == rows and at == slice(0, len(points)):
+                        out, made = made, None
+                        continue
+                    if out is None:
+                        out = _empty_like(made, ds.time.values[rows], points.ids)
+                    for name, var in made.data_vars.items():
+                        out[name].values[piece.start - rows.start:piece.stop - rows.start, at] = var.values
+                    made = None  # not held while the next piece is made
             if pop_steps is not None and "pop" in out:
                 out["pop"].attrs["steps_minutes"] = pop_steps
             yield rows, out
+
+
+def _empty_like(piece: xr.Dataset, times: np.ndarray, ids: np.ndarray) -> xr.Dataset:
+    """A part of an extraction to fill with its pieces (`extract_blocks`): the variables,
+    attributes and coordinates of ``piece`` at the times and points ``ids``."""
+    sizes = {"time": len(times), "point": len(ids)}
+    out = xr.Dataset(coords={"time": times, "point": ids,
+                             **{c: piece[c] for c in piece.coords if c not in sizes}}, attrs=piece.attrs)
+    for name, var in piece.data_vars.items():
+        shape = tuple(sizes.get(d, n) for d, n in var.sizes.items())
+        out[name] = (var.dims, np.empty(shape, var.dtype), var.attrs)
+    return out
+
+
+def _groups_at(groups: Sequence[tuple[int, Sequence[float]]], at: slice) -> list[tuple[int, Sequence[float]]]:
+    """The groups of points (`extract_blocks`) of the points ``at``."""
+    out, first = [], 0
+    for count, wanted in groups:
+        inside = min(first + count, at.stop) - max(first, at.start)
+        if inside > 0:
+            out.append((inside, wanted))
+        first += count
+    return out
 
 
 def _compute(lazy: dict[str, da.Array]) -> dict[str, np.ndarray]:
@@ -436,30 +513,76 @@ def _compute(lazy: dict[str, da.Array]) -> dict[str, np.ndarray]:
     return dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=distributed)))
 
 
-def _row_bytes(timed: dict[str, da.Array], n_points: int, n_heights: int) -> tuple[int, int]:
+def _computed(timed: dict[str, da.Array], blocks: list[slice]) -> Iterator[dict[str, np.ndarray]]:
+    """The fields of each block of rows (``timed`` at its rows), computed in turn. What the
+    graph of a block shares with a later one's is computed once and handed on as data: the
+    message a difference needs at a decode block's first step (read for the block before,
+    or further back where a variable has no value at every step: ICON-D2's hourly radiation
+    on its quarter-hour axis), a precipitation window across blocks (`_window_chunks`) and
+    the decode blocks under it. So no message is decoded twice, however small the blocks."""
+    if len(blocks) == 1:
+        yield _compute({name: arr[blocks[0]] for name, arr in timed.items()})
+        return
+    graphs = [_graph(timed, rows) for rows in blocks]
+    needs = [{key: get_dependencies(graph, key) for key in graph} for _, graph in graphs]
+    carried: dict = {}
+    for k, (lazy, graph) in enumerate(graphs):
+        graph.update((key, carried[key]) for key in carried.keys() & graph.keys())
+        # What a later block reads of this one's graph (not what only this graph reads).
+        keep = sorted({d for later in needs[k + 1:] for key, deps in later.items() if key not in graph
+                       for d in deps if d in graph}, key=str)
+        computed = _compute({**{name: da.Array(graph, a.name, a.chunks, meta=a._meta)
+                                for name, a in lazy.items()},
+                             **{key: Delayed(key, graph) for key in keep}})
+        carried = {key: value for key, value in carried.items()
+                   if any(key in later for later in needs[k + 1:])}
+        carried.update((key, computed.pop(key)) for key in keep)
+        graphs[k] = needs[k] = None  # done
+        yield computed
+
+
+def _graph(timed: dict[str, da.Array], rows: slice) -> tuple[dict[str, da.Array], dict]:
+    """``timed`` at ``rows``, and the graph that computes them alone (a dict: `_computed`
+    puts data in place of tasks)."""
+    lazy = {name: arr[rows] for name, arr in timed.items()}
+    keys = {key for a in lazy.values() for key in flatten(a.__dask_keys__())}
+    return lazy, dict(HighLevelGraph.merge(*(a.dask for a in lazy.values())).cull(keys))
+
+
+def _row_bytes(timed: dict[str, da.Array], n_points: int, n_heights: int) -> tuple[int, int, int]:
     """Bytes a time step of an extraction makes: of its fields at the points (with their
-    levels, float32), and of the series made of them (the fields but the profiles' inputs,
-    counted whole, and the wind and temperature at the heights, float32, and float64 while
-    they are computed; the profiles' own copies are bounded apart,
+    levels, float32), of the series made of them (the fields but the profiles' inputs,
+    counted whole, and the wind and temperature at the heights, float32), and of the series
+    while they are made (those in float64 too; the profiles' own copies are bounded apart,
     `vertical.PROFILE_PART_BYTES`)."""
     fields = 4 * sum(int(np.prod(arr.shape[1:])) for arr in timed.values())
-    return fields, fields + (4 + 8) * 3 * n_heights * n_points
+    return fields, fields + 4 * 3 * n_heights * n_points, fields + (4 + 8) * 3 * n_heights * n_points
 
 
 def _time_blocks(timed: dict[str, da.Array], n_times: int, n_points: int, n_heights: int,
-                 block_bytes: int) -> tuple[list[slice], int]:
+                 block_bytes: int) -> tuple[list[slice], int, tuple[int, int]]:
     """The rows of the time axis in blocks computed at once, of equal length (but the last):
     as many steps as make ``block_bytes`` of fields at the points, in whole decode blocks
-    (the first time chunk of the decoded fields), one decode block at least; and the steps
-    of the parts whose series are made at once (a divisor of a block's steps): as many as
-    make ``block_bytes`` of series (`_row_bytes`), one at least."""
+    (the first time chunk of the decoded fields), one decode block at least; the steps of the
+    parts whose series are yielded at once (a divisor of a block's steps): as many as make
+    twice ``block_bytes`` of series (`_row_bytes`), one at least; and the steps and points of
+    the pieces of a part made at once: as many steps (a divisor of a part's) as make twice
+    ``block_bytes`` of series being made, one at least, and every point, or as many as make
+    that much in one step, one at least."""
     decoded = [arr.chunks[0][0] for arr in timed.values() if len(arr.chunks[0]) and arr.chunks[0][0]]
     step = min(decoded, default=1)
-    fields, series = (max(1, b) for b in _row_bytes(timed, n_points, n_heights))
+    fields, series, making = (max(1, b) for b in _row_bytes(timed, n_points, n_heights))
     rows = min(max(step, block_bytes // fields // step * step), -(-max(n_times, 1) // step) * step)
-    part = max(1, min(rows, block_bytes // series))
-    part = max(d for d in range(1, part + 1) if rows % d == 0)
-    return [slice(first, min(first + rows, n_times)) for first in range(0, max(n_times, 1), rows)], part
+    part = _divisor(rows, 2 * block_bytes // series)
+    steps = _divisor(part, 2 * block_bytes // making)
+    points = max(1, min(n_points, 2 * block_bytes // -(-making // max(n_points, 1))))
+    return ([slice(first, min(first + rows, n_times)) for first in range(0, max(n_times, 1), rows)],
+            part, (steps, points))
+
+
+def _divisor(n: int, at_most: int) -> int:
+    """The largest divisor of ``n`` up to ``at_most``, 1 at least."""
+    return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
 
 
 def _series(values: dict[str, np.ndarray], ds: xr.Dataset, times: np.ndarray, points: PointSet,

@@ -83,6 +83,7 @@ def write(blocks: Iterable[tuple[slice, xr.Dataset]], times: np.ndarray, parts: 
                 _create(part, sub, times, rows.stop - rows.start)
             sub.drop_vars(list(sub.coords)).to_zarr(part.path, region={"time": rows}, mode="r+",
                                                     zarr_format=2, consolidated=False)
+        block = sub = None  # not held while the next block is made
         release_freed()  # the blocks before this one
     release_freed()
 
