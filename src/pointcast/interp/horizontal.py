@@ -531,7 +531,7 @@ def _computed(timed: dict[str, da.Array], blocks: list[slice]) -> Iterator[dict[
         # What a later block reads of this one's graph (not what only this graph reads).
         keep = sorted({d for later in needs[k + 1:] for key, deps in later.items() if key not in graph
                        for d in deps if d in graph}, key=str)
-        computed = _compute({**{name: da.Array(graph, a.name, a.chunks, meta=a._meta)
+        computed = _compute({**{name: da.Array(graph, a.name, a.chunks, dtype=a.dtype)
                                 for name, a in lazy.items()},
                              **{key: Delayed(key, graph) for key in keep}})
         carried = {key: value for key, value in carried.items()
