@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -15,13 +17,22 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no network
 # Coverage rasters (grids/raster.py) are built once per machine and shared by the test processes
 # (the global one reads the whole land mask): the cache is keyed by what the raster depends on.
 os.environ.setdefault("POINTCAST_CACHE_DIR", os.path.join(tempfile.gettempdir(), "pointcast-test-coverage"))
+# The sample source's runs of `write_config`'s configurations are generated once per test
+# session, by whichever test process asks first (under a lock), in a directory the session's
+# processes share (named by the first process, which removes it at the end); each configuration
+# gets a copy in its own cache, where the sample source finds them complete and writes nothing.
+_OWN_SAMPLES = "POINTCAST_TEST_SAMPLES" not in os.environ
+SAMPLES = Path(os.environ.setdefault("POINTCAST_TEST_SAMPLES",
+                                     os.path.join(tempfile.gettempdir(), f"pointcast-test-samples-{os.getpid()}")))
 ROOT = Path(__file__).resolve().parent.parent
 REAL_GRIB = ROOT.parent / "shared" / "data" / "real-grib"
 INIT = "2026-11-20T00:00Z"
 
 
-def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str | None = None) -> Path:
-    """A copy of the shipped configuration, made small: coarse sample grids, a fixed run."""
+def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str | None = None,
+                 samples: bool = True) -> Path:
+    """A copy of the shipped configuration, made small: coarse sample grids, a fixed run; its
+    cache holds the sample runs already (`SAMPLES`) unless ``samples`` is False."""
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "points").mkdir(exist_ok=True)
     for points_file in (ROOT / "config" / "points").glob("*.csv"):
@@ -45,7 +56,33 @@ def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str |
         lines.append(line)
     path = dest / "pointcast.toml"
     path.write_text("\n".join(lines) + "\n")
+    if samples:
+        shutil.copytree(sample_runs(init, scale), dest / "output" / "cache" / "sample", dirs_exist_ok=True)
     return path
+
+
+def sample_runs(init: str, scale: int) -> Path:
+    """The ``sample`` directory of a cache holding the sample runs `write_config`'s products
+    use, as their cycle fetches them (flows.cycle's discover and fetch)."""
+    from flows.cycle import discover, fetch
+    from pointcast.config import load_config
+
+    done = SAMPLES / f"{init.replace(':', '')}-{scale}"
+    SAMPLES.mkdir(exist_ok=True)
+    with open(SAMPLES / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (done / "complete").exists():
+            shutil.rmtree(done, ignore_errors=True)
+            cfg = load_config(write_config(done, init=init, scale=scale, samples=False))
+            for m in sorted({m for pc in cfg.products.values() for m in pc.models}):
+                fetch.fn(cfg, discover.fn(cfg, m, datetime.now(timezone.utc), timedelta(0)))
+            (done / "complete").touch()
+    return done / "output" / "cache" / "sample"
+
+
+def pytest_unconfigure(config):
+    if _OWN_SAMPLES and not hasattr(config, "workerinput"):
+        shutil.rmtree(SAMPLES, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
