@@ -26,6 +26,7 @@ from prefect.utilities.annotations import quote
 from pointcast import build, interp, publish
 from pointcast.build import ModelFailed
 from pointcast.config import Config, load_config
+from pointcast.heap import release_freed
 from pointcast.products.base import RunContext
 from pointcast.publish.retention import retain_scratch
 from pointcast.sources import MODELS, make_source, run_steps
@@ -123,6 +124,8 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 @task(cache_policy=NO_CACHE)
 def validate_run(cfg: Config, outputs: dict) -> dict:
     report = validate(outputs, cfg)
+    # What validation read back and parsed is freed: not held under the archives' appends.
+    release_freed()
     log = _logger()
     for err in report["errors"]:
         log.error("validation: %s", err)

@@ -17,7 +17,7 @@ import pytest
 import xarray as xr
 import zarr
 
-from pointcast import interp, physics
+from pointcast import heap, interp, physics
 from pointcast import ingest
 from pointcast.ingest import decode
 from pointcast.interp import horizontal, scratch
@@ -181,10 +181,10 @@ def test_a_cycles_scratch_goes_with_it_and_retention_removes_a_killed_ones(tmp_p
     assert not live.exists()
 
 
-@pytest.mark.skipif(scratch._TRIM is None, reason="no malloc_trim: not glibc")
+@pytest.mark.skipif(heap._TRIM is None, reason="no malloc_trim: not glibc")
 def test_memory_a_thread_freed_goes_back_to_the_system():
     """What an extraction block freed on dask's threads is no longer part of the process's
-    RSS once `scratch.release_freed` has run: glibc keeps it otherwise, below a block still
+    RSS once `heap.release_freed` has run: glibc keeps it otherwise, below a block still
     held at the top of the thread's heap."""
     import threading
 
@@ -192,7 +192,7 @@ def test_memory_a_thread_freed_goes_back_to_the_system():
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
-    scratch.release_freed()
+    heap.release_freed()
     before = rss()
     kept = []
 
@@ -205,7 +205,7 @@ def test_memory_a_thread_freed_goes_back_to_the_system():
     thread.start()
     thread.join()
     freed = rss()
-    scratch.release_freed()
+    heap.release_freed()
     assert freed - before > 64 << 20  # kept although freed
     assert rss() - before < 16 << 20
 

@@ -11,7 +11,6 @@ one by the lock its cycle holds (`held`, `pointcast.locks`).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ import numpy as np
 import xarray as xr
 
 from .. import locks
+from ..heap import release_freed
 
 SCRATCH_DIR = "scratch"  # under the cache directory
 # Light compression: the series are read once, and the heights a list's points do not need
@@ -86,19 +86,6 @@ def write(blocks: Iterable[tuple[slice, xr.Dataset]], times: np.ndarray, parts: 
         block = sub = None  # not held while the next block is made
         release_freed()  # the blocks before this one
     release_freed()
-
-
-def release_freed() -> None:
-    """Give the memory freed inside glibc's heaps back to the system (``malloc_trim``). An
-    extraction block's fields and series are freed on dask's threads, into heaps of their
-    own that ``free`` shrinks only from the top: the freed pages in between stayed part of
-    the cycle's RSS, which every build process forked from it counts again. Nothing where
-    the C library has no ``malloc_trim`` (not glibc)."""
-    if _TRIM is not None:
-        _TRIM(0)
-
-
-_TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None)
 
 
 def _create(part: Part, first: xr.Dataset, times: np.ndarray, rows: int) -> None:
