@@ -179,6 +179,43 @@ def test_a_nan_in_one_slice_fails_the_staged_run(real, tmp_path):
             assert report == validate(outputs, cfg) and report["ok"] is True
 
 
+def test_the_agreement_sample_is_read_chunk_by_chunk_in_the_points_order(real, tmp_path):
+    """The real eu-short archive staged in reverse point order, a point a chunk (as slices of
+    one): read a chunk at a time, its sample lines up with the medium range's point by point,
+    so it agrees as the whole one does, and one point changed shows by exactly its change."""
+    from dataclasses import replace
+
+    from pointcast.publish import ArchiveStage, write_region
+    from pointcast.validate import ArchiveFacts, archive_facts
+
+    cfg, outputs, _ = real
+    whole = outputs["eu-short"].archive
+    backwards = whole.isel(point=slice(None, None, -1))
+    n = backwards.sizes["point"]
+    assert n >= 2
+    for change in (0.0, 5.0):
+        staging = tmp_path / f"staging-{change}"
+        staging.mkdir()
+        stage = ArchiveStage(staging)
+        stage.create("eu-short", backwards.isel(point=[0]), list(backwards.point.values), 1)
+        facts = []
+        for i in range(n):
+            rows = backwards.isel(point=[i]).copy(deep=True)
+            if i == 1:
+                rows["pressure_sfc"][0, 0, :] += change
+            write_region(staging, "eu-short", rows, slice(i, i + 1))
+            facts.append(archive_facts(rows))
+        staged = replace(outputs["eu-short"], archive=stage.dataset("eu-short"),
+                         facts=ArchiveFacts.merged(facts))
+        assert staged.archive["pressure_sfc"].encoding["preferred_chunks"]["point"] == 1
+        report = validate({**outputs, "eu-short": staged}, cfg)
+        if change:
+            assert report["errors"] == ["eu-short pressure_sfc and eu-medium pressure_sfc disagree by up to "
+                                        "5.000 over their common lead times"]
+        else:
+            assert report == validate(outputs, cfg) and report["ok"] is True
+
+
 def test_failed_run_is_kept_aside_with_its_reasons_and_not_served(real, tmp_path, caplog, monkeypatch):
     """A real cycle one of whose build slices writes a NaN into its eu-short archive rows."""
     import flows.cycle as flow

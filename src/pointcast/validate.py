@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +31,7 @@ from .config import Config
 from .products import PRODUCTS
 from .products.base import ProductOutput
 from .products.eu_wind import ladder_answers
-from .publish import StagedFiles
+from .publish import POINT, StagedFiles
 
 
 @dataclass
@@ -256,7 +257,7 @@ AGREEMENT = (
 
 
 # Points whose series `AGREEMENT` compares, at most: a run's archives are read back from its
-# staged stores (publish.stage), a chunk of a slice's points for every point sampled.
+# staged stores (publish.stage), the chunk of a slice's points that holds each point sampled.
 AGREEMENT_POINTS = 64
 
 
@@ -291,12 +292,33 @@ def _consistency(outputs: dict[str, ProductOutput]) -> list[str]:
                 continue
             if one_corrected and sb.get("height") == 10.0:
                 continue
-            a = a_ds[na].sel(point=points, lead_time=lead, **sa).values.astype(np.float64)
-            b = b_ds[nb].sel(point=points, lead_time=lead, **sb).values.astype(np.float64)
+            a = _at_points(a_ds[na].sel(lead_time=lead, **sa), points)
+            b = _at_points(b_ds[nb].sel(lead_time=lead, **sb), points)
             if not np.allclose(a, b, atol=0.011, equal_nan=True):
                 errors.append(f"{pa} {na} and {pb} {nb} disagree by up to "
                               f"{np.nanmax(np.abs(a - b)):.3f} over their common lead times")
     return errors
+
+
+READERS = 2  # chunks `_at_points` reads at once (decoding is numcodecs', outside the GIL)
+
+
+def _at_points(var: xr.DataArray, points: list[str]) -> np.ndarray:
+    """``var``'s values at ``points`` (in that order, as float64), read chunk of its store
+    by chunk (``preferred_chunks`` along ``point``: a staged archive's slices). A lazily
+    indexed Zarr array decodes every chunk one selection touches at once; the sample spreads
+    over every slice, so read whole it held as many chunks as the run has slices: memory that
+    grew with the points. `READERS` chunks are read at once."""
+    positions = var.get_index(POINT).get_indexer(points)
+    order = np.argsort(positions, kind="stable")
+    step = var.encoding.get("preferred_chunks", {}).get(POINT, var.sizes[POINT])
+    chunk_of = positions[order] // step
+    groups = np.split(positions[order], np.flatnonzero(np.diff(chunk_of)) + 1)
+    axis = var.get_axis_num(POINT)
+    with ThreadPoolExecutor(READERS) as pool:
+        read = np.concatenate(list(pool.map(lambda group: var.isel({POINT: group}).values.astype(np.float64),
+                                            groups)), axis=axis)
+    return np.take(read, np.argsort(order), axis=axis)
 
 
 def _corrected(ds) -> bool:

@@ -109,9 +109,12 @@ class ArchiveStage:
             elif name not in staged:
                 variables[name] = var
             elif INIT in var.dims and staged[name].dtype == var.dtype:
-                # lazily indexed: a reader (a shard of the append) reads only its rows
+                # lazily indexed: a reader (a shard of the append) reads only its rows; the
+                # store's chunks tell a reader of scattered points (validation's sample) which
+                # of them one read decodes together
                 variables[name] = staged[name].variable.copy(deep=False)
-                variables[name].attrs, variables[name].encoding = dict(var.attrs), {}
+                variables[name].attrs = dict(var.attrs)
+                variables[name].encoding = {"preferred_chunks": staged[name].encoding["preferred_chunks"]}
             else:  # a point's coordinates (small), read at once
                 variables[name] = xr.Variable(var.dims, staged[name].values.astype(var.dtype), var.attrs)
         return xr.Dataset({k: variables[k] for k in template.data_vars},
