@@ -196,8 +196,10 @@ def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest:
             durable = flush.submit(_timed, writer.finish)
             if report["ok"]:
                 # Each product's archive is a store of its own: `APPENDS` of them are appended
-                # at once (each holds a few shards on each of dask's threads).
-                with ThreadPoolExecutor(max_workers=APPENDS) as appends:
+                # at once, sharing `[dask] workers` threads (a thread holds a shard and the
+                # staged chunks it reads: dask would give each append a pool of them all).
+                with (ThreadPoolExecutor(max_workers=APPENDS) as appends,
+                      dask.config.set(num_workers=max(1, cfg.dask.workers // APPENDS))):
                     for done in [appends.submit(publish.append_archive, root, pid, out.archive)
                                  for pid, out in outputs.items()]:
                         done.result()
