@@ -181,6 +181,178 @@ def test_a_cycles_scratch_goes_with_it_and_retention_removes_a_killed_ones(tmp_p
     assert not live.exists()
 
 
+# Run in a process of its own: in a test worker's process, the heap earlier tests left decides
+# whether a new thread's allocations come from fresh pages or from pages already counted.
+_FREED_ON_A_THREAD = """
+import os, threading
+from pointcast import heap
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+heap.release_freed()
+before = rss()
+kept = []
+
+def work():  # 96 MB in pieces below glibc's mmap threshold, freed but the last
+    pieces = [bytearray(b"x" * (96 << 10)) for _ in range(1024)]
+    kept.append(pieces.pop())
+    del pieces
+
+thread = threading.Thread(target=work)
+thread.start()
+thread.join()
+freed = rss()
+heap.release_freed()
+print(before, freed, rss())
+"""
+
+
+@pytest.mark.skipif(heap._TRIM is None, reason="no malloc_trim: not glibc")
+def test_memory_a_thread_freed_goes_back_to_the_system():
+    """What an extraction block freed on dask's threads is no longer part of the process's
+    RSS once `heap.release_freed` has run: glibc keeps it otherwise, below a block still
+    held at the top of the thread's heap."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FREED_ON_A_THREAD], capture_output=True, text=True,
+                         check=True).stdout
+    before, freed, after = map(int, out.split())
+    assert freed - before > 64 << 20  # kept although freed
+    assert after - before < 16 << 20
+
+
+@pytest.mark.parametrize("model", ["msm", "icon-d2"])
+def test_small_blocks_written_and_read_by_slice_are_the_one_block_series(runs, model, tmp_path, monkeypatch):
+    """Blocks of one decode block of steps, made in pieces of a step and of a few points (a
+    points list's cut across), profiles a step at a time (`vertical._by_rows`), each list's
+    store read a build slice at a time: the series of one block."""
+    ds, pts = runs[model]
+    groups = [(25, HEIGHTS), (15, [10.0])]  # two points lists sharing the extraction
+    whole = interp.extract(ds, pts, HEIGHTS, groups)
+    monkeypatch.setattr(interp.vertical, "PROFILE_PART_BYTES", 1)
+    made = []  # the points of each piece
+    series = horizontal._series
+    monkeypatch.setattr(horizontal, "_series", lambda values, ds, times, points, *rest:
+                        made.append((len(times), len(points))) or series(values, ds, times, points, *rest))
+    blocks = list(interp.extract_blocks(ds, pts, HEIGHTS, groups, block_bytes=1000))
+    assert {steps for steps, _ in made} == {1} and 1 < max(n for _, n in made) < 16
+    assert len(blocks) >= 16 and blocks[0][0] == slice(0, 1)  # a step each
+    small = xr.concat([b for _, b in blocks], "time", combine_attrs="override")
+    xr.testing.assert_identical(small, whole)
+    assert {n: v.attrs for n, v in small.variables.items()} == {n: v.attrs for n, v in whole.variables.items()}
+    if model == "msm":
+        assert {"d2m", "sf"} <= set(whole.data_vars) and "rh2m" not in whole
+
+    parts = [scratch.Part(str(tmp_path / "0.zarr"), slice(0, 25), HEIGHTS, 10),
+             scratch.Part(str(tmp_path / "1.zarr"), slice(25, 40), [10.0], 10)]
+    scratch.write(iter(blocks), ds.time.values, parts)
+    for part in parts:
+        chunks = zarr.open_group(part.path, mode="r")["t2m"].chunks
+        assert chunks == (1, 10)  # a part's steps, a build slice's points
+        expected = whole.isel(point=part.points).sel(height=list(part.heights))
+        for points in (slice(0, 10), slice(10, 20), slice(20, 25)):
+            got = scratch.load(part.path, points)
+            xr.testing.assert_identical(got, expected.isel(point=points))
+            assert {n: (v.dtype, v.attrs) for n, v in got.variables.items()} == \
+                   {n: (v.dtype, v.attrs) for n, v in expected.isel(point=points).variables.items()}
+
+
+def test_many_points_decode_blocks_of_fewer_steps_each_message_once(runs, monkeypatch):
+    """Decoded for many points (`ingest.decode`'s ``points``), ICON-D2's run comes in blocks of
+    two steps instead of eight: extracted a decode block at a time, every message is decoded
+    once (a difference's message at a block's first step and the precipitation windows across
+    two blocks are handed on), and the series are those of one block."""
+    ds, pts = runs["icon-d2"]
+    whole = interp.extract(ds, pts, HEIGHTS)
+    planes = sum(int(np.prod([ds.sizes[d] for d in v.dims if d not in ("time", "lat", "lon", "cell")]))
+                 for v in ds.data_vars.values() if "time" in v.dims)
+    many = decode(runs["icon-d2 files"], ICON_D2.fields, model="icon-d2",
+                  points=ingest.BLOCK_BYTES // (4 * 2 * planes))
+    assert ds.t2m.data.chunks[0][0] > 2 and set(many.t2m.data.chunks[0][:-1]) == {2}
+    decoded = []
+    read = ingest.values.read_values
+    monkeypatch.setattr(ingest.values, "read_values", lambda path, offset, *rest, **kw:
+                        decoded.append((path, offset, kw.get("parts"))) or read(path, offset, *rest, **kw))
+    computed = []  # the blocks of fields computed at once
+    blocks_of = horizontal._computed
+    monkeypatch.setattr(horizontal, "_computed", lambda timed, blocks: computed.extend(blocks) or blocks_of(timed, blocks))
+    parts = list(interp.extract_blocks(many, pts, HEIGHTS, block_bytes=1000))
+    assert len(computed) > 4 and {rows.stop - rows.start for rows in computed[:-1]} == {2}
+    assert len(decoded) == len(set(decoded)) > 0
+    small = xr.concat([b for _, b in parts], "time", combine_attrs="override")
+    xr.testing.assert_identical(small, whole)
+
+
+def test_snowfall_takes_the_temperature_at_an_interval_start_from_the_block_before():
+    """Quarter-hour precipitation over a 2 m temperature crossing the snow ramp, extracted a
+    step a block: each interval's snow fraction is that of the mean of the temperatures at
+    its start (the block before) and end, and the blocks give the one-block series."""
+    lat, lon = np.arange(48.0, 49.71, 0.1), np.arange(1.5, 3.21, 0.1)
+    steps = [15 * k for k in range(1, 9)]
+    t_c = np.array([0.0, 2.0, 3.0, 1.0, 2.0, 0.0, 3.0, 1.0])
+    ones = np.ones((len(steps), len(lat), len(lon)), np.float32)
+    ds = xr.Dataset({"tp": (("time", "lat", "lon"), 2.0 * ones, {"steps_minutes": steps}),
+                     "t2m": (("time", "lat", "lon"), (273.15 + t_c)[:, None, None].astype(np.float32) * ones)},
+                    coords={"time": (INIT + np.array(steps, dtype="timedelta64[m]")).astype("datetime64[ns]"),
+                            "lat": lat, "lon": lon}, attrs={"init": "2026-11-20T00:00:00+00:00"})
+    pts = interp.PointSet(np.array(["paris"]), np.array([48.85]), np.array([2.35]), np.array([np.nan]))
+    blocks = list(interp.extract_blocks(ds, pts, [10.0], block_bytes=1))
+    assert [rows for rows, _ in blocks] == [slice(k, k + 1) for k in range(len(steps))]
+    sf = np.concatenate([b.sf.values[:, 0] for _, b in blocks])
+    t = (273.15 + t_c.astype(np.float32)).astype(np.float64) - 273.15
+    mean = np.concatenate([[t[0]], 0.5 * (t[:-1] + t[1:])])  # the first interval starts off the axis
+    np.testing.assert_allclose(sf, 2.0 * physics.snow_fraction(mean), rtol=1e-6)
+    # The start's temperature counted: the end's alone would give another fraction.
+    assert 0.0 < sf[1] < 2.0 and sf[1] != pytest.approx(2.0 * physics.snow_fraction(t[1]))
+    np.testing.assert_array_equal(sf, interp.extract(ds, pts, [10.0]).sf.values[:, 0])
+
+
+def test_blocks_have_fewer_steps_the_more_points():
+    """The budgets are in bytes: ten times the points, about a tenth of the steps, within the
+    budget, down to one decode block of steps of fields and one step of series, then pieces
+    of fewer points."""
+    budget = 64 << 20
+
+    def steps(n: int) -> tuple[int, int]:
+        timed = {"t2m": da.zeros((600, n), chunks=(4, n)), "u_pl": da.zeros((600, 5, n), chunks=(4, 1, n))}
+        blocks, part, (steps, points) = horizontal._time_blocks(timed, 600, n, len(HEIGHTS), budget)
+        rows = blocks[0].stop
+        fields, series, making = horizontal._row_bytes(timed, n, len(HEIGHTS))
+        assert rows % 4 == 0 and rows % part == 0 and part % steps == 0  # whole decode blocks, parts, pieces
+        assert rows == 4 or rows * fields <= budget
+        assert part == 1 or part * series <= 2 * budget
+        assert steps * making * points // n <= 2 * budget or points == 1
+        return rows, part, steps, points
+
+    assert [steps(n) for n in (10_000, 100_000, 1_000_000, 10_000_000)] == \
+           [(276, 138, 69, 10_000), (24, 12, 6, 100_000), (4, 2, 1, 1_000_000), (4, 1, 1, 1_016_800)]
+
+
+def test_a_cycles_scratch_goes_with_it_and_retention_removes_a_killed_ones(tmp_path):
+    cache = tmp_path / "cache"
+    killed = scratch.directory(cache, "20261120T0000Z-killed")
+    (killed / "ifs" / "0-europe.zarr").mkdir(parents=True)
+    old = time.time() - 3600
+    os.utime(killed, (old, old))
+    with scratch.held(scratch.directory(cache, "20261120T0300Z-live")) as live:
+        (live / "ifs").mkdir()
+        os.utime(live, (old, old))
+        with pytest.raises(RuntimeError, match="another cycle"):
+            with scratch.held(live):
+                pass
+        assert retain_scratch(cache) == [killed]
+        assert live.is_dir() and not killed.exists()
+    assert not live.exists()
+    with pytest.raises(ValueError):
+        with scratch.held(live) as again:  # a cycle that fails: its scratch goes too
+            (again / "ifs").mkdir()
+            raise ValueError("failed")
+    assert not live.exists()
+
+
 @pytest.mark.skipif(heap._TRIM is None, reason="no malloc_trim: not glibc")
 def test_memory_a_thread_freed_goes_back_to_the_system():
     """What an extraction block freed on dask's threads is no longer part of the process's
