@@ -20,7 +20,8 @@ os.environ.setdefault("POINTCAST_CACHE_DIR", os.path.join(tempfile.gettempdir(),
 # The sample source's runs of `write_config`'s configurations are generated once per test
 # session, by whichever test process asks first (under a lock), in a directory the session's
 # processes share (named by the first process, which removes it at the end); each configuration
-# gets a copy in its own cache, where the sample source finds them complete and writes nothing.
+# gets them in its own cache (`write_config`), where the sample source finds them complete and
+# writes nothing.
 _OWN_SAMPLES = "POINTCAST_TEST_SAMPLES" not in os.environ
 SAMPLES = Path(os.environ.setdefault("POINTCAST_TEST_SAMPLES",
                                      os.path.join(tempfile.gettempdir(), f"pointcast-test-samples-{os.getpid()}")))
@@ -57,8 +58,20 @@ def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str |
     path = dest / "pointcast.toml"
     path.write_text("\n".join(lines) + "\n")
     if samples:
-        shutil.copytree(sample_runs(init, scale), dest / "output" / "cache" / "sample", dirs_exist_ok=True)
+        shutil.copytree(sample_runs(init, scale), dest / "output" / "cache" / "sample", dirs_exist_ok=True,
+                        copy_function=_link)
     return path
+
+
+def _link(src: str, dst: str) -> None:
+    """A hard link to a sample file (a copy across file systems): a configuration's cache is
+    ten thousand files, which the suite would otherwise write, and delete, some twenty times.
+    Sharing them is safe because nothing writes into a cached file: the cycle's writers
+    replace files (temporary file, rename), so a test that damages a cached file must too."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def sample_runs(init: str, scale: int) -> Path:

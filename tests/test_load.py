@@ -107,7 +107,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
 @pytest.fixture
 def served(tmp_path):
     """`pointcast serve --config` in its own process over an output root with both runs."""
-    config = write_config(tmp_path / "config")
+    config = write_config(tmp_path / "config", samples=False)
     config.write_text(config.read_text() + f'\n[server.api_keys.load]\nsha256 = "{api_key_sha256(KEY.encode())}"\n'
                       "rate_limit = 1000000\nburst = 1000000\n")
     root = tmp_path / "config" / "output"

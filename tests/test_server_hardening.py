@@ -576,7 +576,7 @@ rate_limit = 0.5
 
 
 def config_with(tmp_path: Path, table: str) -> Path:
-    path = write_config(tmp_path)
+    path = write_config(tmp_path, samples=False)
     path.write_text(path.read_text() + table)
     return path
 

@@ -335,7 +335,7 @@ def test_graceful_shutdown_finishes_answers_and_runs_the_lifespan():
 
 def test_pointcast_serve_logs_and_stops_on_sigterm(tmp_path):
     """The CLI's server: its log lines, the open-service warning, a JSON answer, SIGTERM."""
-    config = write_config(tmp_path)
+    config = write_config(tmp_path, samples=False)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -364,7 +364,7 @@ def test_the_app_runs_unchanged_under_uvicorn(tmp_path, monkeypatch):
     """The alternative docs/api.md gives: ``uvicorn --factory pointcast.server.service:app_from_config``."""
     import uvicorn
 
-    monkeypatch.setenv("POINTCAST_CONFIG", str(write_config(tmp_path)))
+    monkeypatch.setenv("POINTCAST_CONFIG", str(write_config(tmp_path, samples=False)))
     config = uvicorn.Config("pointcast.server.service:app_from_config", factory=True, host="127.0.0.1", port=0,
                             loop="uvloop", http="httptools", log_level="warning")
     sock = config.bind_socket()
