@@ -26,13 +26,20 @@ from prefect.utilities.annotations import quote
 from pointcast import build, interp, publish
 from pointcast.build import ModelFailed
 from pointcast.config import Config, load_config
-from pointcast.heap import release_freed
+from pointcast.heap import cap_arenas, release_freed
 from pointcast.products.base import RunContext
 from pointcast.publish.retention import retain_scratch
 from pointcast.sources import MODELS, make_source, run_steps
 from pointcast.sources.base import FetchedRun, RunRef
 from pointcast.sources.remote import SourceUnavailable, candidate_runs
 from pointcast.validate import validate
+
+# The malloc arenas of the cycle's process, capped when the flow is imported, before its
+# threads allocate: each arena keeps what its threads freed, so at glibc's default (eight a
+# core) the process's RSS grows with every thread that ever decoded, built or appended
+# (pointcast.heap.cap_arenas; docs/performance.md, "Malloc arenas").
+ARENAS = 2
+cap_arenas(ARENAS)
 
 
 def _logger():

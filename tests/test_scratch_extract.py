@@ -17,7 +17,7 @@ import pytest
 import xarray as xr
 import zarr
 
-from pointcast import heap, interp, physics
+from pointcast import interp, physics
 from pointcast import ingest
 from pointcast.ingest import decode
 from pointcast.interp import horizontal, scratch
@@ -179,49 +179,6 @@ def test_a_cycles_scratch_goes_with_it_and_retention_removes_a_killed_ones(tmp_p
             (again / "ifs").mkdir()
             raise ValueError("failed")
     assert not live.exists()
-
-
-# Run in a process of its own: in a test worker's process, the heap earlier tests left decides
-# whether a new thread's allocations come from fresh pages or from pages already counted.
-_FREED_ON_A_THREAD = """
-import os, threading
-from pointcast import heap
-
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-heap.release_freed()
-before = rss()
-kept = []
-
-def work():  # 96 MB in pieces below glibc's mmap threshold, freed but the last
-    pieces = [bytearray(b"x" * (96 << 10)) for _ in range(1024)]
-    kept.append(pieces.pop())
-    del pieces
-
-thread = threading.Thread(target=work)
-thread.start()
-thread.join()
-freed = rss()
-heap.release_freed()
-print(before, freed, rss())
-"""
-
-
-@pytest.mark.skipif(heap._TRIM is None, reason="no malloc_trim: not glibc")
-def test_memory_a_thread_freed_goes_back_to_the_system():
-    """What an extraction block freed on dask's threads is no longer part of the process's
-    RSS once `heap.release_freed` has run: glibc keeps it otherwise, below a block still
-    held at the top of the thread's heap."""
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-c", _FREED_ON_A_THREAD], capture_output=True, text=True,
-                         check=True).stdout
-    before, freed, after = map(int, out.split())
-    assert freed - before > 64 << 20  # kept although freed
-    assert after - before < 16 << 20
 
 
 @pytest.mark.parametrize("model", ["msm", "icon-d2"])

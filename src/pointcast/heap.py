@@ -1,8 +1,11 @@
-"""Memory a process freed, given back to the system."""
+"""The cycle process's heap: how many arenas glibc keeps, and memory freed given back."""
 
 from __future__ import annotations
 
 import ctypes
+
+# glibc's mallopt parameter for the most arenas malloc creates (malloc.h: M_ARENA_MAX)
+_M_ARENA_MAX = -8
 
 
 def release_freed() -> None:
@@ -15,4 +18,17 @@ def release_freed() -> None:
         _TRIM(0)
 
 
-_TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None)
+def cap_arenas(arenas: int) -> None:
+    """Let malloc create at most ``arenas`` arenas in this process (glibc's ``M_ARENA_MAX``;
+    the ``MALLOC_ARENA_MAX`` environment variable, set from within). By default it creates up
+    to eight a core as threads contend: the cycle's threads (Prefect's, dask's, the flush and
+    the appends) each come to own one, and each arena keeps what its thread freed, so the
+    process's RSS grows with the threads that ever allocated, not with what is alive. Called
+    before the threads start. Nothing where the C library has no ``mallopt`` (not glibc)."""
+    if _MALLOPT is not None:
+        _MALLOPT(_M_ARENA_MAX, arenas)
+
+
+_LIBC = ctypes.CDLL(None)
+_TRIM = getattr(_LIBC, "malloc_trim", None)
+_MALLOPT = getattr(_LIBC, "mallopt", None)
