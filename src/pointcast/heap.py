@@ -1,4 +1,4 @@
-"""The cycle process's heap: how many arenas glibc keeps, and memory freed given back."""
+"""A process's heap: how many arenas glibc keeps, and memory freed given back."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def release_freed() -> None:
 
 def cap_arenas(arenas: int) -> None:
     """Let malloc create at most ``arenas`` arenas in this process (glibc's ``M_ARENA_MAX``;
-    the ``MALLOC_ARENA_MAX`` environment variable, set from within). By default it creates up
-    to eight a core as threads contend: the cycle's threads (Prefect's, dask's, the flush and
+    the ``MALLOC_ARENA_MAX`` environment variable, set from within). By default each thread
+    that allocates gets one, up to eight a core: the cycle's threads (Prefect's, dask's, the flush and
     the appends) each come to own one, and each arena keeps what its thread freed, so the
     process's RSS grows with the threads that ever allocated, not with what is alive. Called
     before the threads start. Nothing where the C library has no ``mallopt`` (not glibc)."""
