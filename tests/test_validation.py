@@ -229,8 +229,8 @@ def test_failed_run_is_kept_aside_with_its_reasons_and_not_served(real, tmp_path
     reason = CORRUPTIONS["nan"][2]
     original = build.build_product
 
-    def with_nan(cfg, pid, series, ctx, files, points):
-        out = original(cfg, pid, series, ctx, files, points)
+    def with_nan(cfg, pid, series, ctx, files):
+        out = original(cfg, pid, series, ctx, files)
         if pid == "eu-short" and "paris" in out.archive.point.values:
             out.archive["temp_2m"].loc[{"point": "paris", "lead_time": out.archive.lead_time.values[40]}] = np.nan
         return out

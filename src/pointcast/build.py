@@ -156,7 +156,7 @@ def blends(cfg: Config) -> dict[tuple, list[str]]:
     share one resampling and blend of their models (`blend_models`)."""
     out: dict[tuple, list[str]] = {}
     for pid, pc in cfg.products.items():
-        out.setdefault((pc.points_file, pc.models, pc.max_lead_hours, tuple(PRODUCTS[pid].heights(pc))),
+        out.setdefault((pc.points_file, pc.models, pc.max_lead_hours, tuple(blend_heights(cfg, [pid]))),
                        []).append(pid)
     return out
 
@@ -253,18 +253,17 @@ def at_points(extracted: dict, points: slice) -> dict:
 
 
 def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                 basetime: datetime, points: slice):
+                 heights: list[float], basetime: datetime):
     """Resample and blend once for products sharing points, models and heights, over the
     longest of their horizons, for one slice of their points; each product then takes its own
     horizon from the start of the series. Only their heights and variables are resampled: the
     windpack's thirty-odd heights over the medium range's 14 days were most of a 10,000-point
     cycle's memory, and it reads two of the two dozen variables. ``extracted``: each model's
-    series at the slice's points (`at_points`); ``where``: the points list's sampled points
-    (`point_set`), of which ``points`` is the slice."""
+    series at the slice's points (`at_points`); ``where``, ``heights``: the slice's sampled
+    points and the blend's heights (`for_slice`)."""
     pc = cfg.products[pids[0]]
     start = np.datetime64(basetime.replace(tzinfo=None), "ns")
     hours = max(cfg.products[pid].horizon_hours for pid in pids)
-    heights = PRODUCTS[pids[0]].heights(pc)  # the same for every product of the blend
     axis = interp.base_axis(start, start + np.timedelta64(hours, "h") - interp.BASE_STEP)
     wanted = [PRODUCTS[pid].variables for pid in pids]
     # Only the variables the products read, and t2m: the manifest's account of the seams.
@@ -274,7 +273,7 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
         ds = extracted[m]
         ds = ds if keep is None else ds[[v for v in ds.data_vars if v in keep]]
         ds = ds.sel(height=heights) if "height" in ds.dims else ds
-        members.append((m, interp.resample(ds, axis, where.lats[points], where.lons[points])))
+        members.append((m, interp.resample(ds, axis, where.lats, where.lons)))
     until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
     series, used = blend_stage.blend(members, until)
     return series, _segments(used.get("t2m", []), axis)
@@ -291,19 +290,45 @@ def _segments(models: list[str], axis: np.ndarray) -> list[dict]:
     return out
 
 
-def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish.StagedFiles,
-                  points: slice) -> ProductOutput:
-    """One slice of the product's points; its files go into the run's staging tree as they
-    are rendered (``files``)."""
+@dataclass(frozen=True)
+class BlendSlice:
+    """One slice of a blend's points (`slices`) and what it is built from (`for_slice`)."""
+
+    points: slice  # of the points list
+    cfg: Config  # the blend's products only, their points cut to the slice
+    where: interp.PointSet  # the slice's sampled points
+    heights: list[float]  # the blend's, of all its points: every slice's archive rows have them
+
+
+def blend_heights(cfg: Config, pids: list[str]) -> list[float]:
+    """The heights a blend resamples (the same for each of its products: `blends`): of all its
+    points, the windpack's hub heights among them."""
+    return PRODUCTS[pids[0]].heights(cfg.products[pids[0]])
+
+
+def for_slice(cfg: Config, pids: list[str], where: interp.PointSet, heights: list[float],
+              points: slice) -> BlendSlice:
+    """One slice of the blend of ``pids``: ``cfg`` with the blend's products only, their points
+    cut to the slice, the slice's sampled points (of the list's, ``where``) and the blend's
+    ``heights`` (`blend_heights`, not those of the slice's points alone). A slice's
+    inputs are pickled to the process or worker building it: with the whole configuration,
+    every slice would carry every list's points (at 50,000 points a list, 12 MB pickled and
+    0.1 GB unpickled in each builder; docs/performance.md)."""
+    products = {pid: replace(cfg.products[pid], points=cfg.products[pid].points[points]) for pid in pids}
+    return BlendSlice(points, replace(cfg, products=products), where[points], heights)
+
+
+def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish.StagedFiles) -> ProductOutput:
+    """The product at its points (a slice's: `for_slice`); its files go into the run's
+    staging tree as they are rendered (``files``)."""
     pc = cfg.products[pid]
-    return PRODUCTS[pid].build(series.sel(time=series.time < _horizon_end(pc, ctx)),
-                               replace(pc, points=pc.points[points]), ctx, files)
+    return PRODUCTS[pid].build(series.sel(time=series.time < _horizon_end(pc, ctx)), pc, ctx, files)
 
 
-def _built(cfg: Config, pids: list[str], series, ctx: RunContext, corrected: list[str], estimate,
-           points: slice, files):
-    """Yield (product, output) of the blend's products at ``points``, built from its
-    ``series``, each product's files going into a new ``files()``. ``corrected``: the products
+def _built(cfg: Config, pids: list[str], series, ctx: RunContext, corrected: list[str], estimate, files):
+    """Yield (product, output) of the blend's products at a slice's points (``cfg``:
+    `for_slice`), built from its ``series``, each product's files going into a new
+    ``files()``. ``corrected``: the products
     built from the series corrected with ``estimate`` (`postprocess.correct_series`), their
     raw elements archived beside the corrected ones."""
     if corrected:
@@ -312,31 +337,32 @@ def _built(cfg: Config, pids: list[str], series, ctx: RunContext, corrected: lis
         start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
         fixed = postprocess.correct_series(series, estimate, start)
     for pid in pids:
-        out = build_product(cfg, pid, fixed if pid in corrected else series, ctx, files(), points)
+        out = build_product(cfg, pid, fixed if pid in corrected else series, ctx, files())
         if pid in corrected:
             postprocess.keep_raw(out.archive, series, pid)
         yield pid, out
 
 
-def build_slice(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                ctx: RunContext, corrected: list[str], estimate, staging: Path, write_threads: int,
-                points: slice):
-    """Blend and build one slice of the points for the blend's products, their files written
-    into the run's staging tree by a writer of the slice's own (``write_threads``: its pool,
-    0 in a build process, which has a core of its own to write on), their archive rows into
-    the run's staged stores (`publish.write_region`, made by `stage_archives`). ``extracted``:
-    each model's scratch store of the list (`split`), of which the slice reads its points only
-    (`at_points`). It runs in a build process or as a task on a dask worker (`build_blend`),
-    so it returns what the cycle keeps, neither the files nor the archive: what validation
-    needs of each product's archive rows (`validate.ArchiveFacts`), the names of its files (and
-    whether they hold a null), the seams, the directories made. ``corrected``, ``estimate``:
-    `_built`."""
-    series, seams = blend_models(cfg, pids, at_points(extracted, points), where, ctx.basetime, points)
+def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: list[str], estimate,
+                staging: Path, write_threads: int, part: BlendSlice):
+    """Blend and build one slice of the points for the blend's products (``part``), their
+    files written into the run's staging tree by a writer of the slice's own
+    (``write_threads``: its pool, 0 in a build process, which has a core of its own to write
+    on), their archive rows into the run's staged stores (`publish.write_region`, made by
+    `stage_archives`). ``extracted``: each model's scratch store of the list (`split`), of
+    which the slice reads its points only (`at_points`). It runs in a build process or as a
+    task on a dask worker (`build_blend`), so it returns what the cycle keeps, neither the
+    files nor the archive: what validation needs of each product's archive rows
+    (`validate.ArchiveFacts`), the names of its files (and whether they hold a null), the
+    seams, the directories made. ``corrected``, ``estimate``: `_built`."""
+    cfg = part.cfg
+    series, seams = blend_models(cfg, pids, at_points(extracted, part.points), part.where, part.heights,
+                                 ctx.basetime)
     writer = publish.TreeWriter(staging, cfg.output.json, threads=write_threads)
     facts, written = {}, {}
     try:
-        for pid, out in _built(cfg, pids, series, ctx, corrected, estimate, points, writer.files):
-            publish.write_region(staging, pid, out.archive, points)
+        for pid, out in _built(cfg, pids, series, ctx, corrected, estimate, writer.files):
+            publish.write_region(staging, pid, out.archive, part.points)
             facts[pid] = archive_facts(out.archive)
             written[pid] = out.files.written()
     finally:
@@ -351,9 +377,10 @@ def stage_archives(cfg: Config, pids: list[str], extracted: dict, where: interp.
     at the first point, in memory (a few milliseconds), which gives every coordinate, variable,
     dtype and attribute of the archive but its rows. ``extracted``: each model's scratch store
     of the list (`split`), of which only the first point is read."""
-    first = slice(0, 1)
-    series, _ = blend_models(cfg, pids, at_points(extracted, first), where, ctx.basetime, first)
-    for pid, out in _built(cfg, pids, series, ctx, corrected, estimate, first, Files):
+    first = for_slice(cfg, pids, where, blend_heights(cfg, pids), slice(0, 1))
+    series, _ = blend_models(first.cfg, pids, at_points(extracted, first.points), first.where, first.heights,
+                             ctx.basetime)
+    for pid, out in _built(first.cfg, pids, series, ctx, corrected, estimate, Files):
         stage.create(pid, out.archive, [p.id for p in cfg.products[pid].points], chunk)
 
 
@@ -381,15 +408,16 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
         from . import postprocess
 
         estimate = postprocess.merged(list(corrections.values()))
-    parts = slices(n, cfg.dask.points_per_slice, builders(cfg))
+    points = slices(n, cfg.dask.points_per_slice, builders(cfg))
     stage_archives(cfg, pids, extracted, where, ctx, list(corrections), estimate, stage,
-                   parts[0].stop - parts[0].start)
+                   points[0].stop - points[0].start)
+    heights = blend_heights(cfg, pids)
+    parts = [for_slice(cfg, pids, where, heights, s) for s in points]
     if distributed(cfg.dask):
-        built = _on_cluster(cfg, pids, extracted, where, ctx, list(corrections), estimate, writer.staging, parts,
-                            priority)
+        built = _on_cluster(pids, extracted, ctx, list(corrections), estimate, writer.staging, parts, priority)
     else:
         forked = cfg.dask.build_processes > 1 and len(parts) > 1
-        one = partial(build_slice, cfg, pids, extracted, where, ctx, list(corrections), estimate,
+        one = partial(build_slice, pids, extracted, ctx, list(corrections), estimate,
                       writer.staging, 0 if forked else publish.WRITE_THREADS)
         built = fork_map(one, parts, cfg.dask.build_processes) if forked else [one(s) for s in parts]
     files = {pid: writer.files() for pid in pids}
@@ -402,8 +430,8 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
             for pid in pids}
 
 
-def _on_cluster(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, ctx: RunContext,
-                corrected: list[str], estimate, staging: Path, parts: list[slice], priority: int) -> list:
+def _on_cluster(pids: list[str], extracted: dict, ctx: RunContext, corrected: list[str], estimate,
+                staging: Path, parts: list[BlendSlice], priority: int) -> list:
     """`build_slice` of every slice (``parts``) as a task on the default dask.distributed
     client (the cluster `flows.cycle.dask_scheduler` opened). The inputs every slice shares go
     to every worker once (held by one worker only, they would draw every slice to it while
@@ -413,10 +441,10 @@ def _on_cluster(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     from distributed import default_client, wait
 
     client = default_client()
-    c, w, x, e = client.scatter([cfg, where, ctx, estimate], broadcast=True, hash=False)
-    futures = [client.submit(build_slice, c, pids, extracted, w, x, corrected, e, str(staging),
-                             publish.WRITE_THREADS, s, pure=False, priority=priority)
-               for s in parts]
+    x, e = client.scatter([ctx, estimate], broadcast=True, hash=False)
+    futures = [client.submit(build_slice, pids, extracted, x, corrected, e, str(staging),
+                             publish.WRITE_THREADS, part, pure=False, priority=priority)
+               for part in parts]
     wait(futures)
     return client.gather(futures)
 
