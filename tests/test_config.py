@@ -252,7 +252,7 @@ horizon_hours = 72
     assert cfg.output.keep_runs == 8
     assert (cfg.schedule.every_hours, cfg.schedule.offset_minutes) == (3, 0)
     assert (cfg.dask.scheduler, cfg.dask.workers) == ("threads", 2)
-    assert (cfg.dask.points_per_slice, cfg.dask.build_processes) == (1000, len(os.sched_getaffinity(0)))
+    assert (cfg.dask.points_per_slice, cfg.dask.build_processes) == (500, len(os.sched_getaffinity(0)))
     assert cfg.products["eu-short"].freqs == ("1H", "30min", "15min")
     assert cfg.sources["s"].options == {"scale": 1, "area": None, "init": "latest", "icon_layout": "v1"}
     assert cfg.products["eu-short"].points == (

@@ -127,9 +127,11 @@ class DaskConfig:
     scheduler: str = _DEFAULT_SCHEDULER  # "threads" | "synchronous" | "local-cluster" | "tcp://host:port"
     workers: int = _DEFAULT_WORKERS
     # Points resampled, blended and built at a time (a build process's or a worker's task):
-    # bounds a builder's memory for any number of points (about 3 GB for 1,000 European
-    # points over 14 days).
-    points_per_slice: int = 1000
+    # bounds a builder's memory for any number of points (about 0.85 GB for 500 European
+    # points over 14 days, 1.4 GB for 1,000). 500: a list of 1,000 points is cut in two
+    # slices for two builders anyway, so larger lists are built in slices of the same size
+    # and their builders need no more memory than a small list's (docs/performance.md).
+    points_per_slice: int = 500
     # With the threads or synchronous scheduler, the processes building the slices
     # (`forked.fork_map`: rendering JSON is Python, one core a process); by default the CPUs this process may run
     # on (a cpuset or taskset narrows them). A distributed scheduler builds on its workers.
