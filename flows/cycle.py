@@ -54,7 +54,13 @@ def _retry_unless_unavailable(task, task_run, state) -> bool:
     return not isinstance(state.result(raise_on_failure=False), SourceUnavailable)
 
 
-@task(retries=2, retry_delay_seconds=5, retry_condition_fn=_retry_unless_unavailable)
+# No task takes a cache key (nothing of a cycle is cached: no result is persisted). Prefect's
+# default key hashes the inputs: the configuration, with its points lists (2.4 s and 0.2 GB
+# for each task at 50,000 points a list, the models' five at once), the run's fields, the
+# whole JSON tree. The inputs are passed quote()d too, so that Prefect does not walk them
+# looking for futures.
+@task(retries=2, retry_delay_seconds=5, retry_condition_fn=_retry_unless_unavailable,
+      cache_policy=NO_CACHE)
 def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta,
              until: datetime | None = None) -> RunRef:
     """Newest run of the model whose horizon reaches `needed` from its start, or the time
@@ -79,7 +85,8 @@ def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta,
                        f"of the products it ends{f' (to {until.isoformat()})' if until else ''} was found")
 
 
-@task(retries=3, retry_delay_seconds=[5, 30, 60], retry_condition_fn=_retry_unless_unavailable)
+@task(retries=3, retry_delay_seconds=[5, 30, 60], retry_condition_fn=_retry_unless_unavailable,
+      cache_policy=NO_CACHE)
 def fetch(cfg: Config, run: RunRef) -> FetchedRun:
     model = MODELS[run.model]
     source = make_source(cfg.models[run.model].source, cfg.source_for(run.model))
@@ -116,10 +123,6 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
     return {f: part.path for f, part in parts.items()}
 
 
-# The data-heavy tasks take no cache key: Prefect's default one hashes the inputs, which are
-# the run's fields and, for the last tasks, its whole JSON tree. Those inputs, and the
-# configuration (its points lists: half a million objects for 5 x 1,000 points), are passed
-# quote()d too, so that Prefect does not walk them looking for futures.
 @task(cache_policy=NO_CACHE)
 def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
                 ctx: RunContext, writer: publish.TreeWriter, corrections: dict,
