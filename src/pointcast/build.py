@@ -370,14 +370,16 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     return facts, written, seams, dirs
 
 
-def stage_archives(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, ctx: RunContext,
-                   corrected: list[str], estimate, stage: publish.ArchiveStage, chunk: int) -> None:
+def stage_archives(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, heights: list[float],
+                   ctx: RunContext, corrected: list[str], estimate, stage: publish.ArchiveStage,
+                   chunk: int) -> None:
     """The run's staged store of each of the blend's products, along all its points in chunks
     of ``chunk`` (the slices'), made before the slices write into it: from the products built
     at the first point, in memory (a few milliseconds), which gives every coordinate, variable,
     dtype and attribute of the archive but its rows. ``extracted``: each model's scratch store
-    of the list (`split`), of which only the first point is read."""
-    first = for_slice(cfg, pids, where, blend_heights(cfg, pids), slice(0, 1))
+    of the list (`split`), of which only the first point is read; ``heights``: the blend's
+    (`blend_heights`)."""
+    first = for_slice(cfg, pids, where, heights, slice(0, 1))
     series, _ = blend_models(first.cfg, pids, at_points(extracted, first.points), first.where, first.heights,
                              ctx.basetime)
     for pid, out in _built(first.cfg, pids, series, ctx, corrected, estimate, Files):
@@ -409,9 +411,9 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 
         estimate = postprocess.merged(list(corrections.values()))
     points = slices(n, cfg.dask.points_per_slice, builders(cfg))
-    stage_archives(cfg, pids, extracted, where, ctx, list(corrections), estimate, stage,
-                   points[0].stop - points[0].start)
     heights = blend_heights(cfg, pids)
+    stage_archives(cfg, pids, extracted, where, heights, ctx, list(corrections), estimate, stage,
+                   points[0].stop - points[0].start)
     parts = [for_slice(cfg, pids, where, heights, s) for s in points]
     if distributed(cfg.dask):
         built = _on_cluster(pids, extracted, ctx, list(corrections), estimate, writer.staging, parts, priority)
