@@ -30,8 +30,8 @@ def real(tmp_path_factory, prefect_harness):
 
 
 def _corrupt(outputs, pid, archive=None, files=None):
-    """The outputs with ``pid``'s archive or files edited; an edited archive goes without
-    the facts its build slices found, so that the gate finds them in it."""
+    """The outputs with ``pid``'s archive or files edited; an edited archive or edited files
+    go without the facts its build slices found, so that the gate finds them in them."""
     out = {k: copy.copy(v) for k, v in outputs.items()}
     o = out[pid]
     o.files = dict(o.files)
@@ -40,6 +40,7 @@ def _corrupt(outputs, pid, archive=None, files=None):
         o.facts = None
     if files is not None:
         files(o.files)
+        o.file_facts = None
     return out
 
 
@@ -124,25 +125,43 @@ def test_each_corruption_is_refused_with_its_reason(real, name):
 
 
 def test_a_null_is_found_in_any_staged_file(tmp_path):
-    """Files are parsed in a spread of PARSED_FILES, but a null anywhere is refused."""
+    """Files are parsed in a spread of PARSED_FILES, but a null anywhere is refused. As the
+    cycle builds them: two slices write their points' files into the staging tree, each
+    finds its own `FileFacts` (the null, a missing file), and the run's mapping adopts their
+    names."""
     from pointcast.publish import TreeWriter
-    from pointcast.validate import PARSED_FILES, _files
+    from pointcast.validate import PARSED_FILES, FileFacts, _files, file_facts
 
     (tmp_path / "staging").mkdir()
-    writer = TreeWriter(tmp_path / "staging")
-    files = writer.files()
     def entry(table, **values):  # the contract's elements, each at its lowest valid value (or first code)
         return {e.name: values.get(e.ref, "d" if e.type == "date-time" else e.codes[0] if e.codes else
                                    int(e.valid[0]) if e.type == "integer" else float(e.valid[0])) for e in table}
 
-    for i in range(3 * PARSED_FILES):
-        values = [1.5, None] if i == 302 else [1.5, 2.5]
-        files[f"japan/p{i:04d}.json"] = json.dumps(
-            {"lat": 35.0, "lon": 139.0, "srf": [entry(contract.JAPAN_SRF, temp=v) for v in values],
-             "mrf": [entry(contract.JAPAN_MRF)]}).encode()
-    assert files.with_null() == ["japan/p0302.json"]
-    assert _files("japan", files, 72) == ["japan: japan/p0302.json: 1 null value(s) in srf (first: temp at d)"]
-    writer.finish()
+    run = TreeWriter(tmp_path / "staging", "gzip")
+    staged, found = run.files(), []
+    for first in (0, 3 * PARSED_FILES):
+        writer = TreeWriter(tmp_path / "staging", "gzip", threads=0)
+        files = writer.files()
+        for i in range(first, first + 3 * PARSED_FILES):
+            values = [1.5, None] if i == 902 else [1.5, 2.5]
+            files[f"japan/p{i:04d}.json"] = json.dumps(
+                {"lat": 35.0, "lon": 139.0, "srf": [entry(contract.JAPAN_SRF, temp=v) for v in values],
+                 "mrf": [entry(contract.JAPAN_MRF)]}).encode()
+        found.append(file_facts(files, [f"japan/p{i:04d}.json" for i in range(first, first + 3 * PARSED_FILES + 1)]))
+        staged.adopt(files.written(), writer.close())
+    assert [f.with_null for f in found] == [[], ["japan/p0902.json"]]
+    assert [f.missing for f in found] == [["japan/p0600.json"], ["japan/p1200.json"]]
+    assert found[0].missing[0] in staged  # the next slice wrote it
+    facts = FileFacts.merged(found)
+    assert len(facts.spread) == PARSED_FILES and facts.spread[0] == "japan/p0000.json"
+    assert facts.spread[-1] == "japan/p1199.json"
+    assert _files("japan", staged, facts, 72) == ["japan: japan/p0902.json: 1 null value(s) in srf (first: temp at d)"]
+    staged["japan/index.json"] = b"{}"
+    assert len(staged) == 1201 and list(staged)[:2] == ["japan/index.json", "japan/p0000.json"]
+    assert "japan/p1199.json" in staged and "japan/p1200.json" not in staged and "japan/p119" not in staged
+    assert json.loads(staged["japan/p0902.json"])["srf"][1]["temp"] is None
+    run.finish()
+    assert sorted(p.name for p in (tmp_path / "staging" / "json" / "japan").iterdir())[-1] == "p1199.json.gz"
 
 
 def test_a_nan_in_one_slice_fails_the_staged_run(real, tmp_path):

@@ -33,7 +33,7 @@ from .grids import grid_for
 from .ingest import decode
 from .products import PRODUCTS
 from .products.base import Files, ProductOutput, RunContext, iso
-from .validate import ArchiveFacts, archive_facts
+from .validate import ArchiveFacts, FileFacts, archive_facts, file_facts
 from .sources import MODELS
 from .sources.base import FetchedRun, RunRef
 
@@ -352,22 +352,24 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     `stage_archives`). ``extracted``: each model's scratch store of the list (`split`), of
     which the slice reads its points only (`at_points`). It runs in a build process or as a
     task on a dask worker (`build_blend`), so it returns what the cycle keeps, neither the
-    files nor the archive: what validation needs of each product's archive rows
-    (`validate.ArchiveFacts`), the names of its files (and whether they hold a null), the
-    seams, the directories made. ``corrected``, ``estimate``: `_built`."""
+    files nor the archive: what validation needs of each product's archive rows and files
+    (`validate.ArchiveFacts`, `validate.FileFacts`: the slice checks its own points' files),
+    the names of its files (`publish.StagedFiles.written`), the seams, the directories made.
+    ``corrected``, ``estimate``: `_built`."""
     cfg = part.cfg
     series, seams = blend_models(cfg, pids, at_points(extracted, part.points), part.where, part.heights,
                                  ctx.basetime)
     writer = publish.TreeWriter(staging, cfg.output.json, threads=write_threads)
-    facts, written = {}, {}
+    facts, found, written = {}, {}, {}
     try:
         for pid, out in _built(cfg, pids, series, ctx, corrected, estimate, writer.files):
             publish.write_region(staging, pid, out.archive, part.points)
             facts[pid] = archive_facts(out.archive)
+            found[pid] = file_facts(out.files, PRODUCTS[pid].expected_files(cfg.products[pid]))
             written[pid] = out.files.written()
     finally:
         dirs = writer.close()
-    return facts, written, seams, dirs
+    return facts, found, written, seams, dirs
 
 
 def stage_archives(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, heights: list[float],
@@ -423,11 +425,12 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
                       writer.staging, 0 if forked else publish.WRITE_THREADS)
         built = fork_map(one, parts, cfg.dask.build_processes) if forked else [one(s) for s in parts]
     files = {pid: writer.files() for pid in pids}
-    for _, written, _, dirs in built:
+    for _, _, written, _, dirs in built:
         for pid in pids:
             files[pid].adopt(written[pid], dirs)
-    seams = built[0][2]  # the manifest's account of the seams is at the first point
-    return {pid: finish_product(cfg, pid, [facts[pid] for facts, *_ in built], seams, ctx, files[pid],
+    seams = built[0][3]  # the manifest's account of the seams is at the first point
+    return {pid: finish_product(cfg, pid, [facts[pid] for facts, *_ in built],
+                                [found[pid] for _, found, *_ in built], seams, ctx, files[pid],
                                 stage.dataset(pid))
             for pid in pids}
 
@@ -451,15 +454,17 @@ def _on_cluster(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     return client.gather(futures)
 
 
-def finish_product(cfg: Config, pid: str, facts: list[ArchiveFacts], seams: list[dict], ctx: RunContext,
-                   files: publish.StagedFiles, archive) -> ProductOutput:
+def finish_product(cfg: Config, pid: str, facts: list[ArchiveFacts], found: list[FileFacts],
+                   seams: list[dict], ctx: RunContext, files: publish.StagedFiles, archive) -> ProductOutput:
     """The product's slices as one output: its files, its ``archive`` (read lazily from the
-    run's staged store), what its slices found in their archive rows (``facts``, in the order
-    of the points), its index over all points and the seams of its horizon."""
+    run's staged store), what its slices found in their archive rows and files (``facts``,
+    ``found``, in the order of the points), its index over all points and the seams of its
+    horizon."""
     pc = cfg.products[pid]
     files[f"{pid}/index.json"] = PRODUCTS[pid].index(pc, ctx)
     last = iso(_horizon_end(pc, ctx) - interp.BASE_STEP)
-    return ProductOutput(files=files, archive=archive, facts=ArchiveFacts.merged(facts), checks={
+    return ProductOutput(files=files, archive=archive, facts=ArchiveFacts.merged(facts),
+                         file_facts=FileFacts.merged(found), checks={
         "seams": [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last]})
 
 

@@ -4,7 +4,8 @@ Checks: every configured point and freq has its file; the archive holds the full
 every point; no NaN; every element inside its valid range (CF valid_min/valid_max, which the
 products take from the contract), from the facts each build slice found in its own rows of the
 archive (`ArchiveFacts`: no process holds a product's whole archive); no JSON file has a null
-value; the JSON files parse, hold
+value (from the files each slice wrote, `FileFacts`: nor does any process hold the names of a
+run's million files); the JSON files parse, hold
 exactly the contract's elements in its order, each of its type, inside its range or its
 missing value (`check_entries`), have (for a `freq` file) one entry per step of the horizon
 and daily (mrf) extremes that agree with the hourly (srf) temperatures of the same file
@@ -81,18 +82,62 @@ def archive_facts(ds: xr.Dataset) -> ArchiveFacts:
     return facts
 
 
+# JSON files parsed per product. A product renders every point's file from the same tables of
+# value texts, so a file that does not parse, or has the wrong number of entries, or daily
+# extremes off its hours, is a rendering fault that shows in any of them: files spread over
+# the product's paths (every variant, first and last point) are parsed, plus every file
+# holding a null. Reading back and parsing every file cost as much as rendering them.
+PARSED_FILES = 200
+
+
+@dataclass
+class FileFacts:
+    """What validation needs to know of a product's files, found where they are written (a
+    build slice, `file_facts`) and added up over the slices (`merged`): the expected files
+    missing, the files holding a JSON null, and `PARSED_FILES` paths spread over the rest."""
+
+    missing: list[str] = field(default_factory=list)
+    with_null: list[str] = field(default_factory=list)
+    spread: list[str] = field(default_factory=list)
+
+    @classmethod
+    def merged(cls, parts: list[FileFacts]) -> FileFacts:
+        """The facts of several slices' files as one: their spreads spread again."""
+        return cls([m for part in parts for m in part.missing],
+                   [rel for part in parts for rel in part.with_null],
+                   _spread(sorted({rel for part in parts for rel in part.spread})))
+
+
+def file_facts(files: Mapping[str, bytes], expected: list[str]) -> FileFacts:
+    """The `FileFacts` of a product's ``files`` (a build slice's, or a whole product's held in
+    memory), of which ``expected`` should all be there. The nulls are those the staging tree
+    noted as the files passed (`publish.StagedFiles.with_null`), else found in the bytes."""
+    rels = sorted(rel for rel in files if not rel.endswith("/index.json"))
+    with_null = (sorted(set(files.with_null()).intersection(rels)) if isinstance(files, StagedFiles)
+                 else [rel for rel in rels if b"null" in files[rel]])
+    return FileFacts([f for f in expected if f not in files], with_null, _spread(rels))
+
+
+def _spread(rels: list[str]) -> list[str]:
+    """`PARSED_FILES` of the sorted ``rels``, spread over them: the first, the last, and every
+    variant (product, freq, height) between."""
+    return [rels[i] for i in np.unique(np.linspace(0, len(rels) - 1, min(len(rels), PARSED_FILES))
+                                       .round().astype(int))]
+
+
 def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:
     """Return ``{"ok": bool, "errors": [...], "products": {id: facts}}``. A product's
-    archive facts are those its build slices found (`ProductOutput.facts`), else those of its
-    archive, read whole."""
+    archive and file facts are those its build slices found (`ProductOutput.facts`,
+    `ProductOutput.file_facts`), else those of its archive, read whole, and of its files."""
     errors: list[str] = []
     facts: dict[str, dict] = {}
     for pid, out in outputs.items():
         pc = cfg.products[pid]
         ds = out.archive
         found = out.facts if out.facts is not None else archive_facts(ds)
-        missing = [f for f in PRODUCTS[pid].expected_files(pc) if f not in out.files]
-        errors += [f"{pid}: missing file {m}" for m in missing[:10]]
+        files = (out.file_facts if out.file_facts is not None
+                 else file_facts(out.files, PRODUCTS[pid].expected_files(pc)))
+        errors += [f"{pid}: missing file {m}" for m in files.missing[:10]]
         ids = set(found.points)
         errors += [f"{pid}: point {p.id} missing from the archive" for p in pc.points if p.id not in ids]
         span = (ds.lead_time.values[-1] - ds.lead_time.values[0]
@@ -107,31 +152,20 @@ def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:
             least, most = found.least.get(name), found.most.get(name)
             if lo is not None and least is not None and (least < lo or most > hi):
                 errors.append(f"{pid}: {name} outside [{lo}, {hi}]: min {least:.3f}, max {most:.3f}")
-        errors += _files(pid, out.files, pc.horizon_hours)
+        errors += _files(pid, out.files, files, pc.horizon_hours)
         facts[pid] = {"points": len(ids), "lead_times": int(ds.sizes["lead_time"]),
                       "variables": len(ds.data_vars), "files": len(out.files)}
     errors += _consistency(outputs)
     return {"ok": not errors, "errors": errors, "products": facts}
 
 
-# JSON files parsed per product. A product renders every point's file from the same tables of
-# value texts, so a file that does not parse, or has the wrong number of entries, or daily
-# extremes off its hours, is a rendering fault that shows in any of them: files spread over
-# the product's paths (every variant, first and last point) are parsed, plus every file
-# holding a null. Reading back and parsing every file cost as much as rendering them.
-PARSED_FILES = 200
-
-
-def _files(pid: str, files: Mapping[str, bytes], horizon_hours: int) -> list[str]:
+def _files(pid: str, files: Mapping[str, bytes], found: FileFacts, horizon_hours: int) -> list[str]:
     """JSON files: no null in any; parse, full horizon and mrf extremes matching the srf hours
-    in `PARSED_FILES` of them spread over the paths, and in those with a null. One file at a
-    time: a product's files may be read back from the staging tree (publish.StagedFiles)."""
+    in the files ``found`` spread over the paths (`FileFacts`), and in those with a null. One
+    file at a time: a product's files may be read back from the staging tree
+    (publish.StagedFiles)."""
     errors: list[str] = []
-    rels = sorted(rel for rel in files if not rel.endswith("/index.json"))
-    with_null = (set(files.with_null()).intersection(rels) if isinstance(files, StagedFiles)
-                 else {rel for rel in rels if b"null" in files[rel]})
-    spread = np.unique(np.linspace(0, len(rels) - 1, min(len(rels), PARSED_FILES)).round().astype(int))
-    for rel in sorted({rels[i] for i in spread} | with_null):
+    for rel in sorted({*found.spread, *found.with_null}):
         data = files[rel]
         try:
             obj = orjson.loads(data)

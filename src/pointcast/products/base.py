@@ -21,7 +21,7 @@ from ..config import ProductConfig
 from ..contract import FREQ_MINUTES
 
 if TYPE_CHECKING:
-    from ..validate import ArchiveFacts
+    from ..validate import ArchiveFacts, FileFacts
 
 
 class Files(dict):
@@ -43,6 +43,9 @@ class ProductOutput:
     # What the slices found in the archive rows they built (validate.ArchiveFacts); None: the
     # validation gate finds it in ``archive``.
     facts: ArchiveFacts | None = None
+    # What the slices found in the files they wrote (validate.FileFacts); None: the validation
+    # gate finds it in ``files``.
+    file_facts: FileFacts | None = None
 
 
 @dataclass(frozen=True)

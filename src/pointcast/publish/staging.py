@@ -209,11 +209,14 @@ class TreeWriter:
 class StagedFiles(MutableMapping):
     """A product's files as they go into the staging tree: setting a path queues its bytes on
     the ``TreeWriter``; reading one reads it back from disk (the validation gate does, one file
-    at a time). It holds paths, not bytes."""
+    at a time). It holds paths, not bytes: those set here, and those other writers put
+    (`adopt`), kept as one string a writer, not a string each (at 50,000 points a list, a run
+    is a million files; docs/performance.md)."""
 
     def __init__(self, writer: TreeWriter):
         self.writer = writer
         self._rels: dict[str, bool] = {}  # path -> whether its bytes hold a JSON null
+        self._adopted: list[str] = []  # a string a writer adopted: "\n" before and after each path
 
     def __setitem__(self, rel: str, data: bytes) -> None:
         self.put(rel, data, b"null" in data)
@@ -226,37 +229,48 @@ class StagedFiles(MutableMapping):
         self._rels[rel] = null
 
     def with_null(self) -> list[str]:
-        """The files whose bytes hold ``null`` (noted as they passed: the validation gate
-        need not read every file back to find them)."""
+        """The files set here whose bytes hold ``null`` (noted as they passed: the validation
+        gate need not read every file back to find them)."""
         return [rel for rel, null in self._rels.items() if null]
 
-    def written(self) -> dict[str, bool]:
-        """Path -> whether its bytes hold ``null``, of every file set here."""
-        return dict(self._rels)
+    def written(self) -> str:
+        """Every path set here, one string (what `adopt` takes)."""
+        return "\n".join(self._rels)
 
-    def adopt(self, written: dict[str, bool], dirs: set[str]) -> None:
+    def adopt(self, written: str, dirs: set[str]) -> None:
         """Take the files another writer put into the same staging tree (``written`` of its
-        StagedFiles, the directories its ``close`` returned) as this mapping's own."""
-        self.writer.adopt(written.keys(), dirs)
-        self._rels.update(written)
+        StagedFiles, the directories its ``close`` returned) as this mapping's own. Their
+        names are not checked against each other: the writers of a product's slices write
+        the files of different points."""
+        self.writer.adopt((), dirs)
+        if written:
+            self._adopted.append(f"\n{written}\n")
 
     def __getitem__(self, rel: str) -> bytes:
-        if rel not in self._rels:
+        """The bytes at ``rel``, read back from the tree. Once files are adopted, any file of
+        the tree is read without looking for its name among theirs (a search of megabytes for
+        each of the files the validation gate parses)."""
+        if rel not in self._rels and not self._adopted:
             raise KeyError(rel)
         self.writer.drain()
-        return self.writer.read(rel)
+        try:
+            return self.writer.read(rel)
+        except FileNotFoundError:
+            raise KeyError(rel) from None
 
     def __contains__(self, rel) -> bool:
-        return rel in self._rels
+        return rel in self._rels or any(f"\n{rel}\n" in block for block in self._adopted)
 
     def __delitem__(self, rel: str) -> None:
         raise TypeError("a staged file cannot be taken back")
 
     def __iter__(self):
-        return iter(self._rels)
+        yield from self._rels
+        for block in self._adopted:
+            yield from block[1:-1].split("\n")
 
     def __len__(self) -> int:
-        return len(self._rels)
+        return len(self._rels) + sum(block.count("\n") - 1 for block in self._adopted)
 
     def __reduce__(self):
         """Pickled as a plain dict of the bytes (the crash tests replay the publish stage)."""
