@@ -74,12 +74,16 @@ def test_small_blocks_written_and_read_by_slice_are_the_one_block_series(runs, m
     if model == "msm":
         assert {"d2m", "sf"} <= set(whole.data_vars) and "rh2m" not in whole
 
-    parts = [scratch.Part(str(tmp_path / "0.zarr"), slice(0, 25), HEIGHTS, 10),
-             scratch.Part(str(tmp_path / "1.zarr"), slice(25, 40), [10.0], 10)]
+    parts = [scratch.Part(str(tmp_path / "0"), slice(0, 25), HEIGHTS, 10),
+             scratch.Part(str(tmp_path / "1"), slice(25, 40), [10.0], 10)]
+    monkeypatch.setattr(scratch, "WRITE_BYTES", 1)  # a chunk of points written at a time, a block of steps read
     scratch.write(iter(blocks), ds.time.values, parts)
     for part in parts:
-        chunks = zarr.open_group(part.path, mode="r")["t2m"].chunks
-        assert chunks == (1, 10)  # a part's steps, a build slice's points
+        series = zarr.open_array(os.path.join(part.path, scratch.SERIES), mode="r")
+        width = sum(len(part.heights) if "height" in v.dims else 1 for v in whole.data_vars.values())
+        # a part's steps, every variable at every height of the part, a build slice's points
+        assert series.shape == (ds.sizes["time"], width, part.points.stop - part.points.start)
+        assert series.chunks == (1, width, 10)
         expected = whole.isel(point=part.points).sel(height=list(part.heights))
         for points in (slice(0, 10), slice(10, 20), slice(20, 25)):
             got = scratch.load(part.path, points)

@@ -145,7 +145,7 @@ def split(cfg: Config, where: Path, lists: dict[Path, PointsList]) -> dict[Path,
     out, first = {}, 0
     for k, (f, pl) in enumerate(lists.items()):
         n = len(pl.points)
-        out[f] = interp.scratch.Part(str(where / f"{k}-{Path(f).stem}.zarr"), slice(first, first + n),
+        out[f] = interp.scratch.Part(str(where / f"{k}-{Path(f).stem}"), slice(first, first + n),
                                      pl.heights, slice_points(cfg, n))
         first += n
     return out

@@ -1,27 +1,33 @@
 """Scratch stores: a model's extracted point series on disk until the cycle's build reads them.
 
 An extraction (`horizontal.extract_blocks`) is written a block of time steps at a time, each
-block as a region of one Zarr store per points list (`write`), so that no process holds every
-point's series: the build reads each slice of a list's points from its store (`load`). The
-stores live under ``<cache dir>/scratch/<run id>/`` (`directory`), which every dask worker
-sees at the same path, and go when the cycle ends; a directory whose cycle was killed is
-removed by the next cycle (`publish.retention.retain_scratch`), which tells it from a live
-one by the lock its cycle holds (`held`, `pointcast.locks`).
+block as a region of one store per points list (`write`), so that no process holds every
+point's series: the build reads each slice of a list's points from its store (`load`). A
+store is one Zarr array of every variable's series side by side, ``(time, column, point)``
+(`Layout`: a column a variable, or a variable at a height), in chunks of a block's steps,
+every column and a build slice's points: a block is written as a chunk a slice, not a chunk a
+slice and variable (a block has fewer steps the more points, so the chunks of a store grew as
+the square of the points: docs/performance.md). The stores live under
+``<cache dir>/scratch/<run id>/`` (`directory`), which every dask worker sees at the same
+path, and go when the cycle ends; a directory whose cycle was killed is removed by the next
+cycle (`publish.retention.retain_scratch`), which tells it from a live one by the lock its
+cycle holds (`held`, `pointcast.locks`).
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-import dask.array as da
 import numcodecs
 import numpy as np
 import xarray as xr
+import zarr
 
 from .. import locks
 from ..heap import release_freed
@@ -30,6 +36,10 @@ SCRATCH_DIR = "scratch"  # under the cache directory
 # Light compression: the series are read once, and the heights a list's points do not need
 # (NaN) shrink to almost nothing.
 CODEC = numcodecs.Blosc(cname="lz4", clevel=1, shuffle=numcodecs.Blosc.SHUFFLE)
+LAYOUT, SERIES = "layout.pickle", "series"  # a store's files: its `Layout`, its Zarr array
+# The bytes of the chunks written (or read) in one go: a few of them, each a build slice's
+# points of a block of steps.
+WRITE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,45 @@ def held(path: Path) -> Iterator[Path]:
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class Layout:
+    """What a store holds besides its series: the coordinates and attributes of the
+    extraction, and each variable's dims, dtype, attributes and columns (`columns`)."""
+
+    coords: xr.Dataset  # the coordinates (the whole time axis) and the dataset's attributes
+    variables: dict[str, tuple[tuple[str, ...], np.dtype, dict, slice]]  # name -> dims, dtype, attrs, columns
+
+    @classmethod
+    def of(cls, first: xr.Dataset, times: np.ndarray) -> Layout:
+        """The layout of an extraction whose first block is ``first``."""
+        coords = xr.Dataset(coords={"time": times, **{c: first[c] for c in first.coords if c != "time"}},
+                            attrs=first.attrs)
+        variables, start = {}, 0
+        for name, var in first.data_vars.items():
+            if var.dims[0] != "time" or "point" not in var.dims:
+                raise ValueError(f"{name}: a scratch store holds (time, point, ...) series, not {var.dims}")
+            width = int(np.prod([var.sizes[d] for d in var.dims if d not in ("time", "point")], dtype=int))
+            variables[name] = (var.dims, var.dtype, dict(var.attrs), slice(start, start + width))
+            start += width
+        return cls(coords, variables)
+
+    @property
+    def width(self) -> int:
+        return max((cols.stop for *_, cols in self.variables.values()), default=0)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.result_type(*(dtype for _, dtype, *_ in self.variables.values()))
+
+
+def columns(var: xr.DataArray) -> np.ndarray:
+    """A variable's series as ``(time, column, point)``: its dims between time and point
+    (its heights) are its columns."""
+    inner = [d for d in var.dims if d not in ("time", "point")]
+    values = var.transpose("time", *inner, "point").values
+    return values.reshape(values.shape[0], -1, values.shape[-1])
+
+
 def write(blocks: Iterable[tuple[slice, xr.Dataset]], times: np.ndarray, parts: Iterable[Part]) -> None:
     """Each block of an extraction (its rows of ``times``, the run's time axis, and its series)
     into the stores of ``parts``, as a region of time: a part's store holds its points at its
@@ -81,38 +130,58 @@ def write(blocks: Iterable[tuple[slice, xr.Dataset]], times: np.ndarray, parts: 
                 sub = sub.sel(height=list(part.heights))
             if rows.start == 0:
                 _create(part, sub, times, rows.stop - rows.start)
-            sub.drop_vars(list(sub.coords)).to_zarr(part.path, region={"time": rows}, mode="r+",
-                                                    zarr_format=2, consolidated=False)
+            _write_rows(part, sub, rows)
         block = sub = None  # not held while the next block is made
         release_freed()  # the blocks before this one
     release_freed()
 
 
 def _create(part: Part, first: xr.Dataset, times: np.ndarray, rows: int) -> None:
-    """The store of ``part`` with the variables of an extraction's first block, empty."""
+    """The store of ``part`` for an extraction whose first block is ``first``, empty."""
+    layout = Layout.of(first, times)
+    path = Path(part.path)
+    path.mkdir(parents=True)
+    (path / LAYOUT).write_bytes(pickle.dumps(layout, protocol=pickle.HIGHEST_PROTOCOL))
     n = first.sizes["point"]
-    chunk = {"time": rows, "point": max(1, min(part.point_chunk, n))}
-    template = xr.Dataset(coords={"time": times, **{c: first[c] for c in first.coords if c != "time"}},
-                          attrs=first.attrs)
-    encoding = {}
-    for name, var in first.data_vars.items():
-        shape = tuple(len(times) if d == "time" else var.sizes[d] for d in var.dims)
-        chunks = tuple(chunk.get(d, var.sizes.get(d)) for d in var.dims)
-        # One dask chunk, never computed: only the layout is written (compute=False). In the
-        # store's chunks, xarray would build a graph of every chunk first, and there are more
-        # of them the more points (and the more points, the fewer steps a block): 15 s a
-        # store at 50,000 points, most of the extraction's time.
-        template[name] = (var.dims, da.zeros(shape, chunks=shape, dtype=var.dtype), var.attrs)
-        encoding[name] = {"chunks": chunks, "compressors": (CODEC,)}
-    template.to_zarr(part.path, mode="w-", compute=False, encoding=encoding, zarr_format=2,
-                     consolidated=True)
+    zarr.create_array(path / SERIES, shape=(len(times), layout.width, n), dtype=layout.dtype,
+                      chunks=(rows, layout.width, max(1, min(part.point_chunk, n))),
+                      compressors=CODEC, fill_value=np.nan, zarr_format=2)
+
+
+def _write_rows(part: Part, block: xr.Dataset, rows: slice) -> None:
+    """``block`` into the rows of its part's store, a few chunks of points at a time (a chunk
+    of points is every variable's, so the block's columns are put side by side first)."""
+    array = zarr.open_array(Path(part.path) / SERIES, mode="r+")
+    series = [columns(var) for var in block.data_vars.values()]
+    n, step = array.shape[2], array.chunks[2]
+    step *= max(1, WRITE_BYTES // max(1, (rows.stop - rows.start) * array.shape[1] * step * array.dtype.itemsize))
+    for first in range(0, n, step):
+        at = slice(first, min(first + step, n))
+        array[rows, :, at] = np.concatenate([s[..., at] for s in series], axis=1)
 
 
 def load(path: str, points: slice) -> xr.Dataset:
-    """A slice of the points of a store `write` made, in memory, as the extraction gave them
-    (no encoding kept: what is built from them is encoded afresh)."""
-    with xr.open_zarr(path, chunks=None, consolidated=True) as ds:
-        out = ds.isel(point=points).load()
-    for var in out.variables.values():
-        var.encoding = {}
+    """A slice of the points of a store `write` made, in memory, as the extraction gave them:
+    read a few chunks of steps at a time, each put into every variable's array (the slice's
+    series are held once, not once as the store's columns and again as variables)."""
+    layout = pickle.loads((Path(path) / LAYOUT).read_bytes())
+    array = zarr.open_array(Path(path) / SERIES, mode="r")
+    out = layout.coords.isel(point=points, missing_dims="ignore")
+    n = len(range(*points.indices(array.shape[2])))
+    sizes = {**out.sizes, "point": n}
+    values, views = {}, {}
+    for name, (dims, dtype, _, _) in layout.variables.items():
+        values[name] = np.empty([sizes[d] for d in dims], dtype)
+        order = ["time", *(d for d in dims if d not in ("time", "point")), "point"]
+        views[name] = values[name].transpose([dims.index(d) for d in order])  # as `columns` gives it
+    steps = array.chunks[0] * max(1, WRITE_BYTES // max(1, array.chunks[0] * array.shape[1] * n
+                                                          * array.dtype.itemsize))
+    for first in range(0, array.shape[0], steps):
+        rows = slice(first, min(first + steps, array.shape[0]))
+        block = array[rows, :, points]
+        for name, (*_, cols) in layout.variables.items():
+            view = views[name][rows]
+            view[...] = block[:, cols].reshape(view.shape)
+    for name, (dims, _, attrs, _) in layout.variables.items():
+        out[name] = xr.Variable(dims, values[name], attrs)
     return out
