@@ -153,11 +153,18 @@ def _write_rows(part: Part, block: xr.Dataset, rows: slice) -> None:
     of points is every variable's, so the block's columns are put side by side first)."""
     array = zarr.open_array(Path(part.path) / SERIES, mode="r+")
     series = [columns(var) for var in block.data_vars.values()]
-    n, step = array.shape[2], array.chunks[2]
-    step *= max(1, WRITE_BYTES // max(1, (rows.stop - rows.start) * array.shape[1] * step * array.dtype.itemsize))
+    n = array.shape[2]
+    step = _in_one_go(array.chunks[2], (rows.stop - rows.start) * array.shape[1] * array.chunks[2]
+                      * array.dtype.itemsize)
     for first in range(0, n, step):
         at = slice(first, min(first + step, n))
         array[rows, :, at] = np.concatenate([s[..., at] for s in series], axis=1)
+
+
+def _in_one_go(chunk: int, chunk_bytes: int) -> int:
+    """The length along an axis in chunks of ``chunk`` (``chunk_bytes`` each) written or read
+    in one go: as many chunks as make `WRITE_BYTES`, at least one."""
+    return chunk * max(1, WRITE_BYTES // max(1, chunk_bytes))
 
 
 def load(path: str, points: slice) -> xr.Dataset:
@@ -174,8 +181,7 @@ def load(path: str, points: slice) -> xr.Dataset:
         values[name] = np.empty([sizes[d] for d in dims], dtype)
         order = ["time", *(d for d in dims if d not in ("time", "point")), "point"]
         views[name] = values[name].transpose([dims.index(d) for d in order])  # as `columns` gives it
-    steps = array.chunks[0] * max(1, WRITE_BYTES // max(1, array.chunks[0] * array.shape[1] * n
-                                                          * array.dtype.itemsize))
+    steps = _in_one_go(array.chunks[0], array.chunks[0] * array.shape[1] * n * array.dtype.itemsize)
     for first in range(0, array.shape[0], steps):
         rows = slice(first, min(first + steps, array.shape[0]))
         block = array[rows, :, points]
