@@ -109,11 +109,16 @@ class Layout:
         return np.result_type(*(dtype for _, dtype, *_ in self.variables.values()))
 
 
+def column_order(dims: Sequence[str]) -> list[str]:
+    """A variable's dims in the order of its columns: time, its other dims (its heights),
+    point."""
+    return ["time", *(d for d in dims if d not in ("time", "point")), "point"]
+
+
 def columns(var: xr.DataArray) -> np.ndarray:
     """A variable's series as ``(time, column, point)``: its dims between time and point
-    (its heights) are its columns."""
-    inner = [d for d in var.dims if d not in ("time", "point")]
-    values = var.transpose("time", *inner, "point").values
+    (`column_order`) are its columns."""
+    values = var.transpose(*column_order(var.dims)).values
     return values.reshape(values.shape[0], -1, values.shape[-1])
 
 
@@ -179,8 +184,7 @@ def load(path: str, points: slice) -> xr.Dataset:
     values, views = {}, {}
     for name, (dims, dtype, _, _) in layout.variables.items():
         values[name] = np.empty([sizes[d] for d in dims], dtype)
-        order = ["time", *(d for d in dims if d not in ("time", "point")), "point"]
-        views[name] = values[name].transpose([dims.index(d) for d in order])  # as `columns` gives it
+        views[name] = values[name].transpose([dims.index(d) for d in column_order(dims)])
     steps = _in_one_go(array.chunks[0], array.chunks[0] * array.shape[1] * n * array.dtype.itemsize)
     for first in range(0, array.shape[0], steps):
         rows = slice(first, min(first + steps, array.shape[0]))
