@@ -164,9 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from flows.cycle import cycle
 
+    # Only these two are kept: the configuration whole (its points lists) would sit in the
+    # measured process beside the cycle's own copy, and in every build process forked from it.
     cfg = load_config(Path(args.config))
-    if "://" not in str(cfg.output.root):
-        settle(clear_outputs([Path(cfg.output.root)]))
+    root, scheduler = cfg.output.root, cfg.dask.scheduler
+    del cfg
+    if "://" not in str(root):
+        settle(clear_outputs([Path(root)]))
     _warm_up()
     profiler = None
     if args.profile:
@@ -181,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     run_id = cycle(args.config)
     wall = time.perf_counter() - t0
     tree_gb = memory.stop()
-    peaks = processes.stop(cfg.dask.scheduler)
+    peaks = processes.stop(scheduler)
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
