@@ -49,8 +49,10 @@ _KEPT_ENCODING = ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_
 CHUNK_BYTES = 256 << 10
 # The bytes (uncompressed) of a variable's shard, at most: a shard is one object, written whole
 # by one task of an append, so a cycle of many points is written as many shards of this size,
-# and one of fewer points is a single shard of all its points.
-SHARD_BYTES = 32 << 20
+# and one of fewer points is a single shard of all its points. A task holds several times its
+# shard (the staged chunks it reads, compressed and decoded, the shard, its encoded chunks), so
+# this bounds what an append adds to the cycle's process (docs/performance.md, "Shards").
+SHARD_BYTES = 16 << 20
 # Blosc (a codec of the Zarr v3 core specification) with its byte shuffle in front of zstd at
 # level 1: smaller and faster to write than zarr's default of zstd at level 3 alone, lossless
 # either way (docs/performance.md, "Publish").
