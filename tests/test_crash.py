@@ -122,6 +122,7 @@ def test_a_worker_killed_mid_slice_fails_the_cycle_and_publishes_nothing(world, 
     retries no task whose worker died): the cycle fails, run A stays served, no archive
     gains B, and the failed run's staging tree is gone."""
     from dask.distributed import KilledWorker
+    from distributed.client import FuturesCancelledError
 
     from flows.cycle import cycle
     from test_dask_cluster import cli_cluster
@@ -131,7 +132,9 @@ def test_a_worker_killed_mid_slice_fails_the_cycle_and_publishes_nothing(world, 
     with cli_cluster(tmp_path / "cluster", worker_env={"POINTCAST_FAULT": "kill@json:3"},
                      scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}) as (address, logs):
         cfg.write_text(cfg.read_text().replace('scheduler = "threads"', f'scheduler = "{address}"'))
-        with pytest.raises(KilledWorker, match="build_slice"):
+        # Which error the client raises is a race in distributed: the slice's task whose worker
+        # died (KilledWorker), or the slices whose inputs it held ("lost dependencies").
+        with pytest.raises((KilledWorker, FuturesCancelledError), match="build_slice"):
             cycle(str(cfg))
         assert any("signal 9" in log.read_text() for log in logs), [log.read_text()[-2000:] for log in logs]
     assert served_run(root) == world.run_a
