@@ -161,10 +161,19 @@ def main(argv: list[str] | None = None) -> int:
     settle(removed_at)
     one = cycle_figures(args, cfg, base, n, ecc, seconds, work, only) if "cycle" in only else None
     if "dask" in only:
-        walls = {k: cycle(variants[f"cluster{k}"])["wall_s"] for k in (1, 2)}
+        runs = {k: cycle(variants[f"cluster{k}"]) for k in (1, 2)}
+        walls = {k: r["wall_s"] for k, r in runs.items()}
         line("dask_2_workers_speedup", walls[1] / walls[2], ">= 1.7",
              f"the whole cycle, LocalCluster of 1-thread workers: 1 worker {walls[1]:.1f} s / "
              f"2 workers {walls[2]:.1f} s")
+        # What the cores allow: the 2-worker cycle cannot take less than its CPU seconds over
+        # the machine's cores, and the 1-worker cycle already uses more than one core (its
+        # flow, the cluster's scheduler and a slice's write threads beside the worker).
+        cores, cpu = os.cpu_count() or 1, {k: r["cpu_s"] for k, r in runs.items()}
+        print(f"# dask: CPU of the cycles' processes 1 worker {cpu[1]:.0f} s ({cpu[1] / walls[1]:.2f} "
+              f"cores on average), 2 workers {cpu[2]:.0f} s ({cpu[2] / walls[2]:.2f}): on {cores} "
+              f"cores the 2-worker cycle takes at least {cpu[2] / cores:.1f} s, a speedup of at most "
+              f"{walls[1] * cores / cpu[2]:.2f} on this machine", flush=True)
     if "points" in only:  # last: its output is the largest, the others' are removed first
         settle(clear_outputs([root for k, root in roots.items() if k != "points"]))
         ten = cycle(variants["points"])
@@ -186,22 +195,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def output_figures(config: Path, run_id: str) -> None:
-    """Files and bytes a run writes per European point in gzip mode."""
+    """Files and bytes a run writes per point of each European product in gzip mode; the
+    figures are the largest product's. The issue's target of 12 files is the windpack's own
+    design (3 hub heights x 3 freqs, and a ladder a freq), so it is read per product; the
+    note gives each product's count and their sum, what a point on all three lists costs."""
     cfg = load_config(config)
     pids = [p for p in EUROPE if p in cfg.products]
     if not pids:
         line("output_files_per_point", "skipped", "<= 12", "no European product configured")
         line("output_bytes_per_point", "skipped", "<= 0.5 MB", "no European product configured")
         return
-    points = len(cfg.products[pids[0]].points)
-    files = [p for pid in pids for p in (cfg.output.root / "runs" / run_id / "json" / pid).rglob("*")
-             if p.is_file() and p.name not in ("index.json", "index.json.gz")]
-    size = sum(p.stat().st_size for p in files)
-    what = (f"{' + '.join(pids)}: every object under their json/ but index.json, "
-            f"{len(files)} files / {points} points")
-    line("output_files_per_point", len(files) / points, "<= 12", what)
-    line("output_bytes_per_point", f"{size / points / 1e6:.3g} MB", "<= 0.5 MB",
-         f"{size} bytes / {points} points, [output] json = \"gzip\"")
+    files, size = {}, {}
+    for pid in pids:
+        found = [p for p in (cfg.output.root / "runs" / run_id / "json" / pid).rglob("*")
+                 if p.is_file() and p.name not in ("index.json", "index.json.gz")]
+        points = len(cfg.products[pid].points)
+        files[pid], size[pid] = len(found) / points, sum(p.stat().st_size for p in found) / points
+    each = ", ".join(f"{pid} {files[pid]:.3g}" for pid in pids)
+    line("output_files_per_point", max(files.values()), "<= 12",
+         f"the largest of the European products, every object under json/<product>/ but "
+         f"index.json, per point ({each}; a point on all three lists: {sum(files.values()):.3g})")
+    each = ", ".join(f"{pid} {size[pid] / 1e6:.3g}" for pid in pids)
+    line("output_bytes_per_point", f"{max(size.values()) / 1e6:.3g} MB", "<= 0.5 MB",
+         f"the same, [output] json = \"gzip\" ({each} MB; all three: {sum(size.values()) / 1e6:.3g} MB)")
 
 
 def scale_figures(args, variants: dict, roots: dict, n: int, curve: list[int], base: dict,

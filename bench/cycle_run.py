@@ -1,7 +1,9 @@
 """One timed cycle in a process of its own: ``python -m bench.cycle_run CONFIG [--profile F]``.
 
 Prints one JSON line: wall seconds of the flow (Prefect's temporary server is started by a
-warm-up flow first, so its start-up is not counted), the process's peak RSS, the largest
+warm-up flow first, so its start-up is not counted), the CPU seconds of the process and the
+descendants it reaped in the meantime (`_cpu_seconds`; not Prefect's server, which outlives
+the cycle), the process's peak RSS, the largest
 peak RSS among its children (dask workers of a LocalCluster, forked build processes), the
 peak memory of the process and its children together (`TreeMemory`), the largest peak RSS of
 any one process of the cycle and which process that was (`ProcessPeaks`), and the run id. The previous
@@ -124,6 +126,13 @@ def _own_peak() -> int:
                       resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process and of the descendants it has reaped: a
+    LocalCluster's nannies, which reaped their workers, once the cycle has closed it."""
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def _command(pid: int) -> str:
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -181,9 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     memory, processes = TreeMemory(), ProcessPeaks()
     memory.start()
     processes.start()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     run_id = cycle(args.config)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _cpu_seconds() - cpu0
     tree_gb = memory.stop()
     peaks = processes.stop(scheduler)
     if profiler is not None:
@@ -191,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         profiler.dump_stats(args.profile)
     kib = 1024  # ru_maxrss is in KiB on Linux
     print(json.dumps({
-        "wall_s": wall, "run_id": run_id,
+        "wall_s": wall, "cpu_s": cpu, "run_id": run_id,
         "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * kib / 1e9,
         "children_rss_gb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * kib / 1e9,
         "tree_gb": tree_gb, **peaks,
