@@ -67,6 +67,23 @@ def test_cycle_on_local_cluster_matches_threads(threads_run, tmp_path, prefect_h
     assert_same_output(threads_run, tmp_path / "output")
 
 
+def test_local_cluster_workers_keep_the_dynamic_mmap_threshold(tmp_path):
+    """distributed's nannies give their workers MALLOC_TRIM_THRESHOLD_, which also fixes
+    glibc's mmap threshold (mallopt(3)): the cycle's LocalCluster starts its workers without
+    it, and with the other variables of ``distributed.nanny.pre-spawn-environ``."""
+    from distributed import default_client
+
+    from flows.cycle import dask_scheduler
+    from pointcast.config import load_config
+
+    cfg = load_config(small_config(tmp_path, "local-cluster"))
+    with dask_scheduler(cfg):
+        env = default_client().run(lambda: {k: os.environ.get(k) for k in ("MALLOC_TRIM_THRESHOLD_",
+                                                                          "OMP_NUM_THREADS")})
+    assert len(env) == cfg.dask.workers
+    assert all(e == {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": "1"} for e in env.values()), env
+
+
 @contextmanager
 def cli_cluster(base: Path, workers: int = 2, worker_env: dict | None = None, scheduler_env: dict | None = None):
     """A dask cluster of the real commands: ``dask scheduler`` and ``dask worker`` processes

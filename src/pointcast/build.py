@@ -30,6 +30,7 @@ from . import interp, publish
 from .config import Config, DaskConfig, ProductConfig
 from .forked import fork_map
 from .grids import grid_for
+from .heap import release_freed
 from .ingest import decode
 from .products import PRODUCTS
 from .products.base import Files, ProductOutput, RunContext, iso
@@ -356,6 +357,7 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     (`validate.ArchiveFacts`, `validate.FileFacts`: the slice checks its own points' files),
     the names of its files (`publish.StagedFiles.written`), the seams, the directories made.
     ``corrected``, ``estimate``: `_built`."""
+    release_freed()  # what the process's tasks before it freed (`flows.cycle.dask_scheduler`)
     cfg = part.cfg
     series, seams = blend_models(cfg, pids, at_points(extracted, part.points), part.where, part.heights,
                                  ctx.basetime)
