@@ -2,8 +2,9 @@
 
 Prints one JSON line: wall seconds of the flow (Prefect's temporary server is started by a
 warm-up flow first, so its start-up is not counted), the CPU seconds of the process and the
-descendants it reaped in the meantime (`_cpu_seconds`; not Prefect's server, which outlives
-the cycle), the process's peak RSS, the largest
+descendants it reaped in the meantime (`_cpu_seconds`: a LocalCluster's workers; not
+Prefect's server nor the fork server of the build processes, which outlive the cycle), the
+process's peak RSS, the largest
 peak RSS among its children (dask workers of a LocalCluster, forked build processes), the
 peak memory of the process and its children together (`TreeMemory`), the largest peak RSS of
 any one process of the cycle and which process that was (`ProcessPeaks`), and the run id. The previous
