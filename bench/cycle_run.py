@@ -4,10 +4,10 @@ Prints one JSON line: wall seconds of the flow (Prefect's temporary server is st
 warm-up flow first, so its start-up is not counted), the CPU seconds of the process and the
 descendants it reaped in the meantime (`_cpu_seconds`: a LocalCluster's workers; not
 Prefect's server nor the fork server of the build processes, which outlive the cycle), the
-process's peak RSS, the largest
-peak RSS among its children (dask workers of a LocalCluster, forked build processes), the
-peak memory of the process and its children together (`TreeMemory`), the largest peak RSS of
-any one process of the cycle and which process that was (`ProcessPeaks`), and the run id. The previous
+process's peak RSS, the largest peak RSS among its children (dask workers of a LocalCluster,
+forked build processes), the peak memory of the process and its children together
+(`TreeMemory`), the largest peak RSS of any one process of the cycle and which process that
+was (`ProcessPeaks`), and the run id. The previous
 run tree, pointer and archive under the output root are removed first (the sample cache is
 kept; ``workload.clear_outputs``), so every measured cycle does the whole work.
 """
