@@ -62,11 +62,13 @@ def _retry_unless_unavailable(task, task_run, state) -> bool:
 @task(retries=2, retry_delay_seconds=5, retry_condition_fn=_retry_unless_unavailable,
       cache_policy=NO_CACHE)
 def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta,
-             until: datetime | None = None) -> RunRef:
+             until: datetime | None = None, whole: bool = False) -> RunRef:
     """Newest run of the model whose horizon reaches `needed` from its start, or the time
-    `until` where given (a product's basetime plus its horizon; walks back run by run)."""
+    `until` where given (a product's basetime plus its horizon; walks back run by run).
+    ``whole``: every step of the run, beyond the source's `horizon_hours` (the model stands in
+    for a dropped one after it: `build.short_of_horizon`)."""
     model = MODELS[model_id]
-    source = make_source(cfg.models[model_id].source, cfg.source_for(model_id))
+    source = make_source(cfg.models[model_id].source, cfg.source_for(model_id), whole=whole)
 
     def reaches(init: datetime, steps) -> bool:
         return init + max(steps) >= (until or init + needed)
@@ -97,15 +99,16 @@ def fetch(cfg: Config, run: RunRef) -> FetchedRun:
 
 @task(cache_policy=NO_CACHE)
 def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, heights: list[float],
-                   groups: list[tuple[int, list[float]]], parts: dict, complete: bool) -> dict:
+                   groups: list[tuple[int, list[float]]], parts: dict) -> tuple[dict, list[str]]:
     """The model's run at ``points``: the points of every list using it, one after the other,
     each list (``groups``: its number of points and heights) profiled at its own heights,
     written a block of time steps at a time into each list's scratch store (``parts``, by
-    points file: `build.split`), whose paths it returns by points file (`build.extract_model`,
-    which raises ``ModelFailed`` naming what failed). On a distributed `[dask] scheduler` the
-    whole model is one task on a worker (decoding, extraction and the writes into its stores),
-    so the cluster's workers share the models out."""
-    args = (fetched, points, heights, groups, list(parts.values()), complete)
+    points file: `build.split`), whose paths it returns by points file, with the variables of
+    its table the run lacks (`build.extract_model`, which raises ``ModelFailed`` naming what
+    failed). On a distributed `[dask] scheduler` the whole model is one task on a worker
+    (decoding, extraction and the writes into its stores), so the cluster's workers share the
+    models out."""
+    args = (fetched, points, heights, groups, list(parts.values()))
     if build.distributed(cfg.dask):
         from distributed import default_client
 
@@ -116,11 +119,12 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
         lacking, variables, times = build.extract_model(*args)
     model = fetched.run.model
     if lacking:
-        _logger().warning("%s: the run's files hold no field for %s: the next model of the "
-                          "blend supplies them", model, ", ".join(lacking))
+        _logger().warning("%s: the run's files hold no field for %s: the models after it in the "
+                          "blends supply them, or their elements are missing (manifest "
+                          "'degraded')", model, ", ".join(lacking))
     _logger().info("%s: decoded %d variables on %d times, extracted %d points", model,
                    variables, times, len(points))
-    return {f: part.path for f, part in parts.items()}
+    return {f: part.path for f, part in parts.items()}, lacking
 
 
 @task(cache_policy=NO_CACHE)
@@ -303,24 +307,24 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     dropped: dict[str, str] = {}
     unbuilt: dict[str, str] = {}  # product -> why it cannot be built this cycle
     runs = _available({m: discover.submit(quote(cfg), m, now, needed[m]) for m in models}, dropped)
-    cfg = build.without(cfg, dropped, unbuilt)
+    runs.update(_reaching_basetime(cfg, runs, now, needed, dropped))
+    cfg = build.without(cfg, dropped, unbuilt, runs)
     if not cfg.products:
         raise RuntimeError(build.nothing_published(cfg, unbuilt))
     runs = {m: runs[m] for m in runs if any(m in pc.models for pc in cfg.products.values())}
-    runs.update(_reaching_basetime(cfg, runs, now, needed))
     run_id = build.run_id(cfg, runs)
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return run_id
 
     fetched = _available({m: fetch(quote(cfg), runs[m], return_state=True) for m in runs}, dropped)
-    cfg = build.without(cfg, dropped, unbuilt)
+    cfg = build.without(cfg, dropped, unbuilt, runs)
     if not cfg.products:
         raise RuntimeError(build.nothing_published(cfg, unbuilt))
     runs = {m: runs[m] for m in fetched}
     lists = build.points_lists(cfg)
     users = build.model_users(cfg, lists, fetched)
-    ends = {pc.models[-1] for pc in cfg.products.values()}
+    lacking: dict[str, list[str]] = {}
     # Each model's series at each points list, by points file: the path of its scratch store.
     extracted: dict[Path, dict[str, str]] = {f: {} for f in lists}
     model_info = build.model_info(runs)
@@ -342,8 +346,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             points, heights, groups = build.extraction([lists[f] for f in users[m]])
             parts = build.split(cfg, scratch / m, {f: lists[f] for f in users[m]})
             decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points), heights, groups,
-                                                quote(parts), m in ends,
-                                                wait_for=[allow_failure(f) for f in previous])
+                                                quote(parts), wait_for=[allow_failure(f) for f in previous])
             previous = [decoding[m]] if chained else []
         learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
         # Every product of the run says it was generated now (updated_time, the manifest's
@@ -364,12 +367,13 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             try:
                 for k, ((points_file, models, _, _), pids) in enumerate(build.blends(cfg).items()):
                     for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
-                        stores = _available({m: decoding[m]}, dropped).get(m)
-                        if stores is None:  # dropped: build.without takes it out of the blend
+                        done = _available({m: decoding[m]}, dropped).get(m)
+                        if done is None:  # dropped: build.without takes it out of the blend
                             continue
+                        stores, lacking[m] = done
                         for f, path in stores.items():
                             extracted[f][m] = path
-                    cfg = build.without(cfg, dropped, unbuilt)
+                    cfg = build.without(cfg, dropped, unbuilt, runs)
                     pids = [pid for pid in pids if pid in cfg.products]
                     if not pids:
                         continue
@@ -403,31 +407,26 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             validating = validate_run.submit(quote(cfg), quote(outputs))
     with _cleaned_up(writer, cfg.output.root, run_id):
         report = validating.result()
-    manifest = build.manifest(cfg, run_id, runs, fetched, outputs, dropped, unbuilt, carried, generated, applied)
+    manifest = build.manifest(cfg, run_id, runs, fetched, outputs, dropped, unbuilt, carried, generated, applied,
+                              lacking)
     report["carried"] = {pid: entry["carried_from"] for pid, entry in carried.items() if entry}
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
     return run_id
 
 
 def _reaching_basetime(cfg: Config, runs: dict[str, RunRef], now: datetime,
-                       needed: dict[str, timedelta]) -> dict[str, RunRef]:
+                       needed: dict[str, timedelta], dropped: dict[str, str]) -> dict[str, RunRef]:
     """Runs of the products' last models found again where the run found first ends before a
-    product's basetime (its first model's run) plus its horizon: an older run of the last
-    model (a fallback) would leave the product's last hours empty. Where none reaches, the
-    first run stays (validation then says which product falls short)."""
-    until: dict[str, datetime] = {}
-    for pc in cfg.products.values():
-        first, last = pc.models[0], pc.models[-1]
-        if first == last or not {first, last} <= runs.keys():
-            continue
-        end = runs[first].init + timedelta(hours=pc.horizon_hours)
-        if runs[last].init + max(runs[last].steps) < end:
-            until[last] = max(end, until.get(last, end))
+    product's basetime plus its horizon (`build.short_of_horizon`): an older run of the last
+    model (a fallback), or one that stands in for a dropped model after it. Where none
+    reaches, the first run stays (`build.without` or validation then says which product falls
+    short)."""
     found = {}
-    for m, end in until.items():
+    for m, (end, whole) in build.short_of_horizon(cfg, runs, dropped).items():
         _logger().info("%s: run %s ends before %s, the horizon from the products' basetime: "
-                       "looking for a newer run", m, runs[m].init.isoformat(), end.isoformat())
-        state = discover(quote(cfg), m, now, needed[m], end, return_state=True)
+                       "looking for %s", m, runs[m].init.isoformat(), end.isoformat(),
+                       "its whole run (the models after it are dropped)" if whole else "a newer run")
+        state = discover(quote(cfg), m, now, needed[m], end, whole, return_state=True)
         if state.is_completed():
             found[m] = state.result()
         else:

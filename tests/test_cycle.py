@@ -445,11 +445,11 @@ def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefec
     runs = {"icon-d2": RunRef("icon-d2", basetime, (timedelta(0),), "sample", True, True),
             "ifs": RunRef("ifs", old, run_steps(IFS, old), "sample", True, True)}
     found = _reaching_basetime(cfg, runs, basetime + timedelta(hours=2),
-                               {"ifs": timedelta(hours=336), "icon-d2": timedelta(0)})
+                               {"ifs": timedelta(hours=336), "icon-d2": timedelta(0)}, {})
     assert list(found) == ["ifs"] and found["ifs"].init == datetime(2026, 1, 15, 0, tzinfo=utc)
     # A run that reaches is not looked for again.
     runs["ifs"] = found["ifs"]
-    assert _reaching_basetime(cfg, runs, basetime, {"ifs": timedelta(hours=336)}) == {}
+    assert _reaching_basetime(cfg, runs, basetime, {"ifs": timedelta(hours=336)}, {}) == {}
 
 
 GOLDEN = Path(__file__).parent / "data" / "golden" / "sample-cycle.sha256"

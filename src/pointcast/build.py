@@ -27,6 +27,7 @@ import xarray as xr
 
 from . import blend as blend_stage
 from . import interp, publish
+from .catalogue import VARIABLES
 from .config import Config, DaskConfig, ProductConfig
 from .forked import fork_map
 from .grids import grid_for
@@ -96,15 +97,15 @@ class ModelFailed(RuntimeError):
 
 
 def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[float],
-                  groups: list[tuple[int, list[float]]], parts: list[interp.scratch.Part],
-                  complete: bool) -> tuple[list[str], int, int]:
+                  groups: list[tuple[int, list[float]]], parts: list[interp.scratch.Part]
+                  ) -> tuple[list[str], int, int]:
     """The model's run at ``points`` (`extraction`) into the scratch stores of ``parts``
-    (`split`), a block of time steps at a time; returns the variables its files lack, and the
-    variables and times decoded. ``complete``: the model ends a product's blend, so every
-    variable of its table must be in the run (nothing after it supplies one it lacks);
-    otherwise a variable it lacks comes from the next model of the blend. Anything that fails
-    raises `ModelFailed`, naming what. It runs in the cycle's process (the threads scheduler)
-    or whole as one task on a dask worker (`on_worker`)."""
+    (`split`), a block of time steps at a time; returns the variables of its table its files
+    lack, and the variables and times decoded. A run lacking an essential variable
+    (``catalogue.Variable.essential``) is not used; any other it lacks comes from the models
+    after it in the blends, or its elements are missing where none has it (`degraded`).
+    Anything that fails raises `ModelFailed`, naming what. It runs in the cycle's process (the
+    threads scheduler) or whole as one task on a dask worker (`on_worker`)."""
     model = MODELS[fetched.run.model]
     try:
         ds = decode(fetched.files, model.fields, model=model.id, points=len(points),
@@ -112,9 +113,11 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
     except Exception as e:
         raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e
     lacking = sorted({row.var for row in model.fields} - set(ds.data_vars))
-    if lacking and complete:
-        raise ModelFailed(f"{model.id}: the run's files hold no field for {', '.join(lacking)}, "
-                          f"and no model after it in the blend would supply them")
+    essential = [v for v in lacking if VARIABLES[v].essential]
+    if essential:
+        refused = f" ({ds.attrs['refused']})" if "refused" in ds.attrs else ""
+        raise ModelFailed(f"{model.id}: the run's files hold no field for {', '.join(essential)}, "
+                          f"without which the model is not used{refused}")
     for part in parts:  # a task run again after its worker died starts afresh
         shutil.rmtree(part.path, ignore_errors=True)
     try:
@@ -162,20 +165,59 @@ def blends(cfg: Config) -> dict[tuple, list[str]]:
     return out
 
 
-def without(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str]) -> Config:
-    """``cfg`` with the dropped models taken out of the products. A product that loses its
-    last model (the one reaching its horizon) cannot be built: it is taken out too, and
-    ``unbuilt`` says why (the cycle carries its files over from the served run)."""
+def without(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str],
+            runs: dict[str, RunRef]) -> Config:
+    """``cfg`` with the dropped models taken out of the products. A product that lost a model
+    is built from the models left when the last of them reaches the end of its horizon from
+    its basetime (the first one's run): that model then serves to its own horizon (its
+    `max_lead_hours` gave way to a model after it, which is gone). A product they do not
+    reach is taken out, and ``unbuilt`` says why (the cycle carries its files over from the
+    served run)."""
     if not dropped:
         return cfg
     products = {}
     for pid, pc in cfg.products.items():
-        if pc.models[-1] in dropped:
-            m = pc.models[-1]
-            unbuilt.setdefault(pid, f"needs {m}, which is dropped: {dropped[m]}")
+        models = tuple(m for m in pc.models if m not in dropped)
+        if models == pc.models:
+            products[pid] = pc
             continue
-        products[pid] = replace(pc, models=tuple(m for m in pc.models if m not in dropped))
+        gone = ", ".join(f"{m}, which is dropped: {dropped[m]}" for m in pc.models if m in dropped)
+        if not models:
+            unbuilt.setdefault(pid, f"needs {gone}")
+            continue
+        end = runs[models[0]].init + timedelta(hours=pc.horizon_hours)
+        last = runs[models[-1]]
+        if last.init + max(last.steps) < end:
+            reach = (last.init + max(last.steps) - runs[models[0]].init) / timedelta(hours=1)
+            unbuilt.setdefault(pid, f"needs {gone} (the models left, {', '.join(models)}, reach "
+                                    f"+{reach:g} h of its {pc.horizon_hours} h)")
+            continue
+        limits = tuple((m, h) for m, h in pc.max_lead_hours if m in models[:-1])
+        products[pid] = replace(pc, models=models, max_lead_hours=limits)
     return replace(cfg, products=products)
+
+
+def short_of_horizon(cfg: Config, runs: dict[str, RunRef], dropped: dict[str, str]) -> dict[str, tuple[datetime, bool]]:
+    """The models to look for again, by model: (the time their run must reach, whether beyond
+    their source's `horizon_hours`). Each product's last model left (not dropped) must reach
+    its basetime (its first model's run) plus its horizon: an older run of it (a fallback)
+    would leave the product's last hours empty, and a model that ends the product only because
+    the models after it are dropped is taken to the product's horizon, whatever its source
+    fetches otherwise. A product of one configured model is its own basetime: none then."""
+    out: dict[str, tuple[datetime, bool]] = {}
+    for pc in cfg.products.values():
+        models = [m for m in pc.models if m not in dropped and m in runs]
+        if not models:
+            continue
+        first, last = models[0], models[-1]
+        stand_in = last != pc.models[-1]
+        if first == last and not stand_in:
+            continue
+        end = runs[first].init + timedelta(hours=pc.horizon_hours)
+        if runs[last].init + max(runs[last].steps) < end:
+            until, whole = out.get(last, (end, False))
+            out[last] = (max(until, end), whole or stand_in)
+    return out
 
 
 def nothing_published(cfg: Config, unbuilt: dict[str, str]) -> str:
@@ -371,7 +413,55 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
             written[pid] = out.files.written()
     finally:
         dirs = writer.close()
-    return facts, found, written, seams, dirs
+    gaps = {pid: input_gaps(PRODUCTS[pid].inputs(), series, _horizon_end(cfg.products[pid], ctx))
+            for pid in pids}
+    return facts, found, written, seams, dirs, gaps
+
+
+def input_gaps(inputs: dict[str, frozenset[str]], series, end: np.datetime64) -> dict[str, dict[str, np.ndarray]]:
+    """Where no model of the blend supplies an element's inputs (``inputs``: `Product.inputs`)
+    at some point of the series: {element: {input: steps of the series before ``end`` where it
+    is missing}}, for the elements that miss one. The element is then missing there, or (the
+    weather type without visibility or CAPE) decided without it."""
+    steps = series.time.values < end
+    missing: dict[str, np.ndarray] = {}
+    for name in {v for deps in inputs.values() for v in deps}:
+        if name not in series:
+            missing[name] = np.ones(int(steps.sum()), dtype=bool)
+        else:
+            arr = series[name]
+            missing[name] = np.isnan(arr.values).any(axis=tuple(i for i, d in enumerate(arr.dims)
+                                                                 if d != "time"))[steps]
+    return {element: {v: missing[v] for v in sorted(deps) if missing[v].any()}
+            for element, deps in inputs.items() if any(missing[v].any() for v in deps)}
+
+
+def _merged_gaps(parts: list[dict[str, dict[str, np.ndarray]]]) -> dict[str, dict[str, np.ndarray]]:
+    """The gaps of a product's slices (`input_gaps`) as one: missing where any slice's is."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for part in parts:
+        for element, by_input in part.items():
+            mine = out.setdefault(element, {})
+            for v, mask in by_input.items():
+                mine[v] = mask | mine[v] if v in mine else mask
+    return out
+
+
+def degraded(gaps: dict[str, dict[str, np.ndarray]]) -> dict[str, dict]:
+    """The manifest's account of a product's gaps (`input_gaps`): for each element, the lead
+    times (hours after the basetime, half-open ranges) where it misses an input, and which."""
+    out = {}
+    for element, by_input in sorted(gaps.items()):
+        mask = np.logical_or.reduce(list(by_input.values()))
+        out[element] = {"lead_times": _ranges(mask), "inputs": sorted(by_input)}
+    return out
+
+
+def _ranges(mask: np.ndarray) -> list[list[float]]:
+    """[[from, to), ...] in hours of the runs of True in ``mask`` (steps of `interp.BASE_STEP`)."""
+    step = interp.BASE_STEP / np.timedelta64(1, "h")
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return [[float(a * step), float(b * step)] for a, b in zip(edges[::2], edges[1::2])]
 
 
 def stage_archives(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, heights: list[float],
@@ -427,13 +517,13 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
                       writer.staging, 0 if forked else publish.WRITE_THREADS)
         built = fork_map(one, parts, cfg.dask.build_processes) if forked else [one(s) for s in parts]
     files = {pid: writer.files() for pid in pids}
-    for _, _, written, _, dirs in built:
+    for _, _, written, _, dirs, _ in built:
         for pid in pids:
             files[pid].adopt(written[pid], dirs)
     seams = built[0][3]  # the manifest's account of the seams is at the first point
     return {pid: finish_product(cfg, pid, [facts[pid] for facts, *_ in built],
                                 [found[pid] for _, found, *_ in built], seams, ctx, files[pid],
-                                stage.dataset(pid))
+                                stage.dataset(pid), _merged_gaps([gaps[pid] for *_, gaps in built]))
             for pid in pids}
 
 
@@ -457,17 +547,19 @@ def _on_cluster(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
 
 
 def finish_product(cfg: Config, pid: str, facts: list[ArchiveFacts], found: list[FileFacts],
-                   seams: list[dict], ctx: RunContext, files: publish.StagedFiles, archive) -> ProductOutput:
+                   seams: list[dict], ctx: RunContext, files: publish.StagedFiles, archive,
+                   gaps: dict[str, dict[str, np.ndarray]]) -> ProductOutput:
     """The product's slices as one output: its files, its ``archive`` (read lazily from the
     run's staged store), what its slices found in their archive rows and files (``facts``,
-    ``found``, in the order of the points), its index over all points and the seams of its
-    horizon."""
+    ``found``, in the order of the points), its index over all points, the seams of its
+    horizon and the elements whose inputs no model supplies somewhere (``gaps``, `degraded`)."""
     pc = cfg.products[pid]
     files[f"{pid}/index.json"] = PRODUCTS[pid].index(pc, ctx)
     last = iso(_horizon_end(pc, ctx) - interp.BASE_STEP)
     return ProductOutput(files=files, archive=archive, facts=ArchiveFacts.merged(facts),
                          file_facts=FileFacts.merged(found), checks={
-        "seams": [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last]})
+        "seams": [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last],
+        "degraded": degraded(gaps)})
 
 
 def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:
@@ -477,18 +569,21 @@ def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:
 
 def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, FetchedRun],
              outputs: dict[str, ProductOutput], dropped: dict[str, str], unbuilt: dict[str, str],
-             carried: dict[str, dict | None], generated: datetime, postprocess: dict) -> dict:
+             carried: dict[str, dict | None], generated: datetime, postprocess: dict,
+             lacking: dict[str, list[str]]) -> dict:
     """The run's manifest (docs/contracts.md) without ``published_at``, which the publish
     stage adds: ``created`` is ``generated``, when the products began to be built (their
     `updated_time`). ``runs``/``fetched``: the model runs built from, by model; ``carried``:
     the served run's entry of each product not built (`publish.carry_product`), None where
-    it had none (the product is absent)."""
+    it had none (the product is absent); ``lacking``: the variables of its table each model's
+    run did not hold (`extract_model`)."""
     synthetic = any(r.synthetic for r in runs.values())
     out = {
         "run_id": run, "created": iso(generated), "synthetic": synthetic,
         "notice": ("SYNTHETIC: produced from the embedded sample source; not a real forecast."
                    if synthetic else "Produced from real model runs."),
-        "models": {m: info for m, info in model_info(runs).items() if m not in dropped},
+        "models": {m: info | ({"lacking": lacking[m]} if lacking.get(m) else {})
+                   for m, info in model_info(runs).items() if m not in dropped},
         "products": {pid: {"basetime": iso(runs[pc.models[0]].init), "models": list(pc.models),
                            "horizon_hours": pc.horizon_hours, "freqs": list(pc.freqs),
                            "points": len(pc.points), "seams_t2m": outputs[pid].checks.get("seams", [])}
@@ -498,6 +593,21 @@ def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, 
     }
     out.update(dropped=dropped,
                absent={pid: unbuilt[pid] for pid, entry in carried.items() if entry is None},
+               degraded={pid: {element: {"lead_times": entry["lead_times"],
+                                         "reason": _why(entry["inputs"], cfg.products[pid].models, lacking)}
+                               for element, entry in out_.checks["degraded"].items()}
+                         for pid, out_ in outputs.items() if out_.checks.get("degraded")},
                source_notes={m: [*runs[m].notes, *fetched[m].notes] for m in runs})
     out["postprocess"] = postprocess
     return out
+
+
+def _why(inputs: list[str], models: tuple[str, ...], lacking: dict[str, list[str]]) -> str:
+    """Why an element misses its ``inputs`` at some lead times: which models of its blend
+    lack them in this run, the others not reaching those lead times or not carrying them."""
+    parts = []
+    for v in inputs:
+        short = [m for m in models if v in lacking.get(m, ())]
+        parts.append(f"{v}: not in the run of {', '.join(short)}" if short
+                     else f"{v}: no model of the blend ({', '.join(models)}) carries it there")
+    return "no model supplies its inputs at these lead times (" + "; ".join(parts) + ")"

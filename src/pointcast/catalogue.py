@@ -43,6 +43,11 @@ class Variable:
     standard_name: str | None = None
     elevation: Elevation | None = None
     nonnegative: bool = False  # clip tiny negative values left by interpolation
+    # A model run without it is not used: the weather code of every product and the elements
+    # people read first are made from it. A run lacking any other variable is used without
+    # it, its elements missing where no other model of the blend supplies them (docs/method.md,
+    # "Degraded runs").
+    essential: bool = False
 
 
 def _v(*args, **kwargs) -> Variable:
@@ -54,7 +59,7 @@ S, A, R, M, C = (Temporal.STATE, Temporal.ACCUMULATION, Temporal.RADIATION,
 
 VARIABLES: dict[str, Variable] = {v.name: v for v in (
     # Near-surface fields, as decoded from the sources.
-    _v("t2m", "K", "2 m temperature", (180.0, 340.0), S, "air_temperature", Elevation.LAPSE),
+    _v("t2m", "K", "2 m temperature", (180.0, 340.0), S, "air_temperature", Elevation.LAPSE, essential=True),
     _v("d2m", "K", "2 m dewpoint temperature", (170.0, 320.0), S, "dew_point_temperature",
        Elevation.LAPSE),
     _v("rh2m", "%", "relative humidity near the surface (2 m, or 1.5 m for JMA)", (0.0, 100.0), S,
@@ -63,19 +68,19 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
        Elevation.HYPSOMETRIC),
     _v("msl", "Pa", "mean sea level pressure", (85000.0, 110000.0), S,
        "air_pressure_at_mean_sea_level"),
-    _v("u10", "m s-1", "10 m eastward wind", (-100.0, 100.0), S, "eastward_wind"),
-    _v("v10", "m s-1", "10 m northward wind", (-100.0, 100.0), S, "northward_wind"),
+    _v("u10", "m s-1", "10 m eastward wind", (-100.0, 100.0), S, "eastward_wind", essential=True),
+    _v("v10", "m s-1", "10 m northward wind", (-100.0, 100.0), S, "northward_wind", essential=True),
     _v("gust", "m s-1", "10 m wind gust, maximum over the interval", (0.0, 120.0), M,
        "wind_speed_of_gust", nonnegative=True),
     _v("tp", "kg m-2", "total precipitation over the interval", (0.0, 500.0), A,
-       "precipitation_amount", nonnegative=True),
+       "precipitation_amount", nonnegative=True, essential=True),
     _v("sf", "kg m-2", "snowfall (water equivalent) over the interval", (0.0, 500.0), A,
        "snowfall_amount", nonnegative=True),
     _v("ssrd", "W m-2", "global (surface downwelling shortwave) radiation, interval mean",
        (0.0, 1400.0), R, "surface_downwelling_shortwave_flux_in_air", nonnegative=True),
     _v("fdir", "W m-2", "direct shortwave radiation on a horizontal surface, interval mean",
        (0.0, 1400.0), R, "surface_direct_downwelling_shortwave_flux_in_air", nonnegative=True),
-    _v("tcc", "%", "total cloud cover", (0.0, 100.0), S, "cloud_area_fraction", nonnegative=True),
+    _v("tcc", "%", "total cloud cover", (0.0, 100.0), S, "cloud_area_fraction", nonnegative=True, essential=True),
     _v("vis", "m", "horizontal visibility", (0.0, 100000.0), S, "visibility_in_air",
        nonnegative=True),
     # CAPE of one parcel kind a variable: the kinds differ by hundreds of J/kg in one

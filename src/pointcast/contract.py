@@ -230,13 +230,19 @@ def _i(name, unit, valid, about, missing=None, codes=None):
     return Element(name, "integer", unit, None, valid, missing, codes, about=about)
 
 
+def _eu(name, unit, decimals, valid, about):
+    """A number of the European entries: -9999 where no model of the blend supplies its inputs
+    (the run's manifest names the element, its lead times and why: ``degraded``)."""
+    return _n(name, unit, decimals, valid, about, MISSING_NUMBER)
+
+
 def _eu_wind(height: int) -> tuple[Element, ...]:
     """The spec 2.1 wind elements at one height, in the order of its table (u, v, direction, speed)."""
-    return (_n(f"u_windspd_{height}m", "m/s", 2, (-150.0, 150.0), f"eastward wind at {height} m"),
-            _n(f"v_windspd_{height}m", "m/s", 2, (-150.0, 150.0), f"northward wind at {height} m"),
-            _n(f"windir_{height}m", "degree", 1, (0.0, 360.0),
+    return (_eu(f"u_windspd_{height}m", "m/s", 2, (-150.0, 150.0), f"eastward wind at {height} m"),
+            _eu(f"v_windspd_{height}m", "m/s", 2, (-150.0, 150.0), f"northward wind at {height} m"),
+            _eu(f"windir_{height}m", "degree", 1, (0.0, 360.0),
                f"wind direction (from, clockwise from north) at {height} m"),
-            _n(f"windspd_{height}m", "m/s", 2, (0.0, 150.0), f"wind speed at {height} m"))
+            _eu(f"windspd_{height}m", "m/s", 2, (0.0, 150.0), f"wind speed at {height} m"))
 
 
 _EU_WIND = [_eu_wind(h) for h in (10, 100, 200)]
@@ -244,26 +250,26 @@ _EU_WIND = [_eu_wind(h) for h in (10, 100, 200)]
 EU_DATA = Table((
     Element("datetime", "date-time", "UTC", about="start of the step (UTC)"),
     Element("weather_type", "string", "NA", codes=WEATHER_TYPES, about="weather type (WMO 4677 family label)"),
-    _i("humidity", "%", (0, 100), "relative humidity at 2 m"),
-    _n("snowfall", "kg/m2/h", 2, (0, 200), "snowfall rate (water equivalent)"),
-    _n("precipitation", "kg/m2/h", 2, (0, 300), "precipitation rate"),
-    _n("temp_2m", "°C", 2, (-90, 65), "temperature at 2 m"),
-    _n("temp_100m", "°C", 2, (-90, 65), "temperature at 100 m"),
-    _n("temp_200m", "°C", 2, (-90, 65), "temperature at 200 m"),
-    _n("dewpoint_temperature", "°C", 2, (-100, 40), "dewpoint temperature at 2 m"),
-    _n("pressure_sfc", "hPa", 1, (400, 1100), "surface pressure"),
-    _n("pressure_100m", "hPa", 1, (400, 1100), "pressure at 100 m"),
-    _n("pressure_200m", "hPa", 1, (400, 1100), "pressure at 200 m"),
-    _n("sea_surface_pressure", "hPa", 1, (850, 1100), "mean sea level pressure"),
+    _i("humidity", "%", (0, 100), "relative humidity at 2 m", MISSING_NUMBER),
+    _eu("snowfall", "kg/m2/h", 2, (0, 200), "snowfall rate (water equivalent)"),
+    _eu("precipitation", "kg/m2/h", 2, (0, 300), "precipitation rate"),
+    _eu("temp_2m", "°C", 2, (-90, 65), "temperature at 2 m"),
+    _eu("temp_100m", "°C", 2, (-90, 65), "temperature at 100 m"),
+    _eu("temp_200m", "°C", 2, (-90, 65), "temperature at 200 m"),
+    _eu("dewpoint_temperature", "°C", 2, (-100, 40), "dewpoint temperature at 2 m"),
+    _eu("pressure_sfc", "hPa", 1, (400, 1100), "surface pressure"),
+    _eu("pressure_100m", "hPa", 1, (400, 1100), "pressure at 100 m"),
+    _eu("pressure_200m", "hPa", 1, (400, 1100), "pressure at 200 m"),
+    _eu("sea_surface_pressure", "hPa", 1, (850, 1100), "mean sea level pressure"),
     *(e for i in range(4) for e in (w[i] for w in _EU_WIND)),  # spec 2.1: by component, then height
-    _n("total_solar_radiation", "W/m2", 1, (0, 1400), "global radiation"),
-    _n("solar_radiation_dir", "W/m2", 1, (0, 1400), "direct radiation (horizontal)"),
-    _n("solar_radiation_diff", "W/m2", 1, (0, 1400), "diffuse radiation"),
-    _n("windgust", "m/s", 2, (0, 150), "wind gust at 10 m"),
-    _n("total_cloud_cover", "%", 1, (0, 100), "total cloud cover"),
-    _n("precipitation_proba", "%", 0, (0, 100), "probability of precipitation"),
-    _n("visibility", "m", 0, (0, 100000), "visibility"),
-    _n("air_density", "kg/m3", 3, (0.5, 1.6), "air density at the surface"),
+    _eu("total_solar_radiation", "W/m2", 1, (0, 1400), "global radiation"),
+    _eu("solar_radiation_dir", "W/m2", 1, (0, 1400), "direct radiation (horizontal)"),
+    _eu("solar_radiation_diff", "W/m2", 1, (0, 1400), "diffuse radiation"),
+    _eu("windgust", "m/s", 2, (0, 150), "wind gust at 10 m"),
+    _eu("total_cloud_cover", "%", 1, (0, 100), "total cloud cover"),
+    _eu("precipitation_proba", "%", 0, (0, 100), "probability of precipitation"),
+    _eu("visibility", "m", 0, (0, 100000), "visibility"),
+    _eu("air_density", "kg/m3", 3, (0.5, 1.6), "air density at the surface"),
 ))
 """A data entry of the European common forecasts (spec 2.1; 4.1, 4.2)."""
 

@@ -76,6 +76,10 @@ class Product(Protocol):
     def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
         """`index.json` of the product, over all its points."""
 
+    def inputs(self) -> dict[str, frozenset[str]]:
+        """The canonical variables each archived element is computed from, by its name: an
+        element whose inputs no model supplies at a lead time is missing there (`build`)."""
+
 
 def iso(t) -> str:
     """A UTC time as ISO 8601 with its offset, to the second."""
@@ -131,10 +135,10 @@ class Texts:
         return self.table[self.index if self.index.ndim == 1 else self.index[j]]
 
 
-def numbers(values: np.ndarray, decimals: int | None) -> Texts:
+def numbers(values: np.ndarray, decimals: int | None, missing: float | int | None = None) -> Texts:
     """JSON numbers rounded to the element's precision (``decimals``, or None for integers:
-    truncated, as ``int``); null for a gap, which the validation gate rejects before anything is
-    published. Rounding is Python's ``round`` (of the exact binary value, so 984.85 hPa, stored
+    truncated, as ``int``); a gap (NaN) is the element's ``missing`` value, or null where it has
+    none, which the validation gate rejects before anything is published. Rounding is Python's ``round`` (of the exact binary value, so 984.85 hPa, stored
     as 984.850000000000023, gives 984.9): numpy's rounds the scaled value, which can land on a
     tie, so the values within a hair of a tie after scaling are rounded by Python. The codes
     and the look-up are compiled (`_render.codes`, `_render.table_index`)."""
@@ -150,12 +154,20 @@ def numbers(values: np.ndarray, decimals: int | None) -> Texts:
     if hi - lo < 1 << 22 and v.ndim in (1, 2):  # a table over the range of codes: no sort
         index = np.empty(v.shape[::-1], dtype=np.int32)
         distinct = np.frombuffer(_render.table_index(v, codes, lo, hi, index), dtype=np.int64)
-        return Texts(np.append(_number_texts(distinct, decimals), b"null"), index)
+        return Texts(np.append(_number_texts(distinct, decimals), _gap_text(missing, decimals)), index)
     ok = np.isfinite(v)
     distinct, inverse = np.unique(codes[ok], return_inverse=True)
     index = np.full(v.shape, len(distinct))
     index[ok] = inverse
-    return Texts.of(np.append(_number_texts(distinct, decimals), b"null"), index)
+    return Texts.of(np.append(_number_texts(distinct, decimals), _gap_text(missing, decimals)), index)
+
+
+def _gap_text(missing: float | int | None, decimals: int | None) -> bytes:
+    """The text of a gap: the element's missing value as its numbers are written, else null."""
+    if missing is None:
+        return b"null"
+    scale = 1 if decimals is None else 10 ** decimals
+    return _format_codes(np.array([round(missing * scale)]), decimals)[0]
 
 
 # decimals -> (the first code, the texts of the codes from it on): a run formats the same few

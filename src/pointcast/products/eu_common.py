@@ -15,6 +15,7 @@ import numpy as np
 import xarray as xr
 
 from .. import codes, contract, physics
+from ..catalogue import VARIABLES
 from ..config import ProductConfig
 from .base import (Files, ProductOutput, Records, RunContext, archive_frame, freq_series, iso,
                    numbers, published_direction, put_with_records, render_index, strings)
@@ -58,13 +59,16 @@ class Fields:
     def __init__(self, ds: xr.Dataset, step: np.timedelta64):
         self.ds = ds
         self.hours = step / np.timedelta64(1, "h")
+        self.read: set[str] = set()  # the canonical variables read (`INPUTS`)
 
     def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self.ds:  # no model of the blend has it: NaN, which validation rejects
+        self.read.add(name)
+        if name not in self.ds:  # no model of the blend has it: the element's missing value
             return np.full((self.ds.sizes["time"], self.ds.sizes["point"]), np.nan)
         return self.ds[name].transpose("time", "point", ...).values.astype(np.float64)
 
     def at(self, name: str, height: float) -> np.ndarray:
+        self.read.add(name)
         return self.ds[name].sel(height=height).transpose("time", "point").values.astype(np.float64)
 
     def wind(self, height: float) -> tuple[np.ndarray, np.ndarray]:
@@ -130,14 +134,42 @@ BY_KEY = {e.spec.ref: e for e in ELEMENTS}
 UNITS = DATA.units
 
 
-def elements(ds: xr.Dataset, step: np.timedelta64) -> dict[str, np.ndarray]:
-    """Every numeric element (time, point) plus weather_type labels for one product step, by ref."""
+# The elements weather_type is decided from, besides CAPE.
+LABEL_FROM = ("total_cloud_cover", "precipitation", "snowfall", "temp_2m", "visibility")
+
+
+def elements(ds: xr.Dataset, step: np.timedelta64,
+             inputs: dict[str, frozenset[str]] | None = None) -> dict[str, np.ndarray]:
+    """Every numeric element (time, point) plus weather_type labels for one product step, by
+    ref; ``inputs``, when given, receives the canonical variables each one was computed from."""
     f = Fields(ds, step)
-    out = {e.spec.ref: e.compute(f) for e in ELEMENTS}
-    out["weather_type"] = codes.weather_type(out["total_cloud_cover"], out["precipitation"],
-                                             out["snowfall"], out["temp_2m"], out["visibility"],
-                                             f[codes.CAPE])
+    out = {}
+    for e in ELEMENTS:
+        f.read = set()
+        out[e.spec.ref] = e.compute(f)
+        if inputs is not None:
+            inputs[e.spec.ref] = frozenset(f.read)
+    f.read = set()
+    out["weather_type"] = codes.weather_type(*(out[ref] for ref in LABEL_FROM), f[codes.CAPE])
+    if inputs is not None:
+        inputs["weather_type"] = frozenset(f.read).union(*(inputs[ref] for ref in LABEL_FROM))
     return out
+
+
+def _inputs() -> dict[str, frozenset[str]]:
+    """Each element's canonical inputs, by published name: read off its computation at one
+    step of a series that has every variable (a model's lacking field then names the elements
+    it costs: `build.degraded`)."""
+    profiled = ("wind_u", "wind_v", "air_temperature")  # by height above the ground
+    ds = xr.Dataset({n: (("time", "point"), np.ones((1, 1), np.float32)) for n in VARIABLES if n not in profiled}
+                    | {n: (("time", "point", "height"), np.ones((1, 1, len(HEIGHTS)), np.float32))
+                       for n in profiled},
+                    coords={"height": list(HEIGHTS)})
+    inputs: dict[str, frozenset[str]] = {}
+    with np.errstate(all="ignore"):  # ones are no atmosphere: only the reads matter
+        elements(ds, np.timedelta64(1, "h"), inputs)
+    return {DATA[ref].name: deps for ref, deps in inputs.items()}
+
 
 
 class EuCommon:
@@ -152,6 +184,9 @@ class EuCommon:
     def heights(self, cfg: ProductConfig) -> list[float]:
         return list(HEIGHTS)
 
+    def inputs(self) -> dict[str, frozenset[str]]:
+        return INPUTS
+
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
         files = Files() if files is None else files
@@ -160,7 +195,7 @@ class EuCommon:
             values = elements(ds, step)
             rows = Records({e.name: strings([iso(t) for t in ds.time.values]) if e.type == "date-time"
                             else strings(values[e.ref]) if e.type == "string"
-                            else numbers(values[e.ref], e.decimals) for e in DATA})
+                            else numbers(values[e.ref], e.decimals, e.missing) for e in DATA})
             for j, p in enumerate(cfg.points):
                 # latitude/longitude first and basetime next: the server splices the request's coordinates.
                 put_with_records(files, f"{self.id}/{freq}/{p.id}.json",
@@ -193,3 +228,7 @@ class EuCommon:
                                 "flag_values": np.arange(len(labels), dtype=np.int8),
                                 "flag_meanings": " ".join(l.lower().replace(" ", "_") for l in labels)})
         return out
+
+
+INPUTS = _inputs()
+"""The canonical variables of each archived element, by name."""

@@ -61,6 +61,9 @@ class EuWind:
     def heights(self, cfg: ProductConfig) -> list[float]:
         return sorted({h for p in cfg.points for h in point_heights(p)})
 
+    def inputs(self) -> dict[str, frozenset[str]]:
+        return {e.name: frozenset(self.variables) for e in WIND_DATA if e.ref in CF_NAMES}
+
     def expected_files(self, cfg: ProductConfig) -> list[str]:
         return [rel for freq in cfg.freqs for p in cfg.points
                 for rel in (f"{self.id}/{freq}/{p.id}.json",

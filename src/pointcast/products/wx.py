@@ -51,6 +51,20 @@ class WxProduct:
     def heights(self, cfg: ProductConfig) -> list[float]:
         return [10.0]
 
+    def inputs(self) -> dict[str, frozenset[str]]:
+        return HOURLY_INPUTS
+
+
+_WIND = frozenset({"wind_u", "wind_v"})
+_FEEL = frozenset({"t2m", "d2m", "ssrd"}) | _WIND
+HOURLY_INPUTS: dict[str, frozenset[str]] = {
+    "wx": frozenset({"tcc", "tp", "sf", "t2m"}) | _WIND, "temp": frozenset({"t2m"}), "prec": frozenset({"tp"}),
+    "arpress": frozenset({"msl"}), "wndspd": _WIND, "wnddir": _WIND, "rhum": frozenset({"t2m", "d2m"}),
+    "solrad": frozenset({"ssrd"}), "pop": frozenset({"pop"}), "feeltmp": _FEEL, "feelidx": _FEEL,
+}
+"""The canonical variables of each archived hourly element, by name (`hourly_fields`,
+`japan.feel_fields`)."""
+
 
 def hourly_fields(ds: xr.Dataset, lats: np.ndarray, lons: np.ndarray) -> dict[str, np.ndarray]:
     """The srf quantities (time, point) from the hourly canonical series (interval values
@@ -177,7 +191,8 @@ def wx_elements(coords: list[tuple[float, float]], srf_dates: list[str], hourly:
     hours = len(srf_dates)
 
     def records(table, dates, values):
-        return Records({e.name: strings(dates) if e.type == "date-time" else numbers(values[e.ref], e.decimals)
+        return Records({e.name: strings(dates) if e.type == "date-time"
+                        else numbers(values[e.ref], e.decimals, e.missing)
                         for e in table})
 
     srf = records(srf_table, srf_dates, {k: v[:hours] for k, v in hourly.items()})

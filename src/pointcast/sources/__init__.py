@@ -41,10 +41,13 @@ class SourceConfig(Protocol):
     options: dict[str, Any]
 
 
-def make_source(name: str, cfg: SourceConfig) -> Source:
-    """Build the source configured as ``[sources.<name>]``."""
+def make_source(name: str, cfg: SourceConfig, whole: bool = False) -> Source:
+    """Build the source configured as ``[sources.<name>]``; ``whole``: without its
+    `horizon_hours` cap, for a model that stands in for a dropped one to its horizon."""
     kind = getattr(cfg, "type", None)
     options = dict(getattr(cfg, "options", None) or {})
+    if whole:
+        options.pop("horizon_hours", None)
     if kind == "sample":
         from ..sample import SampleSource
 
