@@ -408,7 +408,7 @@ def write_ifs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0) ->
 # NOAA GFS
 # ------------------------------------------------------------------------------------------
 
-GFS_STEPS = tuple(range(0, 121))
+GFS_STEPS = tuple(range(0, 121)) + tuple(range(123, 385, 3))  # hourly to 120 h, 3-hourly to 384 h
 
 
 def write_gfs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0,
@@ -750,3 +750,38 @@ def publish(root: Path, atm: Atmosphere, init: datetime, processes: int = 2) -> 
     with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
         counts = pool.map(_write, [(n, root, atm, init) for n in names])
         return dict(zip(names, counts))
+
+
+# ------------------------------------------------------------------------------------------
+# Trees that lack something: a field, a step kind, a level (an upstream that changed)
+# ------------------------------------------------------------------------------------------
+
+
+def drop_ifs_fields(root: Path, params: set[str], levtypes: set[str] = frozenset()) -> int:
+    """Take the messages of ``params`` (MARS short names) and of the level types ``levtypes``
+    out of every IFS file under ``root`` (``ecmwf/``), rewriting each file and its ``.index``
+    as ECMWF would publish the thinner run. Returns the messages removed."""
+    removed = 0
+    for index in sorted(root.rglob("*-oper-fc.index")):
+        data = index.with_suffix(".grib2").read_bytes()
+        blob, lines = bytearray(), []
+        for line in index.read_text().splitlines():
+            entry = json.loads(line)
+            if entry["param"] in params or entry["levtype"] in levtypes:
+                removed += 1
+                continue
+            msg = data[entry["_offset"]:entry["_offset"] + entry["_length"]]
+            lines.append(json.dumps({**entry, "_offset": len(blob)}))
+            blob += msg
+        index.with_suffix(".grib2").write_bytes(bytes(blob))
+        index.write_text("\n".join(lines) + "\n")
+    return removed
+
+
+def drop_dwd_files(root: Path, model: str, param: str, keep=lambda path: False) -> int:
+    """Remove the files of ``param`` of ``model`` from the DWD tree under ``root`` (``dwd/``)
+    but those ``keep`` names. Returns the files removed."""
+    gone = [p for p in (root / "dwd").glob(f"**/m/{model}/p/{param}/**/*.grib2") if not keep(p)]
+    for p in gone:
+        p.unlink()
+    return len(gone)

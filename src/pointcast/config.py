@@ -552,7 +552,7 @@ def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
 
 
 def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
-    _check_keys(ctx, tbl, path, ("type", "scale", "area", "init", "icon_layout"))
+    _check_keys(ctx, tbl, path, ("type", "scale", "area", "init", "icon_layout", "horizon_hours"))
     scale = _int(ctx, tbl, "scale", path, 1, lo=1)
     area = None
     if "area" in tbl:
@@ -577,7 +577,13 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
     layout = _str(ctx, tbl, "icon_layout", path, "v1")
     if layout not in ("v1", "legacy"):
         raise ctx.error(path + ("icon_layout",), f"expected 'v1' or 'legacy', got {layout!r}")
-    return {"scale": scale, "area": area, "init": init, "icon_layout": layout}
+    out = {"scale": scale, "area": area, "init": init, "icon_layout": layout}
+    if "horizon_hours" in tbl:
+        v = tbl["horizon_hours"]
+        if not _number(v) or not math.isfinite(v) or v < 0:
+            raise ctx.error(path + ("horizon_hours",), f"expected a number >= 0, got {v!r}")
+        out["horizon_hours"] = float(v)
+    return out
 
 
 _HTTP_KEYS = ("type", "mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes",

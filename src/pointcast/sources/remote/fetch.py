@@ -57,14 +57,16 @@ def fetch_run(src: HttpSource, run: RunRef, model: ModelSpec, cache: Path) -> Fe
             done = json.loads(marker.read_text())
         except (OSError, ValueError):
             done = {}
-        absent = set(done.get("absent", []))
+        absent = set(done.get("absent", [])) | set(done.get("hourly_only", []))
         paths = tuple(Path(cache) / "http" / p for p in done.get("grid", [])) \
             + tuple(run_dir / p for p in record["files"] if p not in absent) \
             + tuple(run_dir / p for p in done.get("levels", []))
         if {k: done.get(k) for k in record} == record and all(p.exists() for p in paths):
+            hourly = set(done.get("hourly_only", []))
             return FetchedRun(run=run, files=paths, notes=(
                 f"{what}: {len(paths)} files from the cache ({done.get('mirrors')})",
-                *_absent_notes(what, [f for f in files if f.path in absent])))
+                *_absent_notes(what, [f for f in files if f.path in absent and f.path not in hourly]),
+                *_hourly_notes(what, model, files, hourly)))
     logger = _logger()
     centres = cell_centre_files(layout, init)
     progress = FetchProgress(f"{model.id} {init:%Y%m%d%H}", len(files) + len(centres), logger,
@@ -90,12 +92,14 @@ def fetch_run(src: HttpSource, run: RunRef, model: ModelSpec, cache: Path) -> Fe
             plan = plan_model_levels(layout, model, init, run.steps, get)
             levels = () if plan is None else plan.hhl + tuple(get(list(plan.files)))
             got, absent = download([(f, run_dir / f.path) for f in files])
-            _check_absent(what, layout, files, absent)
-            paths = tuple(got[f.path] for f in files if f.path in got)
+            hourly = hourly_only(model, files, absent)
+            _check_absent(what, layout, files, [f for f in absent if f.path not in hourly])
+            absent = [f for f in absent if f.path not in hourly]
+            paths = tuple(got[f.path] for f in files if f.path in got and f.path not in hourly)
             grid = _cell_centres(centres, paths[0], Path(cache) / "http" / "grids", download)
     finally:
         progress.close()
-    notes = _absent_notes(what, absent)
+    notes = _absent_notes(what, absent) + _hourly_notes(what, model, files, hourly)
     for note in notes:
         logger.warning("%s", note)
     if plan is not None:
@@ -104,7 +108,7 @@ def fetch_run(src: HttpSource, run: RunRef, model: ModelSpec, cache: Path) -> Fe
     tmp = marker.with_name(f"complete.{os.getpid()}.tmp")
     grid_rel = [p.relative_to(Path(cache) / "http").as_posix() for p in grid]
     tmp.write_text(json.dumps(dict(record, grid=grid_rel, mirrors=used, bytes=progress.bytes,
-                                   absent=[f.path for f in absent],
+                                   absent=[f.path for f in absent], hourly_only=sorted(hourly),
                                    levels=[p.relative_to(run_dir).as_posix() for p in levels]))
                    + "\n")
     os.replace(tmp, marker)
@@ -167,6 +171,37 @@ def _check_absent(what: str, layout: Layout, files: list[RemoteFile],
                                     f"{gone[0].path}")
     if len(absent) == len(files):
         raise SourceUnavailable(f"{what}: none of the run's files is published")
+
+
+def hourly_only(model: ModelSpec, files: list[RemoteFile], absent: list[RemoteFile]) -> set[str]:
+    """The sub-hourly files of the run to leave out (paths) where a field's sub-hourly files
+    are missing while its hourly ones are there (a tree that publishes a field hourly only,
+    ICON-D2's snow for one): the field is read from its hourly files. So are the fields it
+    is summed with into one variable (SNOW_GSP + SNOW_CON): a sum of a quarter-hour and an
+    hourly amount is neither. The variable is then resampled from hourly intervals."""
+    sub_hourly = [f for f in files if f.param and (f.first_step_h * 60) % 60]
+    gone = {f.param for f in absent if (f.first_step_h * 60) % 60}
+    if not gone or any(f.param in gone for f in absent if not (f.first_step_h * 60) % 60):
+        return set()  # a field missing at whole hours too is no hourly field: `_check_absent`
+    rows = [r for r in model.fields if r.fine]
+    params = set(gone)
+    while True:  # the fields summed into a variable with one already hourly, and so on
+        variables = {r.var for r in rows if (r.param or r.shortName) in params}
+        wider = params | {r.param or r.shortName for r in rows if r.var in variables}
+        if wider == params:
+            break
+        params = wider
+    return {f.path for f in sub_hourly if f.param in params}
+
+
+def _hourly_notes(what: str, model: ModelSpec, files: list[RemoteFile], hourly: set[str]) -> tuple[str, ...]:
+    """What `hourly_only` left out, for the manifest."""
+    if not hourly:
+        return ()
+    params = sorted({f.param for f in files if f.path in hourly})
+    return (f"{what}: the sub-hourly files of {', '.join(params)} are not all published: "
+            f"{len(hourly)} left out, their hourly files used (the variables they make are "
+            f"resampled from hourly intervals)",)
 
 
 def _absent_notes(what: str, absent: list[RemoteFile]) -> tuple[str, ...]:

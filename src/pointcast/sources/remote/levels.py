@@ -14,7 +14,7 @@ import numpy as np
 from ...config import HUB_HEIGHT_RANGE_M
 from ...ingest import plain_grib
 from ..base import RUN_LEVELS, GribField, Layout, ModelSpec, Processing
-from ..icon import hub_levels
+from ..icon import LEVEL_COUNTS, hub_levels
 from .files import RemoteFile
 from .transport import SourceUnavailable
 
@@ -40,7 +40,7 @@ def plan_model_levels(layout: Layout, model: ModelSpec, init: datetime,
 
     ``get(files)`` fetches ``RemoteFile``s and returns their local paths. The HHL row's file of
     half level 1 (the top, which every vertical grid has) gives the number of half levels
-    (``nlev``); HHL is then fetched from the surface half level upwards, ``HHL_BATCH`` levels
+    (``nlev``; `_half_levels`, also where the top is not published); HHL is then fetched from the surface half level upwards, ``HHL_BATCH`` levels
     at a time, until ``icon.hub_levels`` finds the full levels that span the hub heights
     (``config.HUB_HEIGHT_RANGE_M``) at every cell. The other rows (U, V) get the files of
     those full levels at every step."""
@@ -64,8 +64,7 @@ def plan_model_levels(layout: Layout, model: ModelSpec, init: datetime,
             raise ValueError(f"{model.id}: layout {layout.name!r} names no HHL file")
         return files
 
-    top = get(hhl_files([1]))[0]
-    nlev = _hhl(top)[0]
+    nlev = _half_levels(model, hhl_files, get)
     hhl: dict[int, np.ndarray] = {}
     paths: dict[int, Path] = {}
     full, above = None, nlev + 1  # the half levels fetched so far lie below ``above``
@@ -111,3 +110,24 @@ def _hhl(path: Path, level: int | None = None) -> tuple[int, np.ndarray]:
         eccodes.codes_release(h)
     return nlev, values
 
+
+
+def _half_levels(model: ModelSpec, hhl_files, get) -> int:
+    """The number of half levels of the run's vertical grid (``nlev``, which every HHL message
+    states): from HHL of half level 1, the top, which every vertical grid has. Where the tree
+    lacks it, from the surface half level of the model's known level count (``LEVEL_COUNTS``),
+    which states the same count when it is the surface."""
+    try:
+        return _hhl(get(hhl_files([1]))[0])[0]
+    except SourceUnavailable as top:
+        known = LEVEL_COUNTS.get(model.id)
+        if known is None:
+            raise
+        try:
+            nlev, _ = _hhl(get(hhl_files([known + 1]))[0], known + 1)
+        except SourceUnavailable:
+            raise top from None
+        if nlev != known + 1:
+            raise SourceUnavailable(f"{model.id}: HHL of half level 1 is not published, and half level "
+                                    f"{known + 1} is of a grid of {nlev} half levels") from top
+        return nlev
