@@ -916,8 +916,8 @@ def test_parsers():
 
 def test_operations_table():
     assert OPERATIONS[MEDIUM].product == "eu-medium" and OPERATIONS[SHORT].product == "eu-short"
-    assert OPERATIONS[WIND].product == "eu-wind" and OPERATIONS[WIND].name == "4.3"
-    assert OPERATIONS[SS1WX].product == "japan" and OPERATIONS[SS1WX].name == "4.5"
+    assert OPERATIONS[WIND].product == "eu-wind" and OPERATIONS[WIND].name == "short-range-windpack"
+    assert OPERATIONS[SS1WX].product == "japan" and OPERATIONS[SS1WX].name == "ss1wx"
     assert OPERATIONS[SS1WX].params == ("lat", "lon")
     assert OPERATIONS["/catalog"].product is None
 

@@ -27,7 +27,8 @@ PARAMETERS: dict[str, dict[str, contract.Param]] = {
 _SUCCESS = {"eu": "EuForecasts", "wind": "WindForecasts", "global": "GlobalWx", "japan": "JapanWx",
             "catalog": "Catalog"}
 _CACHE_HEADERS = {
-    "ETag": {"required": True, "schema": _STR, "description": "run and content (weak for 4.4/4.5: without requestId)"},
+    "ETag": {"required": True, "schema": _STR,
+             "description": "run and content (weak for global/wx and ss1wx: without requestId)"},
     "Cache-Control": {"required": True, "schema": _STR, "description": "public, max-age until the next update"},
     "Last-Modified": {"schema": _STR, "description": "the run's publication time"},
 }
@@ -138,6 +139,8 @@ def document(served: Iterable[tuple[str, str, tuple[str, ...]]], secured: bool =
         operation: dict[str, Any] = {
             "operationId": op.product or op.name,
             "summary": op.summary,
+            **({"description": f"Section {op.spec_section} of the forecast service specification; "
+                               "the answer is documented in docs/api.md."} if op.spec_section else {}),
             "parameters": [
                 {"name": p, "in": "query", "required": documented[p].required,
                  "description": documented[p].description, "schema": documented[p].schema}
