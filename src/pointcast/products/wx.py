@@ -102,7 +102,7 @@ def local_days(local: list[datetime], ndays: int) -> tuple[list[np.ndarray], lis
 
 
 # The mrf quantities that describe a whole day: a first day the forecast starts after its
-# local midnight shows the spec's missing value for them, not the value of its last hours
+# local midnight shows the API's missing value for them, not the value of its last hours
 # (a "maximum" of the three hours before midnight is no day's maximum).
 WHOLE_DAY = ("maxtemp", "mintemp", "prec", "rhum", "solrad")
 

@@ -3,7 +3,7 @@
 Every parameter schema, every element of a data entry (its name, JSON type, range, codes and
 missing value), every freq and error code comes from the contract the products render from and
 the validation checks against, so the document says what is published. Each element of the
-spec's tables is a required property and entries admit no other key, so a missing, renamed or
+API's tables is a required property and entries admit no other key, so a missing, renamed or
 mistyped element breaks the schema. The ``format`` names of the parameters are ours: they tell
 a test generator (tests/test_server_hardening.py) which values are worth trying.
 """
