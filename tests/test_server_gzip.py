@@ -1,4 +1,4 @@
-"""gzip answers (``Content-Encoding: gzip``) and the served HTTP behaviour (issue 8).
+"""gzip answers (``Content-Encoding: gzip``) and the served HTTP behaviour.
 
 Every operation's gzip answer must decode, with Python's gzip, zlib's streaming decoder (what
 urllib3 uses), httpx and ``curl --compressed``, to exactly the bytes of its identity answer; an

@@ -1,11 +1,11 @@
-"""The thin server against hostile input and without a key (issue 7, points 5 and 6).
+"""The thin server against hostile input and without a key.
 
 - ``/openapi.json`` is generated from the contract (``pointcast.contract``, ``pointcast.server.openapi``);
   schemathesis generates at least 5,000 requests from it (schema-conforming and
   schema-violating) against the real server (``pointcast serve``'s) serving the output of the test suite's
   real cycle (conftest ``published``): no 5xx, every answer conforms to the document, whose
-  entries require every element of the spec's tables (errors: the JSON body of design.md
-  section 4).
+  entries require every element of the spec's tables (errors: the JSON body of docs/api.md,
+  "Errors").
 - Explicit hostile queries for every operation over a raw socket.
 - API keys (stored hashed), 401_001 / 401_002, the per-key token bucket (429_001 with
   Retry-After), no key in the logs, no file path from request text.
