@@ -66,7 +66,7 @@ _REQUEST_ID = re.compile(rb'"requestId":"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[8
 
 
 def normalised(body: bytes) -> bytes:
-    """4.5's requestId is fresh per request: compare the rest."""
+    """ss1wx's requestId is fresh per request: compare the rest."""
     return _REQUEST_ID.sub(b'"requestId":"*"', body, count=1)
 
 

@@ -211,7 +211,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 def schema_strategy(base: str, api_key: str | None = None):
     """Cases of every documented operation: schema-conforming and schema-violating ones
-    (operations without parameters have no violating cases), and 4.5 at the configured points
+    (operations without parameters have no violating cases), and ss1wx at the configured points
     (its parameters are plain numbers: no format of ours steers them there)."""
     schema = schemathesis.openapi.from_url(base + "/openapi.json")
     headers = {"X-API-Key": api_key} if api_key else None
