@@ -1,6 +1,6 @@
 """pointcast's reference benchmark: ``python -m bench [--scale 1|N|quick]`` (``make bench``).
 
-Prints one ``name: value`` line per figure with the issue's target beside it; lines starting
+Prints one ``name: value`` line per figure with its target beside it; lines starting
 with ``#`` are context. Everything generated (configuration, points, sample runs, output)
 lives in the work directory (default ``$TMPDIR/pointcast-bench``), never in the repository;
 the sample runs are written once per scale and reused by later benchmarks.
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def output_figures(config: Path, run_id: str) -> None:
     """Files and bytes a run writes per point of each European product in gzip mode; the
-    figures are the largest product's. The issue's target of 12 files is the windpack's own
+    figures are the largest product's. The target of 12 files is the windpack's own
     design (3 hub heights x 3 freqs, and a ladder a freq), so it is read per product; the
     note gives each product's count and their sum, what a point on all three lists costs."""
     cfg = load_config(config)

@@ -46,9 +46,8 @@ class TreeMemory(threading.Thread):
     """The peak memory of this process and its descendants, sampled until ``stop``: this
     process's RSS and each descendant's private pages (a forked child's RSS counts again the
     pages it shares with the cycle). A descendant's pages are counted by the kernel walking its
-    page tables (``smaps_rollup``): for the children of a 10 GB process that is 0.1-0.2 s of
-    a core a sample, and sampling every 2 s took 9 s of the 10,000-point cycle's CPU (`perf`).
-    So a sample follows the previous one after ``every`` seconds or ``spacing`` times its own
+    page tables (``smaps_rollup``), which costs more the larger the process (bench/README.md,
+    ``peak_rss_gb``), and the sampling must not slow the cycle it measures. So a sample follows the previous one after ``every`` seconds or ``spacing`` times its own
     duration, whichever is longer: the sampling takes at most 1/``spacing`` of a core."""
 
     def __init__(self, every: float = 2.0, spacing: float = 50.0):

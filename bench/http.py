@@ -140,7 +140,7 @@ def wrk(url: str, seconds: int, script: Path | None = None) -> dict:
 
 def measure(config: Path, points: list[tuple[float, float]], work: Path, seconds: int,
             rounds: int = 3) -> dict:
-    """Figures of the server (1 and 10 points, 4.2 hourly) and of nginx on the 1-point bytes,
+    """Figures of the server (1 and 10 points, short-range/common hourly) and of nginx on the 1-point bytes,
     in ``rounds`` alternating rounds; ``ratios`` are each round's server / nginx requests/s.
     ``server_1_unique``: the 1-point request with a query text never seen before, so that the
     server answers it anew every time instead of from the run's kept answers."""

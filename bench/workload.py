@@ -27,8 +27,8 @@ WORLD = [-180.0, -90.0, 180.0, 90.0]
 HUB_HEIGHTS = np.arange(60, 171, 5)
 # ext4 without a journal (this machine's disk) does not reuse an inode freed in the last 60 s,
 # or 360 s while its inode-table block is dirty, and walks past every such inode for each file
-# it creates (fs/ext4/ialloc.c, recently_deleted): creating a run's 100,000 files right after
-# deleting as many took ten times the kernel time (0.3-0.6 ms a file instead of 0.03-0.05).
+# it creates (fs/ext4/ialloc.c, recently_deleted), so creating a run's files right after a large
+# removal costs many times the kernel time (docs/performance.md, "Measuring").
 # A cycle in service never pays it (retention deletes the oldest run after publishing, hours
 # before the next cycle), so a timed cycle never follows a removal by less than this.
 SETTLE_SECONDS = 365

@@ -272,9 +272,9 @@ def dask_scheduler(cfg: Config):
     if cfg.dask.scheduler == "local-cluster":
         # distributed's nannies start their workers with MALLOC_TRIM_THRESHOLD_=65536. Any
         # fixed trim threshold also fixes glibc's mmap threshold (mallopt(3)), so every array
-        # above 128 KiB is mapped and faulted in anew: the workers of a cycle took 12-19 %
-        # more CPU (docs/performance.md, "Workers' heaps"). Each slice gives back what it
-        # freed itself (`build.build_slice`).
+        # above 128 KiB would be mapped and faulted in anew each time, which a slice's arrays
+        # of a few MB are thousands of times (docs/performance.md, "Workers' heaps"). Each
+        # slice gives back what it freed itself (`build.build_slice`).
         with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
             cluster = LocalCluster(n_workers=cfg.dask.workers, threads_per_worker=1, dashboard_address=None)
         client = Client(cluster)

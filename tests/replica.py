@@ -1,4 +1,4 @@
-"""A replica of the real upstream trees, filled with a known atmosphere (issue 24, point 8).
+"""A replica of the real upstream trees, filled with a known atmosphere.
 
 Written from the upstreams' own descriptions and real files, independently of pointcast's
 sample source and tables (``src/pointcast/sources/``): nothing here imports them. Each writer

@@ -224,7 +224,7 @@ def test_wx_hourly_rule_boundaries(code, inputs):
 
 def test_wx_hourly_every_code_reachable():
     assert {c for c, _ in HOURLY_CASES} == set(codes.WX_HOURLY_CODES) == set(codes.WX_CATEGORY)
-    # design.md's 600 "thin cloud" is left out: no model of the blends has the layers it needs (docs/method.md)
+    # JMA's 600 "thin cloud" is left out: no model of the blends has the layers it needs (docs/method.md)
     assert set(codes.WX_HOURLY_CODES) == {100, 200, 300, 400, 430, 500, 550, 650, 850, 950}
 
 

@@ -1,4 +1,4 @@
-"""The API contract is written once (issue 25): rendering, validation and /openapi.json follow it.
+"""The API contract is written once: rendering, validation and /openapi.json follow it.
 
 - Renaming one element in the contract (``pointcast.contract``) renames it in a rendered point
   file, in what the validation accepts and in the served OpenAPI document, and the validation
@@ -25,8 +25,8 @@ from test_cycle import SPEC_UNITS
 HERE = Path(__file__).resolve().parent
 BASETIME = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
 
-# Spec 2.1-2.4, field by field: (name, type as the spec writes it). "number" admits an integer
-# (the spec's own "number (integer in practice)" for humidity, design.md's integer % for rhum and pop).
+# The spec's tables, field by field: (name, type as the spec writes it). "number" admits an integer
+# (the spec's own "number (integer in practice)" for humidity; rhum and pop are integer %, docs/api.md).
 SPEC_EU = [("datetime", "date-time"), ("weather_type", "string"),
            *((name, "number") for name in list(SPEC_UNITS)[2:])]
 SPEC_WIND = [("datetime", "date-time"), ("windspd", "number"), ("windir", "number"), ("u_windspd", "number"),

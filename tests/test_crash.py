@@ -1,4 +1,4 @@
-"""Crash safety (issue 7.1): cycles SIGKILLed at eighteen points, from fetching to retention,
+"""Crash safety: cycles SIGKILLed at eighteen points, from fetching to retention,
 leave the previous run served and the archive readable; the next cycle publishes.
 
 Every test copies a template output root serving run A, then runs (parts of) the cycle of run

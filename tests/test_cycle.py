@@ -53,8 +53,9 @@ def test_unit_table_is_the_spec():
 
 def test_no_task_of_the_cycle_hashes_its_inputs():
     """Prefect's default cache key hashes a task's inputs, the configuration among them with
-    every points list: 2.4 s and 0.2 GB for each task at 50,000 points a list, the models'
-    discoveries at once. Nothing of a cycle is cached, so no task of the flow takes a key."""
+    every points list, a cost that grows with the points and is paid by the models'
+    discoveries at once (docs/performance.md). Nothing of a cycle is cached, so no task of the
+    flow takes a key."""
     from prefect import Task
     from prefect.cache_policies import NO_CACHE
 

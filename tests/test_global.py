@@ -1,4 +1,4 @@
-"""The global product (4.4): grid and coverage, time zones, daily aggregation, serving."""
+"""The global product (global/wx): grid and coverage, time zones, daily aggregation, serving."""
 
 from __future__ import annotations
 
@@ -346,7 +346,7 @@ def test_global_archive(published):
     assert datetime.fromisoformat(seams[1]["from"]) - datetime.fromisoformat(seams[0]["from"]) == timedelta(hours=120)
 
 
-# --------------------------------------------------------------------------- serving 4.4
+# --------------------------------------------------------------------------- serving global/wx
 
 
 def test_global_over_http(published):

@@ -1,4 +1,4 @@
-"""Housekeeping (issue 7.7): retention of runs and of cached model runs by configuration, and
+"""Housekeeping: retention of runs and of cached model runs by configuration, and
 a full disk that makes the cycle fail cleanly with the served run untouched.
 
 A full disk is made two ways, both portable (no mount, no root): a real kernel EFBIG from

@@ -153,7 +153,7 @@ def publish_run(root: Path, run_id: str, basetime: datetime, *, next_update: dat
     return run
 
 
-# (eu-wind folder, freq, point id, height) -> the 4.3 answer at a precomputed height as a static
+# (eu-wind folder, freq, point id, height) -> the windpack answer at a precomputed height as a static
 # file would hold it: what the server must answer from the ladder object, byte for byte.
 WIND_ANSWERS: dict[tuple[Path, str, str, float], bytes] = {}
 WIND_ELEMENTS = ["windspd", "windir", "u_windspd", "v_windspd"]
@@ -758,7 +758,7 @@ def test_swapping_current_serves_the_new_run(tmp_path):
 
 def test_a_repeated_query_is_answered_from_its_runs_kept_answer(tmp_path, monkeypatch):
     """The operation runs once per run and query text; the request's own headers (gzip,
-    If-None-Match, max-age) and 4.5's requestId are still applied to every answer."""
+    If-None-Match, max-age) and ss1wx's requestId are still applied to every answer."""
     root = tmp_path / "out"
     publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc), temp=10.0)
     publish_run(root, "b", datetime(2026, 11, 22, 3, tzinfo=timezone.utc), temp=20.0)
@@ -916,13 +916,13 @@ def test_parsers():
 
 def test_operations_table():
     assert OPERATIONS[MEDIUM].product == "eu-medium" and OPERATIONS[SHORT].product == "eu-short"
-    assert OPERATIONS[WIND].product == "eu-wind" and OPERATIONS[WIND].name == "4.3"
-    assert OPERATIONS[SS1WX].product == "japan" and OPERATIONS[SS1WX].name == "4.5"
+    assert OPERATIONS[WIND].product == "eu-wind" and OPERATIONS[WIND].name == "short-range-windpack"
+    assert OPERATIONS[SS1WX].product == "japan" and OPERATIONS[SS1WX].name == "ss1wx"
     assert OPERATIONS[SS1WX].params == ("lat", "lon")
     assert OPERATIONS["/catalog"].product is None
 
 
-# --------------------------------------------------------------------------- 4.3 windpack
+# --------------------------------------------------------------------------- short-range/windpack
 
 WIND_KEYS = ["latitude", "longitude", "basetime", "updated_time", "freq", "hub_height", "unit", "data"]
 WIND_UNIT = {"datetime": "UTC", "windspd": "m/s", "windir": "degree", "u_windspd": "m/s", "v_windspd": "m/s"}
@@ -1262,7 +1262,7 @@ def test_hubheight_parser():
     assert err.value.code == "400_003"
 
 
-# --------------------------------------------------------------------------- 4.5 ss1wx (japan)
+# --------------------------------------------------------------------------- ss1wx (japan)
 
 TOKYO = ("35.6812", "139.7671")
 OSAKA = ("34.6937", "135.5023")  # Japanese land, no configured point in its cell

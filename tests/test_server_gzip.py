@@ -1,4 +1,4 @@
-"""gzip answers (``Content-Encoding: gzip``) and the served HTTP behaviour (issue 8).
+"""gzip answers (``Content-Encoding: gzip``) and the served HTTP behaviour.
 
 Every operation's gzip answer must decode, with Python's gzip, zlib's streaming decoder (what
 urllib3 uses), httpx and ``curl --compressed``, to exactly the bytes of its identity answer; an
@@ -74,7 +74,7 @@ _REQUEST_ID = re.compile(rb'"requestId":"[0-9a-f-]{36}"')
 
 
 def normalised(body: bytes) -> bytes:
-    """4.4 and 4.5 carry a fresh requestId per request: compare the rest."""
+    """global/wx and ss1wx carry a fresh requestId per request: compare the rest."""
     return _REQUEST_ID.sub(b'"requestId":"*"', body, count=1)
 
 

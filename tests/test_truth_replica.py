@@ -1,16 +1,16 @@
-"""The truth test (issue 24, point 8): the shipped ``config/live.toml``, with nothing changed but
+"""The truth test: the shipped ``config/live.toml``, with nothing changed but
 each source's ``mirrors``, run against a loopback replica of the real upstream trees
 (``tests/replica.py``: ECMWF open data, NOAA GFS, DWD's v1 tree, JMA MSM as RISH serves it)
 filled with a known atmosphere; every element of the five operations is compared with the
 exact answer at the product cell centres (``grids.grid_for``) and the points' elevations.
 
-Tolerances (issue 24): temperature 0.3 K; wind 0.3 m/s and 3 deg; pressure 0.5 hPa; humidity
+Tolerances: temperature 0.3 K; wind 0.3 m/s and 3 deg; pressure 0.5 hPa; humidity
 3 %; cloud cover 5 %; precipitation 0.05 mm per native interval of the model; radiation 2 W/m2
 on the mean over the native interval. Interval elements are compared over blocks that hold
 whole native intervals of every model that can supply that lead (``native_block``); daily sums
 with 0.05 mm per native interval the day holds. Codes (weather_type, wx, wnddir, feelidx) are
 compared where no input moved within its tolerance changes them, by the rules of docs/method.md
-and design.md section 4; day and night by the sun at the middle of the hour.
+and docs/api.md ("Code tables"); day and night by the sun at the middle of the hour.
 
 Not compared, and why: ``wx`` of the daily (mrf) entries (the day's "dominant weathers" are a
 ranking of the hourly codes, not a function of the atmosphere); the gust of ICON-EU's 3-hourly
@@ -180,7 +180,7 @@ def snow_share_from_t(t_c: float) -> float:
 
 
 def wx_hourly(cloud, prec, t_c, day, wind):
-    """docs/method.md and design.md section 4: the srf code of one hour."""
+    """docs/method.md and docs/api.md ("Code tables"): the srf code of one hour."""
     if prec >= 0.1:
         f = snow_share_from_t(t_c)
         if f >= 0.8:

@@ -1,4 +1,4 @@
-"""The validation gate (issue 7.2) on a real cycle's outputs, corrupted one way at a time, and
+"""The validation gate on a real cycle's outputs, corrupted one way at a time, and
 in the flow: a run that fails is kept under runs/failed/ with its reasons, never served."""
 
 from __future__ import annotations

@@ -40,9 +40,9 @@ from .sources import MODELS
 from .sources.base import FetchedRun, RunRef
 
 # The first time a process decodes a time, xarray imports the duck-array libraries it knows
-# that are installed (pint, which MetPy brings: 0.2-0.3 s). Every build slice opens the staged
-# series, so this is done here, at import: the fork server (`forked.PRELOAD`) then does it
-# once for all the build processes it forks, not once in each of them.
+# that are installed (pint, which MetPy brings, is slow to import). Every build slice opens the
+# staged series, so this is done here, at import: the fork server (`forked.PRELOAD`) then does
+# it once for all the build processes it forks, not once in each of them.
 xr.decode_cf(xr.Dataset(coords={"time": ("time", [0], {"units": "hours since 2000-01-01"})}))
 
 

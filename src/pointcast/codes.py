@@ -1,7 +1,7 @@
 """Weather-type labels (Europe), wx codes, feel-like index and 16-point compass codes (global, Japan).
 
 weather_type
-    One of the 16 WMO 4677-family labels of design.md §4, decided from model fields
+    One of the 16 WMO 4677-family labels (docs/api.md), decided from model fields
     the way NWP post-processing usually does (present-weather symbol from rates,
     phase and instability). Rules, first match wins:
 
@@ -38,7 +38,7 @@ compass16
     MISSING_CODE where speed or direction is missing.
 
 wx_hourly, wx_daily
-    The srf (hourly, single) and mrf (daily, combined) weather codes of design.md §4; rules in
+    The srf (hourly, single) and mrf (daily, combined) weather codes (docs/api.md); rules in
     their docstrings.
 
 feelidx
@@ -280,8 +280,9 @@ WX_CATEGORY = {
 """Daily weather (1 sunny, 2 cloudy, 3 rain, 4 snow) of each hourly code, for `wx_daily`."""
 
 # (first, second) -> code; for "later" the first is the earlier weather. The codes and their
-# meanings are those of the Japan Meteorological Agency's forecast ("telop") code table, which
-# the examples of design.md §4 follow (302 "rain at times stopping", 313 "rain later cloudy").
+# meanings are those of the Japan Meteorological Agency's forecast ("telop") code table, so
+# that clients who know it read them unchanged (302 "rain at times stopping", 313 "rain later
+# cloudy").
 WX_AT_TIMES = {
     (1, 2): 101, (1, 3): 102, (1, 4): 104,
     (2, 1): 201, (2, 3): 202, (2, 4): 204,

@@ -58,7 +58,7 @@ PRODUCT_FREQS = contract.PRODUCT_FREQS
 POINTS_COLUMNS: tuple[str, ...] = ("id", "name", "lat", "lon", "elevation", "hub_heights")
 OPTIONAL_POINTS_COLUMNS: tuple[str, ...] = ("station",)  # the observing station (docs/verification.md)
 STATION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-HUB_HEIGHT_RANGE_M = contract.HUB_HEIGHT_RANGE_M  # the points lists may configure what 4.3 serves
+HUB_HEIGHT_RANGE_M = contract.HUB_HEIGHT_RANGE_M  # the points lists may configure what the windpack serves
 ELEVATION_RANGE_M: tuple[float, float] = (-500.0, 9000.0)
 DASK_SCHEDULERS: tuple[str, ...] = ("threads", "synchronous", "local-cluster")
 JSON_MODES: tuple[str, ...] = ("both", "plain", "gzip")
@@ -127,10 +127,10 @@ class DaskConfig:
     scheduler: str = _DEFAULT_SCHEDULER  # "threads" | "synchronous" | "local-cluster" | "tcp://host:port"
     workers: int = _DEFAULT_WORKERS
     # Points resampled, blended and built at a time (a build process's or a worker's task):
-    # bounds a builder's memory for any number of points (about 0.85 GB for 500 European
-    # points over 14 days, 1.4 GB for 1,000). 500: a list of 1,000 points is cut in two
-    # slices for two builders anyway, so larger lists are built in slices of the same size
-    # and their builders need no more memory than a small list's (docs/performance.md).
+    # a builder's memory grows with its slice, not with the list. 500: a list of 1,000 points
+    # is cut in two slices for two builders anyway, so larger lists are built in slices of the
+    # same size and their builders need no more memory than a small list's (docs/performance.md,
+    # "Build slices").
     points_per_slice: int = 500
     # With the threads or synchronous scheduler, the processes building the slices
     # (`forked.fork_map`: rendering JSON is Python, one core a process); by default the CPUs this process may run

@@ -1,12 +1,12 @@
 """The API contract, written once: what each operation takes and what its answers hold.
 
-Section numbers are those of the service specification (/work/shared/spec/forecast-api.md);
-what the spec leaves open (section 2.5, 4.6, 7) is filled by design.md section 4 and documented
-in docs/api.md. Everything that names an element, its unit, precision, range or missing value,
-a freq, a query parameter or an error code reads it from here: the products render from it
-(`pointcast.products`), the validation gate checks against it (`pointcast.validate`), the
-configuration takes its freqs from it (`pointcast.config`), the server parses with its
-grammar, and `/openapi.json` is generated from it (`pointcast.server.openapi`).
+docs/api.md says in words what is defined here: the five forecast operations, every element
+with its unit, precision, range and missing value, the code tables and the errors. Everything
+that names an element, its unit, precision, range or missing value, a freq, a query parameter
+or an error code reads it from here: the products render from it (`pointcast.products`), the
+validation gate checks against it (`pointcast.validate`), the configuration takes its freqs
+from it (`pointcast.config`), the server parses with its grammar, and `/openapi.json` is
+generated from it (`pointcast.server.openapi`).
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-# --------------------------------------------------------------------------- freqs (spec 1, 4.1)
+# --------------------------------------------------------------------------- freqs
 
 FREQS: tuple[str, ...] = ("1H", "30min", "15min")
-"""The time steps of the European operations, coarsest first (spec 4.1 ``freq``)."""
+"""The time steps of the European operations, coarsest first (their ``freq``)."""
 FREQ_MINUTES: dict[str, int] = {"1H": 60, "30min": 30, "15min": 15}
 HOURLY_FREQS: tuple[str, ...] = ("1H",)
 """The global and Japan products: hourly srf entries and daily mrf entries made from them."""
 
-# --------------------------------------------------------------------------- limits (spec 8)
+# --------------------------------------------------------------------------- limits
 
 MAX_PAIRS = 10
-"""latlon pairs per request with freq=1H (spec 8)."""
+"""latlon pairs per request with freq=1H."""
 MAX_PAIRS_SUBHOURLY = 1
-"""latlon pairs per request with freq=15min or 30min (spec 8)."""
+"""latlon pairs per request with freq=15min or 30min."""
 
 
 def max_pairs(freq: str) -> int:
@@ -37,10 +37,11 @@ def max_pairs(freq: str) -> int:
 
 
 HUB_HEIGHT_RANGE_M: tuple[int, int] = (10, 300)
-"""hubheight, metres, both bounds included (spec 4.3, 8)."""
+"""hubheight, metres, both bounds included."""
 WINDPACK_LADDER: tuple[float, ...] = (10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 180.0,
                                       200.0, 250.0, 300.0)
-"""Heights precomputed for every windpack point besides its own hub heights (design.md 4)."""
+"""Heights precomputed for every windpack point besides its own hub heights: any height between
+them is interpolated from its two neighbours, never replaced by one (docs/api.md)."""
 
 
 def height_name(metres: float) -> str:
@@ -48,17 +49,17 @@ def height_name(metres: float) -> str:
     return f"{metres:g}m"
 
 
-# --------------------------------------------------------------------------- query grammar (spec 4, design.md 4)
+# --------------------------------------------------------------------------- query grammar
 
 MAX_NUMBER_CHARS = 32
 """A coordinate (or a hub height) longer than this is not one."""
 NUMBER_SYNTAX = r"[ \t]*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*"
 """A decimal degree: ASCII digits only (``float`` alone would take "1_0", "nan", "١٢")."""
 PAIR_SEPARATORS = "[;|]"
-"""Between the pairs of one latlon value (spec 4.6 leaves it open; design.md 4: ``;``, ``|`` too)."""
+"""Between the pairs of one latlon value: ``;``, and ``|`` too."""
 PAIR_SYNTAX = f"{NUMBER_SYNTAX},{NUMBER_SYNTAX}"
 HUB_HEIGHT_SYNTAX = r"([0-9]+(?:\.[0-9]+)?)m"
-"""Plain decimal metres with a lower-case "m" (no sign, exponent or spaces), spec 4.3."""
+"""Plain decimal metres with a lower-case "m" (no sign, exponent or spaces)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ _TZ = Param("tz", {"type": "string", "format": "time-zone"},
 _LAT = Param("lat", {"type": "number", "minimum": -90, "maximum": 90}, "latitude in decimal degrees (Japan's land)")
 _LON = Param("lon", {"type": "number", "minimum": -180, "maximum": 180}, "longitude in decimal degrees")
 
-# --------------------------------------------------------------------------- errors (design.md 4)
+# --------------------------------------------------------------------------- errors
 
 ERROR_CODES: dict[int, tuple[str, ...]] = {
     400: ("400_001", "400_002", "400_003"),
@@ -102,11 +103,11 @@ ERROR_CODES: dict[int, tuple[str, ...]] = {
     404: ("404_001", "404_002"),
     429: ("429_001",),
 }
-"""The error codes of design.md section 4, by status (spec 7 leaves errors open)."""
+"""The error codes, by status (docs/api.md, "Errors")."""
 ERROR_TEXT: dict[int, str] = {400: "invalid request", 401: "missing or invalid API key", 403: "outside the coverage",
                               404: "no such resource, or no data for the point", 429: "rate limited"}
 
-# --------------------------------------------------------------------------- code tables (design.md 4)
+# --------------------------------------------------------------------------- code tables (docs/api.md)
 
 MISSING_NUMBER = -9999.0
 """A missing number in the global and Japan products."""
@@ -123,8 +124,8 @@ WX_HOURLY_CODES: dict[int, str] = {
     100: "sunny", 200: "cloudy", 300: "rain", 400: "snow", 430: "sleet", 500: "clear", 550: "extreme heat",
     650: "light rain", 850: "heavy rain / storm", 950: "heavy snow / blizzard",
 }  # fmt: skip
-"""The single (srf) wx codes and their meaning (design.md 4 without 600 "thin cloud", which no
-model of the global and Japan blends can decide: docs/method.md)."""
+"""The single (srf) wx codes and their meaning (no 600 "thin cloud": no model of the global and
+Japan blends has the cloud layers to decide it, docs/method.md)."""
 WX_DAILY_CODES: dict[int, str] = {
     100: "sunny", 200: "cloudy", 300: "rain", 400: "snow",
     101: "sunny at times cloudy", 102: "sunny at times rain", 104: "sunny at times snow",
@@ -149,7 +150,7 @@ FEELIDX_LABELS: tuple[str, ...] = (
 )  # fmt: skip
 """Names of feelidx 1..10 (index 0 = feelidx 1)."""
 
-# --------------------------------------------------------------------------- elements (spec 2.1-2.4)
+# --------------------------------------------------------------------------- elements
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ class Element:
 
 @dataclass(frozen=True)
 class Table:
-    """The fields of a data entry in response order (a spec table)."""
+    """The fields of a data entry in response order."""
 
     elements: tuple[Element, ...]
     _by_ref: dict[str, Element] = field(init=False, repr=False, compare=False)
@@ -211,7 +212,7 @@ class Table:
 
     @property
     def units(self) -> dict[str, str]:
-        """The ``unit`` object of a European forecast (spec 2.1: exactly the entry's keys)."""
+        """The ``unit`` object of a European forecast (exactly the entry's keys)."""
         return {e.name: e.unit for e in self.elements}
 
     def select(self, *refs: str) -> Table:
@@ -237,7 +238,7 @@ def _eu(name, unit, decimals, valid, about):
 
 
 def _eu_wind(height: int) -> tuple[Element, ...]:
-    """The spec 2.1 wind elements at one height, in the order of its table (u, v, direction, speed)."""
+    """The European wind elements at one height, in their published order (u, v, direction, speed)."""
     return (_eu(f"u_windspd_{height}m", "m/s", 2, (-150.0, 150.0), f"eastward wind at {height} m"),
             _eu(f"v_windspd_{height}m", "m/s", 2, (-150.0, 150.0), f"northward wind at {height} m"),
             _eu(f"windir_{height}m", "degree", 1, (0.0, 360.0),
@@ -261,7 +262,7 @@ EU_DATA = Table((
     _eu("pressure_100m", "hPa", 1, (400, 1100), "pressure at 100 m"),
     _eu("pressure_200m", "hPa", 1, (400, 1100), "pressure at 200 m"),
     _eu("sea_surface_pressure", "hPa", 1, (850, 1100), "mean sea level pressure"),
-    *(e for i in range(4) for e in (w[i] for w in _EU_WIND)),  # spec 2.1: by component, then height
+    *(e for i in range(4) for e in (w[i] for w in _EU_WIND)),  # by component, then height
     _eu("total_solar_radiation", "W/m2", 1, (0, 1400), "global radiation"),
     _eu("solar_radiation_dir", "W/m2", 1, (0, 1400), "direct radiation (horizontal)"),
     _eu("solar_radiation_diff", "W/m2", 1, (0, 1400), "diffuse radiation"),
@@ -271,7 +272,7 @@ EU_DATA = Table((
     _eu("visibility", "m", 0, (0, 100000), "visibility"),
     _eu("air_density", "kg/m3", 3, (0.5, 1.6), "air density at the surface"),
 ))
-"""A data entry of the European common forecasts (spec 2.1; 4.1, 4.2)."""
+"""A data entry of the European common forecasts (medium-range and short-range common)."""
 
 WIND_DATA = Table((
     Element("datetime", "date-time", "UTC", about="start of the step (UTC)"),
@@ -280,12 +281,12 @@ WIND_DATA = Table((
     _n("u_windspd", "m/s", 2, (-150.0, 150.0), "eastward wind"),
     _n("v_windspd", "m/s", 2, (-150.0, 150.0), "northward wind"),
 ))
-"""A data entry of the European wind forecast at a hub height (spec 2.2; 4.3)."""
+"""A data entry of the European wind forecast at a hub height (short-range windpack)."""
 
-# The global and Japan entries (spec 2.3, 2.4): units, codes and missing values of design.md 4
+# The global and Japan entries: units, codes and missing values as docs/api.md lists them
 # (units in udunits form, as the archive writes them). Numbers are -9999 when missing, codes -99.
 _DATE = Element("date", "date-time", about="start of the hour (srf) or the local day (mrf), with its offset")
-_WX_SRF = _i("wx", "1", (100, 950), "weather code (design.md)", MISSING_CODE, tuple(WX_HOURLY_CODES))
+_WX_SRF = _i("wx", "1", (100, 950), "single weather code (docs/api.md)", MISSING_CODE, tuple(WX_HOURLY_CODES))
 _TEMP = _n("temp", "degC", 1, (-90, 65), "temperature at 2 m", MISSING_NUMBER)
 _PREC = _n("prec", "mm", 1, (0, 300), "precipitation in the hour", MISSING_NUMBER)
 _ARPRESS = _n("arpress", "hPa", 1, (850, 1100), "mean sea level pressure", MISSING_NUMBER)
@@ -294,7 +295,7 @@ _WNDDIR = _i("wnddir", "1", (0, 16), "wind direction, 16-point compass (16 = N),
              (CALM_CODE, *COMPASS16))
 _RHUM = _i("rhum", "%", (0, 100), "relative humidity at 2 m", MISSING_NUMBER)
 _SOLRAD = _n("solrad", "W m-2", 1, (0, 1400), "global radiation, mean over the hour", MISSING_NUMBER)
-_WX_MRF = _i("wx", "1", (100, 415), "combined weather code of the local day (design.md)", MISSING_CODE,
+_WX_MRF = _i("wx", "1", (100, 415), "combined weather code of the local day (docs/api.md)", MISSING_CODE,
              tuple(WX_DAILY_CODES))
 _MAXTEMP = _n("maxtemp", "degC", 1, (-90, 65), "highest hourly temperature of the local day", MISSING_NUMBER)
 _MINTEMP = _n("mintemp", "degC", 1, (-90, 65), "lowest hourly temperature of the local day", MISSING_NUMBER)
@@ -304,50 +305,56 @@ _RHUM_DAY = _i("rhum", "%", (0, 100), "mean relative humidity of the local day",
 _SOLRAD_DAY = _n("solrad", "W m-2", 1, (0, 1400), "mean global radiation of the local day", MISSING_NUMBER)
 
 GLOBAL_SRF = Table((_DATE, _WX_SRF, _TEMP, _PREC, _ARPRESS, _WNDSPD, _WNDDIR, _RHUM, _SOLRAD))
-"""An hourly entry of the global forecast (spec 2.3; 4.4)."""
+"""An hourly entry of the global forecast (global/wx)."""
 GLOBAL_MRF = Table((_DATE, _WX_MRF, _MAXTEMP, _MINTEMP, _PREC_DAY, _POP, _RHUM_DAY, _SOLRAD_DAY))
-"""A daily entry of the global forecast (spec 2.3; 4.4)."""
+"""A daily entry of the global forecast (global/wx)."""
 JAPAN_SRF = Table((_DATE, _WX_SRF, _TEMP, _PREC, _ARPRESS, _WNDSPD, _WNDDIR, _RHUM,
                    _i("feelidx", "1", (1, 10), "feel-like index 1-10", MISSING_CODE, tuple(range(1, 11))),
                    _n("feeltmp", "degC", 1, (-100, 80), "apparent temperature (Steadman, BoM form)",
                       MISSING_NUMBER)))
-"""An hourly entry of the Japan forecast (spec 2.4; 4.5)."""
+"""An hourly entry of the Japan forecast (ss1wx)."""
 JAPAN_MRF = Table((_DATE, _WX_MRF, _MAXTEMP, _MINTEMP, _POP))
-"""A daily entry of the Japan forecast (spec 2.4; 4.5)."""
+"""A daily entry of the Japan forecast (ss1wx)."""
 HOURLY_POP = _POP
 """The hourly probability of precipitation the daily ``pop`` is the highest of (archive, global hourly file)."""
 
-# --------------------------------------------------------------------------- operations (spec 4)
+# --------------------------------------------------------------------------- operations
 
 
 @dataclass(frozen=True)
 class Operation:
-    """One documented GET operation: its path, product, parameters and answer."""
+    """One documented GET operation: its path, product, parameters and answer.
 
-    name: str  # the spec's section, e.g. "4.1"
+    ``name`` is the operation's own, made from its path; ``spec_section`` the section of the
+    forecast service specification it implements, a cross-reference for readers who have
+    that document (the OpenAPI description carries it; docs/api.md needs no other)."""
+
+    name: str
     path: str
     product: str | None
     params: tuple[Param, ...]
     summary: str
     answer: str  # the kind of answer: "eu", "wind", "global", "japan" or "catalog" (`tables`)
     errors: tuple[int, ...]  # error statuses besides 401/429, which only API keys bring
+    spec_section: str | None = None
 
 
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("4.1", "/V1/forecast/medium-range/common", "eu-medium", (_LATLON_PAIRS, _FREQ),
-              "European medium range forecast (14 days), spec 2.1", "eu", (400, 403, 404)),
-    Operation("4.2", "/V1/forecast/short-range/common", "eu-short", (_LATLON_PAIRS, _FREQ),
-              "European short range forecast (72 hours), spec 2.1", "eu", (400, 403, 404)),
-    Operation("4.3", "/V1/forecast/short-range/windpack", "eu-wind", (_LATLON_PAIRS, _FREQ, _HUBHEIGHT),
-              "European short range wind at a hub height (72 hours), spec 2.2", "wind", (400, 403, 404)),
-    Operation("4.4", "/api/v2/global/wx", "global", (_LAT_SLASH_LON, _TZ),
-              "Global forecast (srf 72 h hourly, mrf 14 days daily), spec 2.3", "global", (400, 403, 404)),
-    Operation("4.5", "/api/v1/ss1wx", "japan", (_LAT, _LON),
-              "Japan 1 km forecast (srf 72 h hourly, mrf 10 days daily), spec 2.4", "japan", (400, 403, 404)),
+    Operation("medium-range-common", "/V1/forecast/medium-range/common", "eu-medium", (_LATLON_PAIRS, _FREQ),
+              "European medium range forecast (14 days)", "eu", (400, 403, 404), "4.1"),
+    Operation("short-range-common", "/V1/forecast/short-range/common", "eu-short", (_LATLON_PAIRS, _FREQ),
+              "European short range forecast (72 hours)", "eu", (400, 403, 404), "4.2"),
+    Operation("short-range-windpack", "/V1/forecast/short-range/windpack", "eu-wind",
+              (_LATLON_PAIRS, _FREQ, _HUBHEIGHT),
+              "European short range wind at a hub height (72 hours)", "wind", (400, 403, 404), "4.3"),
+    Operation("global-wx", "/api/v2/global/wx", "global", (_LAT_SLASH_LON, _TZ),
+              "Global forecast (srf 72 h hourly, mrf 14 days daily)", "global", (400, 403, 404), "4.4"),
+    Operation("ss1wx", "/api/v1/ss1wx", "japan", (_LAT, _LON),
+              "Japan 1 km forecast (srf 72 h hourly, mrf 10 days daily)", "japan", (400, 403, 404), "4.5"),
     Operation("catalog", "/catalog", None, (), "What the current run serves: products, points, basetime",
               "catalog", (404,)),
 )
-"""The documented operations: the spec's five and the catalog of the current run."""
+"""The documented operations: the five forecast operations and the catalog of the current run."""
 BY_PRODUCT: dict[str, Operation] = {op.product: op for op in OPERATIONS if op.product}
 
 

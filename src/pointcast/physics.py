@@ -1,4 +1,4 @@
-"""Meteorological formulas of the derive stage (design.md §1).
+"""Meteorological formulas of the derive stage (docs/method.md, "Formulas").
 
 Pure, vectorised functions; SI units unless a name says otherwise. The element-wise
 functions use only numpy ufuncs and ``xr.where``, so numpy arrays stay numpy arrays and

@@ -80,7 +80,7 @@ PROBABILITIES = ("precipitation_proba", "pop")  # verified against observed prec
 
 # The archive variable of an element, by product: (name, selection); the European common
 # products archive the API's own names, the windpack its winds by height, the wxdata products
-# their own short names (design.md section 4).
+# their own short names (docs/api.md).
 _EU = {name: (name, {}) for name in (*OBSERVED, "precipitation_proba")}
 _WX = {"temp_2m": ("temp", {}), "precipitation": ("prec", {}), "sea_surface_pressure": ("arpress", {}),
        "windspd_10m": ("wndspd", {}), "windir_10m": ("wnddir", {}), "humidity": ("rhum", {}), "pop": ("pop", {})}

@@ -1,7 +1,7 @@
 """Product grids: which cell a point falls in, and which points a product covers.
 
 Every product answers a request from the precomputed point that shares the request's *cell*
-(design.md section 3), so a product's grid is the single place that says
+(docs/api.md, "How a requested point is matched"), so a product's grid is the single place that says
 
 * which cell a coordinate lies in (``cell_key`` / ``cell_keys``, a short text key),
 * where a cell's centre is (``cell_centre``),

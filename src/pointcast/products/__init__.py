@@ -1,6 +1,6 @@
 """Products: one module each, naming canonical variables, never sources.
 
-A product turns the blended 15-minute point series into the spec's JSON objects and a CF
+A product turns the blended 15-minute point series into the API's JSON objects and a CF
 dataset for the archive. The registry maps product ids (config `[products.<id>]`) to them.
 """
 

@@ -1,6 +1,6 @@
-"""European common forecasts (spec 4.1 medium range, 4.2 short range).
+"""European common forecasts (medium-range/common and short-range/common).
 
-Elements of spec 2.1 from the blended canonical series. Interval elements (precipitation,
+European elements (`contract.EU_DATA`) from the blended canonical series. Interval elements (precipitation,
 snowfall, radiation, gust, precipitation probability) describe the step that *starts* at the
 entry's datetime, as rates (kg/m2/h), means (W/m2) or maxima; states are instantaneous.
 """
@@ -27,7 +27,7 @@ KELVIN = 273.15
 
 @dataclass(frozen=True)
 class Element:
-    """A numeric element of spec 2.1 (`contract.EU_DATA`) and how it is computed."""
+    """A numeric European element (`contract.EU_DATA`) and how it is computed."""
 
     spec: contract.Element
     compute: Callable[["Fields"], np.ndarray]
@@ -128,8 +128,8 @@ DATA = contract.EU_DATA
 ELEMENTS: tuple[Element, ...] = tuple(Element(e, COMPUTE[e.ref]) for e in DATA if e.ref in COMPUTE)
 # The entry's other fields: its time stamp and the label decided from the numeric elements.
 assert [e.ref for e in DATA if e.ref not in COMPUTE] == ["datetime", "weather_type"], \
-    "every element of spec 2.1 is computed"
-ORDER = DATA.names  # spec 2.1 order of the data entry keys
+    "every European element is computed"
+ORDER = DATA.names  # the published order of the data entry keys
 BY_KEY = {e.spec.ref: e for e in ELEMENTS}
 UNITS = DATA.units
 
@@ -173,7 +173,8 @@ def _inputs() -> dict[str, frozenset[str]]:
 
 
 class EuCommon:
-    """4.1 and 4.2: the same elements over the product's horizon at 1H, 30min and 15min."""
+    """medium-range/common and short-range/common: the same elements over the product's horizon
+    at 1H, 30min and 15min."""
 
     variables = None
 

@@ -1,13 +1,13 @@
-"""European short-range wind at hub height (spec 4.3, windpack).
+"""European short-range wind at hub height (short-range/windpack).
 
 For every point, the default ladder of heights and the point's own hub heights are
 precomputed at 1H, 30min and 15min over the product's horizon. Wind at a height comes from the
 extract stage's vertical profile (10 m wind, the source's height levels, ICON model levels and
 pressure levels), then blending and resampling exactly like the common products, so that
-windpack at 100 m equals `windspd_100m` of 4.2.
+windpack at 100 m equals `windspd_100m` of short-range/common.
 
 Per point and freq the run holds one ladder object with every precomputed height
-(``<freq>/<id>.json``, `ladder_answers` reads it back) and one static 4.3 answer per configured
+(``<freq>/<id>.json``, `ladder_answers` reads it back) and one static windpack answer per configured
 hub height (``<freq>/<id>/<height>m.json``): a static host serves what operators configure, in
 two objects per point and freq fewer than one per height. The server answers any other height
 between 10 m and 300 m from the ladder object (log-profile rule, docs/api.md).
@@ -38,7 +38,7 @@ def point_heights(point) -> list[float]:
 
 
 def ladder_answers(obj: dict) -> dict[float, dict]:
-    """The 4.3 answers (spec 2.2, without the requested ``hub_height`` text's variants) a
+    """The windpack answers (without the requested ``hub_height`` text's variants) a
     parsed ladder object holds, by height: what the validation checks against the contract.
     KeyError, TypeError or ValueError when it is not a ladder object."""
     heights, times = obj["heights"], obj["datetime"]

@@ -1,4 +1,4 @@
-"""Global 5 km forecast (spec 4.4, global/wx): 72 hourly entries and 14 local days, any time zone.
+"""Global 5 km forecast (global/wx): 72 hourly entries and 14 local days, any time zone.
 
 Hourly (srf) entries start at the run's basetime and describe the hour that starts at their
 date; daily (mrf) entries are the local days of the zone in force, from the day that holds the

@@ -1,4 +1,4 @@
-"""Japan 1 km forecast (spec 4.5, ss1wx): 72 hourly entries with feel-like values, 10 days.
+"""Japan 1 km forecast (ss1wx): 72 hourly entries with feel-like values, 10 days.
 
 Hourly (srf) entries describe the hour that starts at their date, in Asia/Tokyo (+09:00):
 prec is the precipitation of that hour (mm), the weather code that hour's weather. Daily (mrf)

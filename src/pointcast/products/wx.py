@@ -1,7 +1,7 @@
-"""The compact weather summary of the global (4.4) and Japan (4.5) products.
+"""The compact weather summary of the global (global/wx) and Japan (ss1wx) products.
 
 Both publish hourly srf entries and daily mrf entries with the units, codes and missing values
-of design.md section 4. This module holds what they share: the hourly quantities from the
+of docs/api.md. This module holds what they share: the hourly quantities from the
 blended canonical series, the local days of a time zone, and the daily aggregates of a day's
 hours. An hourly entry describes the hour that starts at its date; a local day's codes and
 extremes are those of the hours that start on that day's date in the zone (with a 30 or 45
@@ -116,7 +116,7 @@ def local_days(local: list[datetime], ndays: int) -> tuple[list[np.ndarray], lis
 
 
 # The mrf quantities that describe a whole day: a first day the forecast starts after its
-# local midnight shows the spec's missing value for them, not the value of its last hours
+# local midnight shows the API's missing value for them, not the value of its last hours
 # (a "maximum" of the three hours before midnight is no day's maximum).
 WHOLE_DAY = ("maxtemp", "mintemp", "prec", "rhum", "solrad")
 

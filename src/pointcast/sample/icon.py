@@ -26,8 +26,8 @@ radiation means since the start (ASWDIR_S, ASWDIFD_S, ASOB_S) with 0, VMAX_10M w
 (maximum over the hour before the step, also where ICON-EU's steps are 3-hourly, e.g.
 ``83-84``, as DWD publishes it). Every DWD step is encoded in minutes (indicatorOfUnitOfTimeRange
 0), the hourly ones too, as in DWD's files; GRIB2 tables version 19, local tables version 1,
-earth shape 6, ICON-EU generating process 2 (checked against real ICON-EU files in
-``/work/shared/data``). The DWD local section (254) is not written (this ecCodes cannot encode
+earth shape 6, ICON-EU generating process 2 (checked against real ICON-EU files from DWD's
+open-data server). The DWD local section (254) is not written (this ecCodes cannot encode
 it). **Model levels**: the real counts (ICON-EU 74 full levels, ICON-D2 65), HHL on every half
 level once (1..75, 1..66), U and V at every step on the lowest full levels: those a reader
 picks from this HHL to span the hub heights, and one more above (a real tree has every level;

@@ -2,7 +2,7 @@
 
 One module a job, each depending only on those above it:
 
-- ``errors``: the spec's error answers (``ApiError`` and one constructor per code);
+- ``errors``: the error answers (``ApiError`` and one constructor per code);
 - ``grammar``: the request grammar (query string, pairs, coordinates, hub heights, time zones);
 - ``access``: API keys and their rate limits;
 - ``compress``: gzip answers assembled from deflate blocks made once per run;
@@ -10,7 +10,7 @@ One module a job, each depending only on those above it:
 - ``wind``: windpack heights between two precomputed ones, interpolated;
 - ``run``: the served run, its index, files and answers, cached per run;
 - ``responses``: answers and the HTTP responses made of them (validators, 304, gzip);
-- ``operations``: the operations (spec 4.1-4.5, catalog, OpenAPI), verification and the viewer's files;
+- ``operations``: the operations (the five forecast operations, catalog, OpenAPI), verification and the viewer's files;
 - ``openapi``: the OpenAPI document of the operations;
 - ``app``: ``PointcastApp``, the pure ASGI app and the one way in;
 - ``http``: the HTTP adapter, one HTTP/1.1 connection (httptools) answered by the ASGI app;

@@ -1,4 +1,4 @@
-"""The spec's error answers (design.md section 4): ``ApiError`` and one constructor per code.
+"""The error answers (docs/api.md, "Errors"): ``ApiError`` and one constructor per code.
 
 An ``ApiError`` raised anywhere below the app becomes the JSON body ``{"status", "code",
 "message"}`` with ``Cache-Control: no-store`` (``responses.error_response``)."""

@@ -1,5 +1,5 @@
 """The request grammar: the query string, the parameters' syntax and their range and coverage
-checks, each failure the spec's 400 or 403 (docs/api.md, "Query string rules" and each
+checks, each failure a 400 or 403 (docs/api.md, "Query string rules" and each
 operation's syntax section).
 
 Every parser takes decoded request text and returns plain values; nothing here reads a file,
@@ -171,7 +171,7 @@ def check_coverage(grid: Grid, pairs: Iterable[Pair], name: str = "latlon") -> N
 
 
 def parse_coordinate(text: str, name: str) -> float:
-    """One decimal degree (4.5's ``lat`` / ``lon``), in the syntax of a ``latlon`` number:
+    """One decimal degree (ss1wx's ``lat`` / ``lon``), in the syntax of a ``latlon`` number:
     400_002 when it is not one (or NaN/inf). The range is a separate, later check."""
     value = _number(text)
     if value is None:
@@ -223,7 +223,7 @@ def parse_time_zone(text: str, name: str = "tz") -> str:
 
 
 def parse_lat_slash_lon(text: str, name: str = "latlon") -> tuple[float, float]:
-    """4.4's one point, ``<lat>/<lon>`` with the numbers of ``latlon``: 400_002 when it is not
+    """global/wx's one point, ``<lat>/<lon>`` with the numbers of ``latlon``: 400_002 when it is not
     that, 400_003 when a coordinate is out of range."""
     lat, lon = _two_numbers(text, "/", name)
     if not (-90.0 <= lat <= 90.0 and -180.0 <= lon <= 180.0):

@@ -14,7 +14,7 @@ to the socket, so a large kept answer is not copied out of Python's memory for e
 Requests on a connection are answered one at a time, in order: a pipelined request waits in
 ``_queue`` while an earlier answer is in flight or the transport's write buffer is above its
 high-water mark (``pause_writing``), and reading pauses meanwhile, so neither input nor
-output piles up. A request the parser refuses, or one over the limits, gets the spec's JSON
+output piles up. A request the parser refuses, or one over the limits, gets the API's JSON
 400 (``400_002``) after the answers before it, and the connection closes."""
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class Refused(Exception):
 
 
 def bad_request(message: str) -> bytes:
-    """The spec's JSON 400 as whole response bytes, closing the connection."""
+    """The API's JSON 400 as whole response bytes, closing the connection."""
     response = error_response(ApiError(400, "400_002", message))
     head = [STATUS_LINES[400], date_line(), b"connection: close\r\n"]
     head += [name + b": " + value + b"\r\n" for name, value in response.headers]

@@ -3,7 +3,7 @@
 Every parameter schema, every element of a data entry (its name, JSON type, range, codes and
 missing value), every freq and error code comes from the contract the products render from and
 the validation checks against, so the document says what is published. Each element of the
-spec's tables is a required property and entries admit no other key, so a missing, renamed or
+API's tables is a required property and entries admit no other key, so a missing, renamed or
 mistyped element breaks the schema. The ``format`` names of the parameters are ours: they tell
 a test generator (tests/test_server_hardening.py) which values are worth trying.
 """
@@ -27,7 +27,8 @@ PARAMETERS: dict[str, dict[str, contract.Param]] = {
 _SUCCESS = {"eu": "EuForecasts", "wind": "WindForecasts", "global": "GlobalWx", "japan": "JapanWx",
             "catalog": "Catalog"}
 _CACHE_HEADERS = {
-    "ETag": {"required": True, "schema": _STR, "description": "run and content (weak for 4.4/4.5: without requestId)"},
+    "ETag": {"required": True, "schema": _STR,
+             "description": "run and content (weak for global/wx and ss1wx: without requestId)"},
     "Cache-Control": {"required": True, "schema": _STR, "description": "public, max-age until the next update"},
     "Last-Modified": {"schema": _STR, "description": "the run's publication time"},
 }
@@ -138,6 +139,8 @@ def document(served: Iterable[tuple[str, str, tuple[str, ...]]], secured: bool =
         operation: dict[str, Any] = {
             "operationId": op.product or op.name,
             "summary": op.summary,
+            **({"description": f"Section {op.spec_section} of the forecast service specification; "
+                               "the answer is documented in docs/api.md."} if op.spec_section else {}),
             "parameters": [
                 {"name": p, "in": "query", "required": documented[p].required,
                  "description": documented[p].description, "schema": documented[p].schema}

@@ -1,4 +1,4 @@
-"""The operations: spec 4.1-4.5, ``/catalog`` and ``/openapi.json`` (``OPERATIONS``, path ->
+"""The operations: the five forecast operations, ``/catalog`` and ``/openapi.json`` (``OPERATIONS``, path ->
 ``Operation``), the verification answer and the run-tree files the viewer reads.
 
 A handler checks its parameters (``grammar``), then reads the run the request resolved and
@@ -58,7 +58,7 @@ Handler = Callable[["PointcastApp", "Operation", Request], Answer]
 class Operation:
     """One GET operation: its path, the product it serves and the handler that answers."""
 
-    name: str  # the spec's section, e.g. "4.1"
+    name: str  # the contract's (`contract.Operation.name`), or "openapi"
     path: str
     product: str | None
     handler: Handler
@@ -89,7 +89,7 @@ def _points(pairs: list[Pair], grid: Grid, index: ProductIndex) -> Iterator[tupl
 
 
 def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
-    """4.1 / 4.2: the keyed object of section 2.1, one key per requested pair."""
+    """medium-range/common, short-range/common: the keyed object of European forecasts, one key per requested pair."""
     assert op.product is not None
     latlon = single(request.params, "latlon")
     freq = single(request.params, "freq")
@@ -121,7 +121,7 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
 
 
 def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answer:
-    """4.3: the keyed object of section 2.2 at the requested hub height.
+    """short-range/windpack: the keyed object of wind forecasts at the requested hub height.
 
     A configured hub height of the point is its static file, spliced (coordinates and
     ``hub_height``); any other height comes from the point's ladder object: its row at a
@@ -200,7 +200,7 @@ def _wind_at_height(
 
 
 def handle_global(app: PointcastApp, op: Operation, request: Request) -> Answer:
-    """4.4: ``latlon=<lat>/<lon>`` and an optional ``tz``; the answer is 4.5's shape.
+    """global/wx: ``latlon=<lat>/<lon>`` and an optional ``tz``; the answer is ss1wx's shape.
 
     Without ``tz`` the precomputed element in the point's own zone is served; with one, the
     element is rendered once per run and zone from the point's hourly file (``Run.wx_in_zone``).
@@ -212,7 +212,7 @@ def handle_global(app: PointcastApp, op: Operation, request: Request) -> Answer:
 
 
 def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Answer:
-    """4.5: ``lat`` and ``lon``, answered in Asia/Tokyo."""
+    """ss1wx: ``lat`` and ``lon``, answered in Asia/Tokyo."""
     lat_text = single(request.params, "lat")
     lon_text = single(request.params, "lon")
     lat = parse_coordinate(lat_text, "lat")
@@ -227,7 +227,7 @@ def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Answer:
 def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float, lon: float,
                   name: str, point_text: str, zone: str | None = None) -> Answer:
     """``{"requestId": <fresh uuid4>, "wxdata": [<the point's element, coordinates echoed>]}``
-    (4.4 and 4.5), in ``zone`` when given (4.4's ``tz``).
+    (global/wx and ss1wx), in ``zone`` when given (global/wx's ``tz``).
 
     The ETag is weak and covers the forecast content only (run, product, zone, echoed
     coordinates, the point file), not the requestId: two answers that differ only in their id
@@ -300,8 +300,9 @@ def handle_openapi(app: PointcastApp, op: Operation, request: Request) -> Answer
     return Answer([body], etag, None, None, lambda piece: app.openapi_deflated)
 
 
-_HANDLERS: dict[str, Handler] = {"4.1": handle_common, "4.2": handle_common, "4.3": handle_windpack,
-                                 "4.4": handle_global, "4.5": handle_ss1wx, "catalog": handle_catalog}
+_HANDLERS: dict[str, Handler] = {"medium-range-common": handle_common, "short-range-common": handle_common,
+                                 "short-range-windpack": handle_windpack, "global-wx": handle_global,
+                                 "ss1wx": handle_ss1wx, "catalog": handle_catalog}
 OPERATIONS: dict[str, Operation] = {
     op.path: op
     for op in (

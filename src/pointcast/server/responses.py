@@ -109,7 +109,7 @@ class Answer:
     """A 200 answer as an operation makes it: its body parts and validators.
 
     Nothing in it depends on the request's headers or the clock (gzip, 304, max-age and the
-    fresh requestId of 4.4 and 4.5 are applied per request by ``cached_response``), so an
+    fresh requestId of global/wx and ss1wx are applied per request by ``cached_response``), so an
     answer is kept per run and query (``Run.answers``) and a repeated request skips the
     operation."""
 

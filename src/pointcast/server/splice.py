@@ -2,8 +2,8 @@
 puts the requested coordinates (and, for a windpack height file, the requested ``hub_height``
 text) in front of the stored bytes without parsing JSON per request.
 
-The layouts are those of docs/contracts.md: a 4.1-4.3 file starts with ``{"latitude": <lat>,
-"longitude": <lon>, "basetime"``, a 4.4/4.5 file (one ``wxdata`` element) with ``{"lat": <lat>,
+The layouts are those of docs/contracts.md: a European file starts with ``{"latitude": <lat>,
+"longitude": <lon>, "basetime"``, a global or Japan file (one ``wxdata`` element) with ``{"lat": <lat>,
 "lon": <lon>, "srf"``."""
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class SpliceLayout:
         return b',"' + self.lon.encode() + b'":'
 
 
-EU_LAYOUT = SpliceLayout("latitude", "longitude", "basetime")  # 4.1-4.3 (docs/contracts.md)
-WX_LAYOUT = SpliceLayout("lat", "lon", "srf")  # 4.4 and 4.5: one wxdata element
+EU_LAYOUT = SpliceLayout("latitude", "longitude", "basetime")  # the European operations (docs/contracts.md)
+WX_LAYOUT = SpliceLayout("lat", "lon", "srf")  # global/wx and ss1wx: one wxdata element
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class WindFile:
 
 
 def check_wxdata(obj: Any) -> None:
-    """A wxdata element (spec 2.4): an object with numeric lat, lon and the srf, mrf arrays."""
+    """A wxdata element: an object with numeric lat, lon and the srf, mrf arrays."""
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     for key in ("lat", "lon"):

@@ -1,4 +1,4 @@
-"""Windpack (4.3) from a point's ladder object (``<freq>/<point id>.json``, products/eu_wind.py):
+"""Windpack (short-range/windpack) from a point's ladder object (``<freq>/<point id>.json``, products/eu_wind.py):
 the answer at one of its heights, or between two of them by interpolation (docs/api.md,
 "Precomputed heights and interpolation")."""
 

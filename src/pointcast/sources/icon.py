@@ -1,11 +1,13 @@
-"""DWD ICON-EU and ICON-D2, as DWD's open-data server publishes them on regular lat/lon grids.
+"""DWD ICON-EU and ICON-D2, as DWD's open-data server publishes them: on the models' native
+icosahedral grids in its v1 tree (the only one from 30 November 2026, below), and on regular
+lat/lon grids in the legacy tree, which the same rows still read.
 
-ICON-EU: 0.0625 deg, lat 29.5..70.5, lon -23.5..62.5 (657 x 1377 points, first point in the
-south-west, rows scanning northwards), runs 00/06/12/18 UTC (the sample runs every 6 h),
-hourly steps to 78 h, then 3-hourly to 120 h.
+ICON-EU: legacy grid 0.0625 deg, lat 29.5..70.5, lon -23.5..62.5 (657 x 1377 points, first
+point in the south-west, rows scanning northwards), runs 00/06/12/18 UTC (the sample runs
+every 6 h), hourly steps to 78 h, then 3-hourly to 120 h.
 
-ICON-D2: 0.02 deg, lat 43.18..58.08, lon -3.94..20.34 (746 x 1215 points), runs every 3 h,
-hourly steps to 48 h; precipitation and radiation also every 15 minutes (``fine=True`` rows,
+ICON-D2: legacy grid 0.02 deg, lat 43.18..58.08, lon -3.94..20.34 (746 x 1215 points), runs
+every 3 h, hourly steps to 48 h; precipitation and radiation also every 15 minutes (``fine=True`` rows,
 ``ICON_D2.fine_steps``). DWD encodes every step in minutes (indicatorOfUnitOfTimeRange 0),
 hourly ones included: read steps with ``stepUnits`` set, or from the validity time.
 
@@ -26,7 +28,7 @@ maximum over the hour before the step, as DWD publishes it, also where ICON-EU's
 startStep/endStep); it has no step 0. ICON publishes no 100 m wind: the profile above 10 m
 comes from the lowest model levels (below) and the pressure levels.
 
-Rows checked against real DWD files (``/work/shared/data/real-grib``, ecCodes 2.50):
+Rows checked against real DWD files from https://opendata.dwd.de/weather/nwp/ (ecCodes 2.50):
 
 * ``CLCL`` (low cloud cover, %): discipline 0, category 6, number 22, first fixed surface
   100 (isobaric, 80000 Pa), second 1 (ground). ecCodes decodes shortName ``CLCL``
@@ -122,7 +124,7 @@ R03B08 nest, ICON-D2 grid 47, R19B07, 542 040 cells). Cell centres: the paramete
 CLON (degrees; discipline 0, category 191, numbers 1 and 2, which ecCodes 2.50 names ``tlat``
 and ``tlon``), or the grid file ``icon_grid_00NN_*.nc`` under ``/weather/lib/cdo/``.
 Assumed (not verified against a live file): ICON-EU's grid number 27 and that VIS is absent
-from the v1 trees of ICON-EU and ICON-D2 (as the issue states). The legacy regular lat/lon
+from the v1 trees of ICON-EU and ICON-D2. The legacy regular lat/lon
 tree above stays readable with the same tables: the rows are the same, only paths and grids
 differ, and a row with no message in a run (VIS in v1) simply yields no variable.
 """
