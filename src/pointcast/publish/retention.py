@@ -34,7 +34,8 @@ def retain(root: Path | str, keep: int, *, stale_after: float = STALE_STAGING_SE
     - Failed runs published before the oldest kept run are deleted.
     - On a local root, abandoned ``.staging-*`` directories whose newest directory mtime is
       older than ``stale_after`` seconds (an hour), leftovers of interrupted deletions, and
-      temporary ``current.tmp-*`` links of an interrupted swap.
+      temporary ``current.tmp-*`` links of an interrupted swap. For an object-store root, its
+      local staging directories (in the temporary directory) that no cycle holds, at once.
     - The staged archives of every cycle that died (``stage.remove_abandoned``), at once: they
       hold a whole cycle of every product.
     """
