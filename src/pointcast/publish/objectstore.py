@@ -158,8 +158,10 @@ class ObjectStoreBackend(Backend):
 
     def _upload(self, staging: Path, dest: str) -> None:
         """Every file of ``staging`` under ``dest`` with its headers (`object_headers`),
-        ``manifest.json`` last: the others in one concurrent ``put`` per kind of headers."""
-        files = sorted((p for p in staging.rglob("*") if p.is_file()), key=lambda p: p.name == MANIFEST)
+        ``manifest.json`` last (the run's, not the viewer's copy in ``json/``): the others in one
+        concurrent ``put`` per kind of headers."""
+        manifest = staging / MANIFEST
+        files = sorted((p for p in staging.rglob("*") if p.is_file()), key=lambda p: p == manifest)
         rpaths = [f"{dest}/{p.relative_to(staging).as_posix()}" for p in files]
         for parent in sorted({r.rsplit("/", 1)[0] for r in rpaths}):
             self.fs.makedirs(parent, exist_ok=True)
