@@ -96,8 +96,8 @@ def test_objects_carry_their_media_type_and_gzip_encoding(s3_env):
 
 
 def test_killed_cycle_leaves_no_staging_and_the_next_one_is_served(s3_server, prefect_harness, tmp_path):
-    """A real cycle on `s3://`, SIGKILLed in its upload (the files up, the manifest not); then
-    the next cycle: its run is served, over HTTP, with the headers a CDN passes on, and the
+    """A real cycle on `s3://`, SIGKILLed in its upload (the files up, the manifest not), twice;
+    then the next cycle: its run is served, over HTTP, with the headers a CDN passes on, and the
     killed cycle's local staging tree is gone. Both are `pointcast run` processes with a
     temporary directory of the test's own (where an object-store root's runs are staged)."""
     endpoint, env = s3_server
@@ -115,6 +115,10 @@ def test_killed_cycle_leaves_no_staging_and_the_next_one_is_served(s3_server, pr
     assert httpx.get(f"{base}/current").status_code == 404  # nothing served: no manifest uploaded
     uploaded = _keys(endpoint, "cycle/runs/")
     assert uploaded and not [k for k in uploaded if re.fullmatch(r"cycle/runs/[^/]+/manifest\.json", k)]
+    # Killed again: that cycle removed the first one's tree as it started, before making its own.
+    again = _run(cfg, {**env, "POINTCAST_FAULT": "kill@upload"})
+    assert again.returncode == -signal.SIGKILL, again.stderr[-4000:]
+    assert len(list(tmp.glob(".staging-*"))) == 1 and not left[0].exists()
 
     done = _run(cfg, env)
     assert done.returncode == 0, done.stderr[-4000:]
