@@ -14,7 +14,7 @@ Each object of a run is uploaded with the HTTP metadata a CDN or the store's own
 serves it with (`object_headers`): its type by name, and ``Content-Encoding: gzip`` on the
 ``.gz`` forms, which keep their names (the tree in the bucket is the local one, byte for byte).
 The local staging directory is held by its cycle (`pointcast.locks`, `stage.ArchiveStage`); one
-of this root's that nobody holds is a killed cycle's, removed by retention (`sweep`).
+of this root's that nobody holds is a killed cycle's, removed by the next cycle (`sweep`).
 """
 
 from __future__ import annotations
@@ -206,8 +206,9 @@ class ObjectStoreBackend(Backend):
     def sweep(self, stale_after: float) -> list[Path]:
         """This root's local staging directories that no cycle holds (`pointcast.locks`): a
         killed cycle's, whatever their age (its upload, if any, is replaced by the next attempt
-        or removed by retention). One cycle writes a root at a time, and retention runs after
-        its own staging directory is gone, so one nobody holds is nobody's."""
+        or removed by retention). One cycle writes a root at a time, and sweeps before it makes
+        its staging directory and after it is gone (`retention.sweep_staging`), so one nobody
+        holds is nobody's."""
         removed = []
         pattern = f"{STAGING_PREFIX}*-{self._tag}-*"
         for path in sorted(p for p in Path(tempfile.gettempdir()).glob(pattern) if p.is_dir()):
