@@ -28,7 +28,7 @@ from pointcast.build import ModelFailed
 from pointcast.config import Config, load_config
 from pointcast.heap import cap_arenas, release_freed
 from pointcast.products.base import RunContext
-from pointcast.publish.retention import retain_scratch
+from pointcast.publish.retention import retain_scratch, sweep_staging
 from pointcast.sources import MODELS, make_source, run_steps
 from pointcast.sources.base import FetchedRun, RunRef
 from pointcast.sources.remote import SourceUnavailable, candidate_runs
@@ -334,6 +334,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     scratch_dir = interp.scratch.directory(cfg.output.cache_dir, run_id)
     with dask_scheduler(cfg), interp.scratch.held(scratch_dir) as scratch:
         retain_scratch(cfg.output.cache_dir)  # what a killed cycle left
+        sweep_staging(cfg.output.root)  # ...and its staging tree, before this cycle makes its own
         # With threads the models are decoded one after the other in the background, in the
         # order the blends first need them, and a blend is built as soon as its models are in:
         # the last models' decoding (dask's threads, mostly outside the GIL) overlaps the

@@ -13,6 +13,7 @@ reached in the build tasks, wherever they run, so a worker given the variable di
 ``zarr``          publish.local (the durable store): a Zarr object written, before its rename into place
 ``zarr-commit``   publish.archive.append_archive: slot written, before the consolidated metadata
 ``run-staged``    publish.tree.publish_run: manifest and validation written, before the rename
+``upload``        publish.objectstore (an object-store root): a run's files uploaded, before its manifest
 ``run-renamed``   publish.local (its publication): ``runs/<id>`` in place, before ``current`` is swapped
 ``current-tmp``   publish.local (the swap of ``current``): temporary symlink made, before it replaces ``current``
 ``trash``         publish.durable.remove_tree: a run renamed to ``.trash-*``, before its deletion

@@ -32,18 +32,14 @@ def retain(root: Path | str, keep: int, *, stale_after: float = STALE_STAGING_SE
       counts ``current``. Keep at least 2 when readers may still hold the previous ``current``
       for the length of a request. An upload that never got its manifest is removed.
     - Failed runs published before the oldest kept run are deleted.
-    - On a local root, abandoned ``.staging-*`` directories whose newest directory mtime is
-      older than ``stale_after`` seconds (an hour), leftovers of interrupted deletions, and
-      temporary ``current.tmp-*`` links of an interrupted swap.
-    - The staged archives of every cycle that died (``stage.remove_abandoned``), at once: they
-      hold a whole cycle of every product.
+    - What interrupted cycles left (`sweep_staging`).
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
     backend = backend_for(root)
     if not backend.has_runs():
         return []
-    removed: list[Any] = remove_abandoned(root)
+    removed: list[Any] = []
     with backend.lock():
         cur = backend.current()
         published = backend.published_runs()
@@ -59,6 +55,29 @@ def retain(root: Path | str, keep: int, *, stale_after: float = STALE_STAGING_SE
             for name, stamp in backend.failed_runs().items():
                 if stamp is None or stamp < oldest_kept:
                     removed.append(backend.remove_run(name, failed=True))
+    for location in removed:
+        log.info("retention removed %s", location)
+    return removed + sweep_staging(root, stale_after=stale_after)
+
+
+def sweep_staging(root: Path | str, *, stale_after: float = STALE_STAGING_SECONDS) -> list[Any]:
+    """Remove what interrupted cycles left beside ``root``'s runs; return the locations removed.
+
+    - The staged archives of every cycle that died (``stage.remove_abandoned``), at once: they
+      hold a whole cycle of every product.
+    - On a local root, abandoned ``.staging-*`` directories whose newest directory mtime is
+      older than ``stale_after`` seconds (an hour), leftovers of interrupted deletions, and
+      temporary ``current.tmp-*`` links of an interrupted swap. For an object-store root, its
+      local staging directories (in the temporary directory) that no cycle holds, at once.
+
+    `retain` ends with it; a cycle also starts with it, before it stages its own run, so that
+    a killed cycle's tree (a run's JSON and archives) does not share the disk with the new one.
+    """
+    backend = backend_for(root)
+    if not backend.has_runs():
+        return []
+    removed: list[Any] = remove_abandoned(root)
+    with backend.lock():
         removed += backend.sweep(stale_after)
     for location in removed:
         log.info("retention removed %s", location)

@@ -84,7 +84,7 @@ def new_run_dir(root: Path | str, run_id: str) -> Path:
     On a local root it is ``<root>/runs/.staging-<run_id>-<random>``: in ``runs/`` so that
     publishing it is a rename on the same file system; never served, and removed by ``retain``
     when abandoned for more than an hour. For a URL root it is a local temporary directory,
-    uploaded by ``publish_run``.
+    uploaded by ``publish_run``, and removed by ``retain`` once no cycle holds it.
     """
     return backend_for(root).new_staging(check_name("run id", run_id))
 
