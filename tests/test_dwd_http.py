@@ -199,14 +199,13 @@ def test_404_on_v1_files_is_retried_and_a_dead_mirror_skipped(mirror, tmp_path):
     assert np.isfinite(ds.t2m.sel(time="2026-11-20T01:00").values).all()
 
 
-def test_a_field_the_tree_does_not_publish_is_dropped_in_seconds(mirror, tmp_path, monkeypatch):
+def test_a_field_the_tree_does_not_publish_is_dropped_in_seconds(mirror, tmp_path):
     """ICON-D2 00 UTC without surface pressure (PS) at any step (a tree that does not carry
     that field), with a deadline of 5 minutes: discovery takes the run at once (the other
     parameters of its last step are there, while a run still being written misses its last
     step for every parameter); the fetch, on two connections, gets every other file before
     it asks for a missing one again, and drops the field with a note within seconds."""
-    monkeypatch.setattr(remote.download, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
-    src = source(mirror, H_D2, wait_minutes=5, connections=2)
+    src = source(mirror, H_D2, wait_minutes=5, connections=2, missing_minutes=0.02)
     gone = r"/p/PS/"
     for method in ("HEAD", "GET"):
         mirror.fail(gone, "404", times=None, method=method)

@@ -386,15 +386,13 @@ progress = false"""
         assert sorted((p.relative_to(current), p.stat().st_size) for p in current.rglob("*")) == served
 
 
-def test_cycle_survives_a_missing_file_and_a_corrupt_one(cycle_tree, prefect_harness, tmp_path,
-                                                        monkeypatch):
+def test_cycle_survives_a_missing_file_and_a_corrupt_one(cycle_tree, prefect_harness, tmp_path):
     """MSM's FH16-33 file is not published (404 on every request) while the run's last file
     is: MSM is dropped within seconds though its deadline is 5 minutes, the product falls back
     to IFS alone, the manifest and the failure say why. Then the file is corrupt on every
     answer: MSM is dropped at its deadline, the product again from IFS."""
     from flows.cycle import cycle
 
-    monkeypatch.setattr(remote.download, "MISSING_MINUTES", 0.02)  # the grace, shortened for the test
     now = at("2026-11-19T20:00")
     with Mirror(cycle_tree["root"]) as mirror:
         sources = f"""[sources.ecmwf]
@@ -407,6 +405,7 @@ retry_seconds = 0.1
 type = "http"
 base_url = "{mirror.url('jma')}"
 wait_minutes = {{wait}}
+missing_minutes = 0.02
 retry_seconds = 0.1
 progress = false"""
         cache = f'cache = "{tmp_path / "cache"}"\n'

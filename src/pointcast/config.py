@@ -587,7 +587,7 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
 
 
 _HTTP_KEYS = ("type", "mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes",
-              "retry_seconds", "timeout_seconds", "connections", "lookback_runs", "horizon_hours",
+              "retry_seconds", "timeout_seconds", "connections", "lookback_runs", "horizon_hours", "missing_minutes",
               "progress")
 
 
@@ -619,7 +619,7 @@ def _http_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]
             layouts[name] = {k: _str(ctx, t, k, p) for k in t}
         out["layouts"] = layouts
     for key, lo in (("wait_minutes", 0.0), ("retry_seconds", 0.001), ("timeout_seconds", 0.001),
-                    ("horizon_hours", 0.0)):
+                    ("horizon_hours", 0.0), ("missing_minutes", 0.0)):
         if key in tbl:
             v = tbl[key]
             if not _number(v) or not math.isfinite(v) or v < lo:

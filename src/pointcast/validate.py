@@ -1,7 +1,8 @@
 """The validation gate: a run is published only when every product passes.
 
 Checks: every configured point and freq has its file; the archive holds the full horizon for
-every point; no NaN; every element inside its valid range (CF valid_min/valid_max, which the
+every point; no NaN but in an element whose inputs no model supplies there (the product's
+``checks["degraded"]``: `build.input_gaps`); every element inside its valid range (CF valid_min/valid_max, which the
 products take from the contract), from the facts each build slice found in its own rows of the
 archive (`ArchiveFacts`: no process holds a product's whole archive); no JSON file has a null
 value (from the files each slice wrote, `FileFacts`: nor does any process hold the names of a

@@ -19,7 +19,7 @@ layouts (URL templates) tried in order. For every model alike:
 * **download** (``download``, over ``transport``): in passes over the connections, each download
   verified (its length the index's or ``Content-Length``, every message decoding with ecCodes),
   a failing file retried in the next pass after a backoff; a file every mirror answers "not
-  found" for ``MISSING_MINUTES`` is not published. **Optional rows** (``GribField.optional``):
+  found" for ``missing_minutes`` (3) is not published. **Optional rows** (``GribField.optional``):
   a file only optional rows read that no mirror has (404) is dropped at once with a note.
 * **fetch** (``fetch``): the run into ``<cache>/http/<model>/<YYYYMMDDHH>/`` with a
   ``complete`` marker (a re-run sends no request; a change of the table re-downloads only the

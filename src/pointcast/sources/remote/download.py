@@ -7,7 +7,7 @@ downloaded whole. A download counts only when its length is the index's (or
 (404, 5xx, timeouts, truncated or corrupt bodies) the next mirror is tried. A file no mirror
 gave is tried again in the next pass, after a backoff (``retry_seconds``, doubling up to
 ``MAX_BACKOFF_S``), so a failing file never holds a connection while it waits. A file every
-mirror answers "not found" for ``MISSING_MINUTES`` is not published: it is returned apart
+mirror answers "not found" for the source's ``missing_minutes`` is not published: it is returned apart
 (``fetch`` decides what that means for the run). The cache keeps each download with its index
 and a ``.json`` record of the byte ranges taken, so a file whose selection has not changed is
 not downloaded again.
@@ -35,11 +35,6 @@ from .transport import MAX_BACKOFF_S, BadDownload, Failed, gave_up, get, get_ran
 
 if TYPE_CHECKING:
     from .source import HttpSource
-
-# A file every mirror answers "not found" for this long, while its run's last step is there,
-# is not published (a field the tree does not carry): decided in minutes, not at the deadline.
-MISSING_MINUTES = 3.0
-
 
 def grib_lengths(data: bytes) -> Iterator[tuple[int, int]]:
     """(offset, length) of each GRIB message in ``data`` by the lengths the messages declare;
@@ -94,14 +89,14 @@ def download_files(src: HttpSource, client, pool: ThreadPoolExecutor, model: Mod
     """Fetch the files of ``todo`` (file, cache path) in passes: a pass tries each pending
     file once on every mirror, on the pool's connections; the files that failed wait for
     the next pass, after a backoff, so that a failing file never holds a connection while
-    it waits. A file every mirror answers "not found" for ``MISSING_MINUTES`` (or until the
+    it waits. A file every mirror answers "not found" for ``missing_minutes`` (or until the
     deadline, if sooner) is not published: it is returned apart, with the local paths of
     the others by remote path. Any other failure left at the deadline raises
     ``SourceUnavailable``."""
     done: dict[str, Path] = {}
     absent: list[RemoteFile] = []
     missing_since: dict[str, float] = {}
-    grace = min(MISSING_MINUTES, src.wait_minutes) * 60.0
+    grace = min(src.missing_minutes, src.wait_minutes) * 60.0
     lock = threading.Lock()
     delay = src.retry_seconds
 

@@ -19,7 +19,8 @@ from .fetch import fetch_run
 from .transport import new_client
 
 OPTIONS = ("mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes", "retry_seconds",
-           "timeout_seconds", "connections", "lookback_runs", "horizon_hours", "progress")
+           "timeout_seconds", "connections", "lookback_runs", "horizon_hours", "missing_minutes",
+           "progress")
 
 
 @dataclass
@@ -36,6 +37,10 @@ class HttpSource:
     connections: int = 4  # parallel downloads
     lookback_runs: int = 8  # how many runs discovery walks back
     horizon_hours: float | None = None  # fetch steps up to this lead time only
+    # A file every mirror answers "not found" for this long, while its run's last step is
+    # there, is not published (a field the tree does not carry): decided in minutes, not at
+    # the deadline.
+    missing_minutes: float = 3.0
     progress: bool = True  # progress bar on a terminal
 
     @classmethod
