@@ -11,12 +11,10 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .config import ConfigError, api_key_sha256, load_config
+from .config import DEFAULT_CONFIG, ConfigError, api_key_sha256, load_config
 
 # Prefect's local server would try to send usage telemetry: the pipeline runs offline.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-
-DEFAULT_CONFIG = "config/pointcast.toml"
 
 
 def main(argv: list[str] | None = None) -> int:

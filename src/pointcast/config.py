@@ -29,6 +29,7 @@ import numpy as np
 from . import contract, grids
 
 __all__ = [
+    "DEFAULT_CONFIG",
     "ConfigError",
     "Config",
     "OutputConfig",
@@ -51,6 +52,7 @@ __all__ = [
     "HUB_HEIGHT_RANGE_M",
 ]
 
+DEFAULT_CONFIG = "config/pointcast.toml"  # what `pointcast` and the server read unless told
 KNOWN_PRODUCTS: tuple[str, ...] = tuple(sorted(grids.PRODUCT_GRIDS))  # every product with a grid
 FREQS = contract.FREQS
 PRODUCT_FREQS = contract.PRODUCT_FREQS

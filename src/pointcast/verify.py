@@ -36,7 +36,7 @@ import xarray as xr
 from . import physics, publish
 from .config import Config, csv_rows
 from .products.eu_common import BY_KEY
-from .server import VERIFICATION_DIR  # <root>/verification/<product>.json|.zarr, index.json
+from .publish import VERIFICATION_DIR  # <root>/verification/<product>.json|.zarr, index.json
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ Every function taking a ``root`` accepts a local path or a URL and picks the bac
 
 from .archive import (ARCHIVE_CODEC, CHUNK_BYTES, HEIGHT, INIT, LEAD, POINT, SHARD_BYTES,
                       append_archive, archive_stores, open_committed, zarr_settings)
-from .backend import (CURRENT, FAILED, JSON_DIR, RUNS, STAGING_PREFIX, ZARR_DIR, ArchiveError,
+from .backend import (CURRENT, FAILED, JSON_DIR, RUNS, STAGING_PREFIX, VERIFICATION_DIR, ZARR_DIR, ArchiveError,
                       Backend, PublishError, PublishRefused, backend_for, is_url)
 from .durable import fsync_dir, write_bytes
 from .retention import retain, retain_cache
@@ -39,7 +39,7 @@ from .tree import (HISTORY_ERRORS, HISTORY_RUNS, add_viewer, carry_product, curr
 __all__ = [
     "ARCHIVE_CODEC", "CHUNK_BYTES", "CURRENT", "FAILED", "GZIP_LEVEL", "HEIGHT", "HISTORY_ERRORS",
     "HISTORY_RUNS", "INIT", "JSON_DIR", "LEAD", "POINT", "RUNS", "SHARD_BYTES", "STAGING_PREFIX",
-    "WRITE_BATCH", "WRITE_THREADS", "ZARR_DIR",
+    "VERIFICATION_DIR", "WRITE_BATCH", "WRITE_THREADS", "ZARR_DIR",
     "ArchiveError", "ArchiveStage", "Backend", "PublishError", "PublishRefused", "StagedFiles", "TreeWriter",
     "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product",
     "current_run", "dump_json", "fsync_dir", "gzip_bytes", "is_url", "new_run_dir", "open_committed",

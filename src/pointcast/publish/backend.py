@@ -26,6 +26,7 @@ JSON_DIR = "json"
 ZARR_DIR = "zarr"
 MANIFEST = "manifest.json"
 VALIDATION = "validation.json"
+VERIFICATION_DIR = "verification"  # scores of the archived runs (pointcast.verify), read by the server
 STAGING_PREFIX = ".staging-"
 TRASH_PREFIX = ".trash-"
 STALE_STAGING_SECONDS = 3600.0

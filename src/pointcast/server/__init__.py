@@ -22,7 +22,7 @@ reads in docs/contracts.md.
 
 from .app import PointcastApp, create_app
 from .errors import ApiError
-from .operations import OPERATIONS, VERIFICATION_DIR
+from .operations import OPERATIONS
 from .service import Server, app_from_config, serve
 
-__all__ = ["OPERATIONS", "VERIFICATION_DIR", "ApiError", "PointcastApp", "Server", "app_from_config", "create_app", "serve"]
+__all__ = ["OPERATIONS", "ApiError", "PointcastApp", "Server", "app_from_config", "create_app", "serve"]

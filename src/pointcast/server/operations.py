@@ -20,6 +20,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
 from .. import contract, viewer
+from ..publish import VERIFICATION_DIR
 from ..contract import FREQS, height_name, max_pairs
 from .compress import Deflated, Piece
 from .errors import ApiError, invalid, no_data, not_found, out_of_range, outside_coverage
@@ -33,9 +34,6 @@ if TYPE_CHECKING:
     from .app import PointcastApp
 
 log = logging.getLogger(__name__)
-
-VERIFICATION_DIR = "verification"  # under the output root (pointcast.verify)
-
 
 @dataclass
 class Request:
@@ -359,8 +357,8 @@ def tree_file(run: Run, path: str) -> Path | None:
         if parts[0] in viewer.RUN_FILES:
             return base / parts[0] if parts[0] == viewer.HISTORY else run.path / parts[0]
         return None
-    if parts[0] == "verification":
-        return base / "verification" / parts[1] if len(parts) == 2 and (stem == "index" or stem in products) else None
+    if parts[0] == VERIFICATION_DIR:
+        return base / VERIFICATION_DIR / parts[1] if len(parts) == 2 and (stem == "index" or stem in products) else None
     index = run.product(parts[0]) if parts[0] in products else None
     if index is None:
         return None
