@@ -34,7 +34,8 @@ from .heap import release_freed
 from .ingest import decode
 from .products import PRODUCTS
 from .products.base import Files, ProductOutput, RunContext, iso
-from .validate import ArchiveFacts, FileFacts, archive_facts, file_facts
+from .facts import ArchiveFacts, FileFacts
+from .validate import archive_facts, file_facts
 from .sources import MODELS
 from .sources.base import FetchedRun, RunRef
 
