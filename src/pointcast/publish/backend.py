@@ -172,15 +172,3 @@ class Backend(ABC):
     def create_store(self, location: Any, write: Callable[[Any], None]) -> None:
         """Create the store at ``location`` with ``write(store)``, whole or not at all where
         the storage allows it."""
-
-
-def backend_for(root: Any) -> Backend:
-    """The backend of an output root: a URL's through fsspec, a path's on the local disk."""
-    # Imported here, not at the top: the backends import this module, and a local root never
-    # needs fsspec.
-    if is_url(root):
-        from .objectstore import ObjectStoreBackend
-        return ObjectStoreBackend(root)
-    from .local import LocalBackend
-    return LocalBackend(Path(root))
-

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bz2
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import eccodes
 
+from ...publish.durable import replace_bytes
 from ..base import Layout, Mirror, ModelSpec, Upstream
 from .files import RemoteFile
 from .index import wanted_ranges
@@ -169,11 +169,11 @@ def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
         return mirror.name, data, index_text, ranges
 
     name, data, index_text, ranges = one_pass(f.path, up.mirrors, attempt)
-    _atomic_write(dest, data)
+    replace_bytes(dest, data, sync=False)
     if local_index is not None and index_text is not None:
-        _atomic_write(local_index, index_text.encode())
-    _atomic_write(meta, json.dumps({"mirror": name, "ranges": _jsonable(ranges),
-                                    "bytes": len(data)}).encode())
+        replace_bytes(local_index, index_text.encode(), sync=False)
+    replace_bytes(meta, json.dumps({"mirror": name, "ranges": _jsonable(ranges),
+                                   "bytes": len(data)}).encode(), sync=False)
     return dest, len(data), name
 
 
@@ -186,9 +186,3 @@ def _meta(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
