@@ -582,14 +582,15 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
     return {"scale": scale, "area": area, "init": init, "icon_layout": layout}
 
 
-_HTTP_KEYS = ("type", "mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes",
-              "retry_seconds", "timeout_seconds", "connections", "lookback_runs", "horizon_hours",
-              "progress")
+# The options of ``type = "http"``, checked here and taken by ``sources.remote.HttpSettings``.
+HTTP_OPTIONS: tuple[str, ...] = ("mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes",
+                                 "retry_seconds", "timeout_seconds", "connections", "lookback_runs",
+                                 "horizon_hours", "progress")
 
 
 def _http_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
     """Options of ``type = "http"`` (``pointcast.sources.remote.HttpSource``)."""
-    _check_keys(ctx, tbl, path, _HTTP_KEYS)
+    _check_keys(ctx, tbl, path, ("type", *HTTP_OPTIONS))
     out: dict[str, Any] = {}
 
     def url(v: Any, p: tuple[str, ...]) -> str:

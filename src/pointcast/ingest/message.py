@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..sources.base import GribField, Processing
-from ..sources.icon import CELL_CENTRES
+from ..gribtable import CELL_CENTRES, GribField, Processing
 
 
 class DecodeError(RuntimeError):

@@ -17,11 +17,11 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .. import contract, viewer
-from ..publish import VERIFICATION_DIR
 from ..contract import FREQS, height_name, max_pairs
+from ..publish import VERIFICATION_DIR
 from .compress import Deflated, Piece
 from .errors import ApiError, invalid, no_data, not_found, out_of_range, outside_coverage
 from .grammar import (Grid, HubHeight, Pair, check_coverage, check_hubheight_range, check_pair_ranges,
@@ -30,10 +30,8 @@ from .grammar import (Grid, HubHeight, Pair, check_coverage, check_hubheight_ran
 from .responses import JSON_TYPE, Answer, Response
 from .run import PRODUCT_ID, ProductIndex, Run, parse_time, read_run_file
 
-if TYPE_CHECKING:
-    from .app import PointcastApp
-
 log = logging.getLogger(__name__)
+
 
 @dataclass
 class Request:
@@ -49,7 +47,17 @@ class Request:
         return self.resolved
 
 
-Handler = Callable[["PointcastApp", "Operation", Request], Answer]
+class Served(Protocol):
+    """What an operation reads of the app that calls it (``app.PointcastApp``, which imports
+    the operations: they do not import it back)."""
+
+    openapi: tuple[Piece, bytes]  # the document and its ETag
+    openapi_deflated: Deflated
+
+    def grid(self, product: str) -> Grid: ...
+
+
+Handler = Callable[[Served, "Operation", Request], Answer]
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,7 @@ def _points(pairs: list[Pair], grid: Grid, index: ProductIndex) -> Iterator[tupl
         yield pair, point_id
 
 
-def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_common(app: Served, op: Operation, request: Request) -> Answer:
     """4.1 / 4.2: the keyed object of section 2.1, one key per requested pair."""
     assert op.product is not None
     latlon = single(request.params, "latlon")
@@ -118,7 +126,7 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
     return Answer(parts, etag, run.published, index.next_update, run.deflated)
 
 
-def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_windpack(app: Served, op: Operation, request: Request) -> Answer:
     """4.3: the keyed object of section 2.2 at the requested hub height.
 
     A configured hub height of the point is its static file, spliced (coordinates and
@@ -197,7 +205,7 @@ def _wind_at_height(
     return [tail], digest
 
 
-def handle_global(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_global(app: Served, op: Operation, request: Request) -> Answer:
     """4.4: ``latlon=<lat>/<lon>`` and an optional ``tz``; the answer is 4.5's shape.
 
     Without ``tz`` the precomputed element in the point's own zone is served; with one, the
@@ -209,7 +217,7 @@ def handle_global(app: PointcastApp, op: Operation, request: Request) -> Answer:
     return wxdata_answer(app, op, request, lat, lon, "latlon", text, zone)
 
 
-def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_ss1wx(app: Served, op: Operation, request: Request) -> Answer:
     """4.5: ``lat`` and ``lon``, answered in Asia/Tokyo."""
     lat_text = single(request.params, "lat")
     lon_text = single(request.params, "lon")
@@ -222,7 +230,7 @@ def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Answer:
     return wxdata_answer(app, op, request, lat, lon, "lat,lon", f"{lat_text},{lon_text}")
 
 
-def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float, lon: float,
+def wxdata_answer(app: Served, op: Operation, request: Request, lat: float, lon: float,
                   name: str, point_text: str, zone: str | None = None) -> Answer:
     """``{"requestId": <fresh uuid4>, "wxdata": [<the point's element, coordinates echoed>]}``
     (4.4 and 4.5), in ``zone`` when given (4.4's ``tz``).
@@ -252,7 +260,7 @@ def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float
     return Answer(parts, etag, run.published, index.next_update, run.deflated, request_id_at=1)
 
 
-def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_catalog(app: Served, op: Operation, request: Request) -> Answer:
     """What the current run serves: each product with its points, basetime, updated_time."""
     run = request.run()
     if run.catalog is None:
@@ -292,7 +300,7 @@ def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Answer
     return Answer([body], etag, updated, next_update, run.deflated)
 
 
-def handle_openapi(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_openapi(app: Served, op: Operation, request: Request) -> Answer:
     """The OpenAPI 3 document of the operations (public: no API key needed)."""
     body, etag = app.openapi
     return Answer([body], etag, None, None, lambda piece: app.openapi_deflated)

@@ -34,7 +34,7 @@ from .progress import FetchProgress, logger as _logger
 from .transport import MAX_BACKOFF_S, BadDownload, Failed, gave_up, get, get_ranges, one_pass
 
 if TYPE_CHECKING:
-    from .source import HttpSource
+    from .settings import HttpSettings
 
 # A file every mirror answers "not found" for this long, while its run's last step is there,
 # is not published (a field the tree does not carry): decided in minutes, not at the deadline.
@@ -87,7 +87,7 @@ def check_grib(data: bytes, expected: int | None = None) -> int:
     return n
 
 
-def download_files(src: HttpSource, client, pool: ThreadPoolExecutor, model: ModelSpec,
+def download_files(src: HttpSettings, client, pool: ThreadPoolExecutor, model: ModelSpec,
                    up: Upstream, layout: Layout, todo: list[tuple[RemoteFile, Path]],
                    deadline: float, progress: FetchProgress, used: dict[str, int]
                    ) -> tuple[dict[str, Path], list[RemoteFile]]:
