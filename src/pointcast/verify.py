@@ -34,7 +34,7 @@ import scores.probability
 import xarray as xr
 
 from . import physics, publish
-from .config import Config, csv_rows
+from .config import Config, csv_rows, utc_time
 from .products.eu_common import BY_KEY
 from .publish import VERIFICATION_DIR  # <root>/verification/<product>.json|.zarr, index.json
 
@@ -158,12 +158,6 @@ class _Rows:
 TIDY_HEADER = ("point", "time", "variable", "value")
 
 
-def _utc(text: str) -> datetime:
-    """An ISO 8601 time; with an offset it is converted to UTC, without one it is UTC."""
-    t = datetime.fromisoformat(text)
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
-
-
 def read_tidy(path: Path, keys: Iterable[str]) -> Observations:
     """A tidy CSV ``point,time,variable,value``: ``point`` a point id or a station id of the
     points CSV (``keys``), ``variable`` an API element name, ``value`` in the API's units."""
@@ -191,7 +185,7 @@ def read_tidy(path: Path, keys: Iterable[str]) -> Observations:
                 raise ObservationError(shown, line, f"unknown variable {rec['variable']!r} (expected one of: "
                                                     f"{', '.join(OBSERVED)})")
             try:
-                time = _utc(rec["time"])
+                time = utc_time(rec["time"])
             except ValueError:
                 raise ObservationError(shown, line, f"time {rec['time']!r} is not ISO 8601 "
                                                     "(e.g. 2026-11-20T06:00Z)") from None
