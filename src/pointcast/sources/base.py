@@ -1,8 +1,8 @@
-"""What every source shares: how a model's GRIB encoding maps onto the catalogue, and the
+"""What every source shares: a model's description, where its upstream publishes it, and the
 port through which runs are discovered and fetched.
 
 A model is described once, in its own module (``sources/ifs.py``, ``sources/icon.py``): its
-grid, its output steps and a table of ``GribField`` rows. A source (the embedded sample,
+grid, its output steps and a table of ``GribField`` rows (``pointcast.gribtable``). A source (the embedded sample,
 ECMWF open data, DWD open data ...) is a place runs of those models come from.
 """
 
