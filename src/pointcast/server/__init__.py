@@ -1,6 +1,6 @@
 """The thin server: hands out the precomputed JSON of the current published run.
 
-One module a job, each depending only on those above it:
+One module a job, each depending only on those above it (``make lint`` checks it):
 
 - ``errors``: the spec's error answers (``ApiError`` and one constructor per code);
 - ``grammar``: the request grammar (query string, pairs, coordinates, hub heights, time zones);
