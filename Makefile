@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config/pointcast.toml
 
-.PHONY: run test serve bench bench-deps clean
+.PHONY: run test lint serve bench bench-deps clean
 
 # setup.py builds the compiled rendering steps (src/pointcast/_render.c) in place where gcc and
 # the Python headers are at hand; without them pointcast renders the same bytes in numpy.
@@ -19,6 +19,11 @@ run: $(BIN)/pointcast
 
 test: $(BIN)/pointcast
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# Static checks, run by CI before the tests: the import layers and no import cycle
+# (lint-imports, [tool.importlinter] in pyproject.toml, docs/contracts.md).
+lint: $(BIN)/pointcast
+	$(BIN)/lint-imports
 
 serve: $(BIN)/pointcast
 	$(BIN)/pointcast serve --config $(CONFIG)

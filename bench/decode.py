@@ -23,7 +23,8 @@ import numpy as np
 
 from pointcast import ingest
 from pointcast.config import Config
-from pointcast.sources import MODELS, make_source
+from pointcast.sources import MODELS
+from pointcast.sourcing import make_source
 
 
 def fetched_files(cfg: Config, model_id: str) -> list[Path]:

@@ -29,9 +29,10 @@ from pointcast.config import Config, load_config
 from pointcast.heap import cap_arenas, release_freed
 from pointcast.products.base import RunContext
 from pointcast.publish.retention import retain_scratch, sweep_staging
-from pointcast.sources import MODELS, make_source, run_steps
+from pointcast.sources import MODELS, run_steps
 from pointcast.sources.base import FetchedRun, RunRef
 from pointcast.sources.remote import SourceUnavailable, candidate_runs
+from pointcast.sourcing import make_source
 from pointcast.validate import validate
 
 # The malloc arenas of the cycle's process, capped when the flow is imported, before its

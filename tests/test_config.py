@@ -16,6 +16,8 @@ from pointcast.config import (
     Point,
     load_config,
     load_points,
+    parse_init,
+    utc_time,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -571,3 +573,19 @@ def test_two_points_in_one_product_cell_are_refused(tmp_path):
     expect_error(write(tmp_path, points=points), 4, "lat,lon",
                  f"point 'paris-2' is in the same eu-medium grid cell {key} as point 'paris' (line 2)",
                  file=tmp_path / "points.csv")
+
+
+def test_times_are_read_one_way():
+    """The configuration, the CLI, observation files and the served run tree read times alike:
+    without a zone they are UTC, with an offset they are converted to UTC."""
+    from pointcast.cli import _utc_time
+    from pointcast.server.run import parse_time
+
+    tokyo = "2026-11-22T09:00+09:00"
+    for read in (utc_time, parse_init, _utc_time, parse_time):
+        t = read(tokyo)
+        assert t == datetime(2026, 11, 22, 0, 0, tzinfo=timezone.utc) and t.tzinfo is timezone.utc
+        assert read("2026-11-22T00:00").tzinfo is timezone.utc
+    with pytest.raises(ValueError):
+        utc_time("yesterday")
+    assert parse_time("yesterday") is None and parse_time(None) is None

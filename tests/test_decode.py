@@ -9,9 +9,9 @@ import pytest
 import numpy as np
 
 from pointcast import ingest
+from pointcast.gribtable import Processing
 from pointcast.ingest import scan
 from pointcast.ingest.values import _Read, _Term, _block
-from pointcast.sources.base import Processing
 
 
 def write(path: Path, messages: list[dict], values: np.ndarray | None = None) -> Path:

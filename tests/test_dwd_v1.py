@@ -22,8 +22,9 @@ from scipy.spatial import cKDTree
 from pointcast import blend, interp
 from pointcast.config import load_config
 from pointcast.ingest import DecodeError, decode
-from pointcast.sources import ICON_D2, ICON_EU, IFS, make_source
+from pointcast.sources import ICON_D2, ICON_EU, IFS
 from pointcast.sources.icon import NATIVE_GRIDS, v1_path
+from pointcast.sourcing import make_source
 from pointcast.sample import LandMask, SampleSource, Weather, cell_grid
 
 UTC = timezone.utc

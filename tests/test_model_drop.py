@@ -57,7 +57,8 @@ def sample_run(cfg_path: Path, model: str) -> list[Path]:
     """The files of the sample run of ``model`` the cycle of ``cfg_path`` will read
     (written into the cache now, as the cycle's fetch would)."""
     from pointcast.config import load_config
-    from pointcast.sources import MODELS, make_source
+    from pointcast.sources import MODELS
+    from pointcast.sourcing import make_source
 
     cfg = load_config(cfg_path)
     src = make_source(cfg.models[model].source, cfg.source_for(model))

@@ -20,9 +20,10 @@ from conftest import ROOT
 from mirror import Mirror, add_foreign_message, publish_sample
 from pointcast.config import ConfigError, load_config
 from pointcast.ingest import decode
-from pointcast.sources import GFS, IFS, MODELS, MSM, make_source, remote
+from pointcast.sources import GFS, IFS, MODELS, MSM, remote
 from pointcast.sources.remote import (HttpSource, SourceUnavailable, byte_ranges, parse_index,
                                       run_files)
+from pointcast.sourcing import make_source
 
 UTC = timezone.utc
 H = 12  # hours of the sample runs in the mirror (kept short: the tests are about transport)

@@ -20,11 +20,13 @@ import pytest
 
 from pointcast import physics
 from pointcast.catalogue import VARIABLES
-from pointcast.sources import ICON_D2, ICON_EU, IFS, MODELS, MSM, make_source, run_steps
+from pointcast.gribtable import RUN_LEVELS, Processing
+from pointcast.sources import ICON_D2, ICON_EU, IFS, MODELS, MSM, run_steps
 from pointcast.sources import msm as msm_module
-from pointcast.sources.base import RUN_LEVELS, Processing, RunRef
+from pointcast.sources.base import RunRef
 from pointcast.sources import ifs
 from pointcast.sources.ifs import steps_for_run
+from pointcast.sourcing import make_source
 from pointcast.sample import (DEFAULT_AREA, SYNTHETIC_NOTE, LandMask, SampleSource,
                               Weather, cos_zenith, hours_since_epoch, lows, products_of,
                               flat_half_level_heights, relative_humidity, sample_grid)

@@ -130,7 +130,8 @@ def test_a_null_is_found_in_any_staged_file(tmp_path):
     finds its own `FileFacts` (the null, a missing file), and the run's mapping adopts their
     names."""
     from pointcast.publish import TreeWriter
-    from pointcast.validate import PARSED_FILES, FileFacts, _files, file_facts
+    from pointcast.facts import PARSED_FILES, FileFacts
+    from pointcast.validate import _files, file_facts
 
     (tmp_path / "staging").mkdir()
     def entry(table, **values):  # the contract's elements, each at its lowest valid value (or first code)
@@ -171,7 +172,8 @@ def test_a_nan_in_one_slice_fails_the_staged_run(real, tmp_path):
     from dataclasses import replace
 
     from pointcast.publish import ArchiveStage, write_region
-    from pointcast.validate import ArchiveFacts, archive_facts
+    from pointcast.facts import ArchiveFacts
+    from pointcast.validate import archive_facts
 
     cfg, outputs, _ = real
     whole = outputs["eu-short"].archive
@@ -205,7 +207,8 @@ def test_the_agreement_sample_is_read_chunk_by_chunk_in_the_points_order(real, t
     from dataclasses import replace
 
     from pointcast.publish import ArchiveStage, write_region
-    from pointcast.validate import ArchiveFacts, archive_facts
+    from pointcast.facts import ArchiveFacts
+    from pointcast.validate import archive_facts
 
     cfg, outputs, _ = real
     whole = outputs["eu-short"].archive

@@ -35,7 +35,8 @@ from .heap import release_freed
 from .ingest import decode
 from .products import PRODUCTS
 from .products.base import Files, ProductOutput, RunContext, iso
-from .validate import ArchiveFacts, FileFacts, archive_facts, file_facts
+from .facts import ArchiveFacts, FileFacts
+from .validate import archive_facts, file_facts
 from .sources import MODELS
 from .sources.base import FetchedRun, RunRef
 
@@ -396,7 +397,7 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     which the slice reads its points only (`at_points`). It runs in a build process or as a
     task on a dask worker (`build_blend`), so it returns what the cycle keeps, neither the
     files nor the archive: what validation needs of each product's archive rows and files
-    (`validate.ArchiveFacts`, `validate.FileFacts`: the slice checks its own points' files),
+    (`facts.ArchiveFacts`, `facts.FileFacts`: the slice checks its own points' files),
     the names of its files (`publish.StagedFiles.written`), the seams, the directories made.
     ``corrected``, ``estimate``: `_built`."""
     release_freed()  # what the process's tasks before it freed (`flows.cycle.dask_scheduler`)

@@ -8,15 +8,13 @@ import logging
 import os
 import secrets
 import sys
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
-from .config import ConfigError, api_key_sha256, load_config
+from .config import DEFAULT_CONFIG, ConfigError, api_key_sha256, load_config, utc_time
 
 # Prefect's local server would try to send usage telemetry: the pipeline runs offline.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-
-DEFAULT_CONFIG = "config/pointcast.toml"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,10 +90,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _utc_time(text: str) -> datetime:
     try:
-        t = datetime.fromisoformat(text)
+        return utc_time(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO time: {text!r}") from None
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t
 
 
 def verify(cfg, obs: list[Path], since: datetime | None, until: datetime | None) -> int:

@@ -29,6 +29,8 @@ import numpy as np
 from . import contract, grids
 
 __all__ = [
+    "DEFAULT_CONFIG",
+    "utc_time",
     "ConfigError",
     "Config",
     "OutputConfig",
@@ -51,6 +53,7 @@ __all__ = [
     "HUB_HEIGHT_RANGE_M",
 ]
 
+DEFAULT_CONFIG = "config/pointcast.toml"  # what `pointcast` and the server read unless told
 KNOWN_PRODUCTS: tuple[str, ...] = tuple(sorted(grids.PRODUCT_GRIDS))  # every product with a grid
 FREQS = contract.FREQS
 PRODUCT_FREQS = contract.PRODUCT_FREQS
@@ -519,6 +522,14 @@ def _server(ctx: _Ctx, doc: dict) -> ServerConfig:
     return ServerConfig(api_keys=tuple(keys))
 
 
+def utc_time(value: str | datetime) -> datetime:
+    """An ISO 8601 time (or a datetime) in UTC: one with an offset converted, one without taken
+    as UTC; ValueError when ``value`` is no ISO 8601 time. Every time pointcast reads (the
+    configuration's, the CLI's, the observation files', the run tree's) is read this one way."""
+    t = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
 def parse_init(v: Any) -> datetime | None:
     """A run's start as configured (``init``): None for "latest" (the newest run), else the
     time in UTC (a time without a zone is UTC). Raises ValueError."""
@@ -529,18 +540,14 @@ def parse_init(v: Any) -> datetime | None:
         if text == "latest":
             return None
         try:
-            dt = datetime.fromisoformat(text)
+            return utc_time(text)
         except ValueError:
             raise ValueError(f"expected \"latest\" or an ISO 8601 time like \"2026-11-22T00:00Z\", got {v!r}") from None
-    elif isinstance(v, datetime):
-        dt = v
-    elif isinstance(v, date):
-        dt = datetime(v.year, v.month, v.day)
-    else:
-        raise ValueError(f"expected \"latest\" or an ISO 8601 time, got {_type_name(v)}")
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+    if isinstance(v, datetime):
+        return utc_time(v)
+    if isinstance(v, date):
+        return utc_time(datetime(v.year, v.month, v.day))
+    raise ValueError(f"expected \"latest\" or an ISO 8601 time, got {_type_name(v)}")
 
 
 def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
@@ -586,14 +593,15 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
     return out
 
 
-_HTTP_KEYS = ("type", "mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes",
-              "retry_seconds", "timeout_seconds", "connections", "lookback_runs", "horizon_hours", "missing_minutes",
-              "progress")
+# The options of ``type = "http"``, checked here and taken by ``sources.remote.HttpSettings``.
+HTTP_OPTIONS: tuple[str, ...] = ("mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes",
+                                 "retry_seconds", "timeout_seconds", "connections", "lookback_runs",
+                                 "horizon_hours", "missing_minutes", "progress")
 
 
 def _http_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
     """Options of ``type = "http"`` (``pointcast.sources.remote.HttpSource``)."""
-    _check_keys(ctx, tbl, path, _HTTP_KEYS)
+    _check_keys(ctx, tbl, path, ("type", *HTTP_OPTIONS))
     out: dict[str, Any] = {}
 
     def url(v: Any, p: tuple[str, ...]) -> str:

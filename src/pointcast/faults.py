@@ -8,8 +8,8 @@ reached in the build tasks, wherever they run, so a worker given the variable di
 
 ================  ==========================================================================
 ``json``          publish.staging.TreeWriter: before the n-th file of the staging tree
-``write``         publish.durable.write_bytes: half of a file's bytes written (every durable file
-                  write counts: JSON, ``.gz``, manifest, Zarr objects)
+``write``         publish.durable.write_bytes: half of a file's bytes written (every file it
+                  writes counts: JSON, ``.gz``, manifest, Zarr objects, downloads)
 ``zarr``          publish.local (the durable store): a Zarr object written, before its rename into place
 ``zarr-commit``   publish.archive.append_archive: slot written, before the consolidated metadata
 ``run-staged``    publish.tree.publish_run: manifest and validation written, before the rename

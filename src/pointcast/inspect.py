@@ -25,9 +25,10 @@ from typing import Any
 import eccodes
 
 from .catalogue import VARIABLES, variable
+from .gribtable import GribField
 from .ingest import fields_of, judge, matches
 from .sources import MODELS
-from .sources.base import GribField, ModelSpec
+from .sources.base import ModelSpec
 
 UTC = timezone.utc
 CENTRE_MODELS = {"ecmf": ("ifs",), "kwbc": ("gfs",), "rjtd": ("msm",),

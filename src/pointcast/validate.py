@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
 import orjson
@@ -30,37 +29,11 @@ import xarray as xr
 
 from . import contract
 from .config import Config
+from .facts import ArchiveFacts, FileFacts, spread_paths
 from .products import PRODUCTS
 from .products.base import ProductOutput
 from .products.eu_wind import ladder_answers
 from .publish import POINT, StagedFiles
-
-
-@dataclass
-class ArchiveFacts:
-    """What validation needs to know of a product's archive rows, found where they are (a
-    build slice, `archive_facts`) and added up over the slices (`merged`): the points, and of
-    every variable the number of NaN, where the first is, and the least and greatest value."""
-
-    points: list[str] = field(default_factory=list)
-    nan: dict[str, tuple[int, str]] = field(default_factory=dict)  # variable -> (count, first at)
-    least: dict[str, float] = field(default_factory=dict)  # variable -> least value but NaN
-    most: dict[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def merged(cls, parts: list[ArchiveFacts]) -> ArchiveFacts:
-        """The facts of consecutive slices' rows as one: the first NaN is the first slice's."""
-        out = cls()
-        for part in parts:
-            out.points += part.points
-            for name, (count, where) in part.nan.items():
-                total, first = out.nan.get(name, (0, where))
-                out.nan[name] = (total + count, first)
-            for name, value in part.least.items():
-                out.least[name] = min(value, out.least.get(name, value))
-            for name, value in part.most.items():
-                out.most[name] = max(value, out.most.get(name, value))
-        return out
 
 
 def archive_facts(ds: xr.Dataset) -> ArchiveFacts:
@@ -83,32 +56,6 @@ def archive_facts(ds: xr.Dataset) -> ArchiveFacts:
     return facts
 
 
-# JSON files parsed per product. A product renders every point's file from the same tables of
-# value texts, so a file that does not parse, or has the wrong number of entries, or daily
-# extremes off its hours, is a rendering fault that shows in any of them: files spread over
-# the product's paths (every variant, first and last point) are parsed, plus every file
-# holding a null. Reading back and parsing every file cost as much as rendering them.
-PARSED_FILES = 200
-
-
-@dataclass
-class FileFacts:
-    """What validation needs to know of a product's files, found where they are written (a
-    build slice, `file_facts`) and added up over the slices (`merged`): the expected files
-    missing, the files holding a JSON null, and `PARSED_FILES` paths spread over the rest."""
-
-    missing: list[str] = field(default_factory=list)
-    with_null: list[str] = field(default_factory=list)
-    spread: list[str] = field(default_factory=list)
-
-    @classmethod
-    def merged(cls, parts: list[FileFacts]) -> FileFacts:
-        """The facts of several slices' files as one: their spreads spread again."""
-        return cls([m for part in parts for m in part.missing],
-                   [rel for part in parts for rel in part.with_null],
-                   _spread(sorted({rel for part in parts for rel in part.spread})))
-
-
 def file_facts(files: Mapping[str, bytes], expected: list[str]) -> FileFacts:
     """The `FileFacts` of a product's ``files`` (a build slice's, or a whole product's held in
     memory), of which ``expected`` should all be there. The nulls are those the staging tree
@@ -116,14 +63,7 @@ def file_facts(files: Mapping[str, bytes], expected: list[str]) -> FileFacts:
     rels = sorted(rel for rel in files if not rel.endswith("/index.json"))
     with_null = (sorted(set(files.with_null()).intersection(rels)) if isinstance(files, StagedFiles)
                  else [rel for rel in rels if b"null" in files[rel]])
-    return FileFacts([f for f in expected if f not in files], with_null, _spread(rels))
-
-
-def _spread(rels: list[str]) -> list[str]:
-    """`PARSED_FILES` of the sorted ``rels``, spread over them: the first, the last, and every
-    variant (product, freq, height) between."""
-    return [rels[i] for i in np.unique(np.linspace(0, len(rels) - 1, min(len(rels), PARSED_FILES))
-                                       .round().astype(int))]
+    return FileFacts([f for f in expected if f not in files], with_null, spread_paths(rels))
 
 
 def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:

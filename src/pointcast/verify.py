@@ -34,9 +34,9 @@ import scores.probability
 import xarray as xr
 
 from . import physics, publish
-from .config import Config, csv_rows
+from .config import Config, csv_rows, utc_time
 from .products.eu_common import BY_KEY
-from .server import VERIFICATION_DIR  # <root>/verification/<product>.json|.zarr, index.json
+from .publish import VERIFICATION_DIR  # <root>/verification/<product>.json|.zarr, index.json
 
 log = logging.getLogger(__name__)
 
@@ -158,12 +158,6 @@ class _Rows:
 TIDY_HEADER = ("point", "time", "variable", "value")
 
 
-def _utc(text: str) -> datetime:
-    """An ISO 8601 time; with an offset it is converted to UTC, without one it is UTC."""
-    t = datetime.fromisoformat(text)
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
-
-
 def read_tidy(path: Path, keys: Iterable[str]) -> Observations:
     """A tidy CSV ``point,time,variable,value``: ``point`` a point id or a station id of the
     points CSV (``keys``), ``variable`` an API element name, ``value`` in the API's units."""
@@ -191,7 +185,7 @@ def read_tidy(path: Path, keys: Iterable[str]) -> Observations:
                 raise ObservationError(shown, line, f"unknown variable {rec['variable']!r} (expected one of: "
                                                     f"{', '.join(OBSERVED)})")
             try:
-                time = _utc(rec["time"])
+                time = utc_time(rec["time"])
             except ValueError:
                 raise ObservationError(shown, line, f"time {rec['time']!r} is not ISO 8601 "
                                                     "(e.g. 2026-11-20T06:00Z)") from None
@@ -658,18 +652,6 @@ def to_dataset(result: dict) -> xr.Dataset:
     return ds
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``path`` through a temporary file renamed over it (readers see old or new)."""
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-    try:
-        publish.write_bytes(tmp, data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    publish.fsync_dir(path.parent)
-
-
 def replace_dir(tmp: Path, path: Path) -> None:
     """Put a complete directory in place of another (the old one renamed aside, then removed)."""
     trash = path.with_name(f".{path.name}.trash-{secrets.token_hex(4)}")
@@ -707,7 +689,7 @@ def write_outputs(root: Path, results: list[dict], mode: str = "both") -> list[P
             shutil.rmtree(tmp, ignore_errors=True)
         written.append(out_dir / f"{product}.zarr")
     for name, data in files.items():
-        _atomic_write(out_dir / name, data)
+        publish.replace_bytes(out_dir / name, data)
         written.append(out_dir / name)
     current = root / publish.CURRENT
     if current.is_symlink():
@@ -727,11 +709,11 @@ def publish_copy(json_dir: Path, files: dict[str, bytes], mode: str = "both") ->
         if mode == "gzip":
             plain.unlink(missing_ok=True)
         else:
-            _atomic_write(plain, data)
+            publish.replace_bytes(plain, data)
         if mode == "plain":
             gz.unlink(missing_ok=True)
         else:
-            _atomic_write(gz, publish.gzip_bytes(data))
+            publish.replace_bytes(gz, publish.gzip_bytes(data))
         written.append(gz if mode == "gzip" else plain)
     return written
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import replace as dc_replace
 from typing import Sequence
 
-from ..sources.base import GribField, Processing
+from ..gribtable import GribField, Processing
 from .message import Message
 
 log = logging.getLogger(__name__)

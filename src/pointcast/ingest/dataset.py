@@ -20,7 +20,7 @@ import numpy as np
 import xarray as xr
 
 from ..catalogue import variable
-from ..sources.base import GribField, Processing
+from ..gribtable import GribField, Processing
 from .checks import select
 from .message import _CELL_CENTRES, CELL_CENTRE_NAMES, CellGridKey, DecodeError, Message
 from .scan import index_file

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..sources.base import GribField, Processing
-from ..sources.icon import CELL_CENTRES
+from ..gribtable import CELL_CENTRES, GribField, Processing
 
 
 class DecodeError(RuntimeError):
@@ -92,7 +91,7 @@ class CellGridKey:
 
 # Cell centres (degrees) of the unstructured grids seen so far, by uuidOfHGrid.
 _CELL_CENTRES: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-# DWD's CLAT and CLON (discipline 0, category 191, numbers 1 and 2; ``sources/icon.py``) as
+# DWD's CLAT and CLON (discipline 0, category 191, numbers 1 and 2; ``gribtable.CELL_CENTRES``) as
 # rows: never rows of a model's table (they are coordinates, taken out before the rows are
 # matched), but what an HTTP source asks a layout for to fetch a grid's centres
 # (``sources/remote/``).

@@ -22,7 +22,7 @@ import eccodes
 import numpy as np
 from gribapi import bindings as _grib_bindings, gribapi as _gribapi
 
-from ..sources.base import GribField, Processing
+from ..gribtable import GribField, Processing
 from .message import DecodeError, Message
 from .scan import field_bytes
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -19,9 +19,7 @@ except ImportError:  # installed without a C compiler (setup.py): the same bytes
     from .. import _render_numpy as _render
 from ..config import ProductConfig
 from ..contract import FREQ_MINUTES
-
-if TYPE_CHECKING:
-    from ..validate import ArchiveFacts, FileFacts
+from ..facts import ArchiveFacts, FileFacts
 
 
 class Files(dict):
@@ -40,10 +38,10 @@ class ProductOutput:
     # built in slices, read lazily from the run's staged store (publish.ArchiveStage)
     archive: xr.Dataset
     checks: dict = field(default_factory=dict)  # product-specific validation facts
-    # What the slices found in the archive rows they built (validate.ArchiveFacts); None: the
+    # What the slices found in the archive rows they built (facts.ArchiveFacts); None: the
     # validation gate finds it in ``archive``.
     facts: ArchiveFacts | None = None
-    # What the slices found in the files they wrote (validate.FileFacts); None: the validation
+    # What the slices found in the files they wrote (facts.FileFacts); None: the validation
     # gate finds it in ``files``.
     file_facts: FileFacts | None = None
 

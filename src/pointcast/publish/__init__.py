@@ -15,9 +15,10 @@ One module a job:
                     appended from lazily (`ArchiveStage`, `write_region`)
 ``backend.py``      the layout of an output root, the errors, and `Backend`, the interface
                     the three stages above are written against
+``roots.py``        which backend an output root has (`backend_for`)
 ``local.py``        `Backend` for a local directory: rename, symlink swap, ``flock``, fsync
 ``objectstore.py``  `Backend` for an fsspec URL: whole-object uploads, ``current`` last
-``durable.py``      fsync'd writes, locks and deletions on a local file system
+``durable.py``      fsync'd writes, replacements and deletions on a local file system
 ==================  ===========================================================================
 
 Every function taking a ``root`` accepts a local path or a URL and picks the backend itself.
@@ -25,10 +26,11 @@ Every function taking a ``root`` accepts a local path or a URL and picks the bac
 
 from .archive import (ARCHIVE_CODEC, CHUNK_BYTES, HEIGHT, INIT, LEAD, POINT, SHARD_BYTES,
                       append_archive, archive_stores, open_committed, zarr_settings)
-from .backend import (CURRENT, FAILED, JSON_DIR, RUNS, STAGING_PREFIX, ZARR_DIR, ArchiveError,
-                      Backend, PublishError, PublishRefused, backend_for, is_url)
-from .durable import fsync_dir, write_bytes
+from .backend import (CURRENT, FAILED, JSON_DIR, RUNS, STAGING_PREFIX, VERIFICATION_DIR, ZARR_DIR, ArchiveError,
+                      Backend, PublishError, PublishRefused, is_url)
+from .durable import fsync_dir, replace_bytes, write_bytes
 from .retention import retain, retain_cache
+from .roots import backend_for
 from .stage import ArchiveStage, remove_stage, write_region
 from .staging import (GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWriter, gzip_bytes,
                       write_json_tree)
@@ -39,10 +41,10 @@ from .tree import (HISTORY_ERRORS, HISTORY_RUNS, add_viewer, carry_product, curr
 __all__ = [
     "ARCHIVE_CODEC", "CHUNK_BYTES", "CURRENT", "FAILED", "GZIP_LEVEL", "HEIGHT", "HISTORY_ERRORS",
     "HISTORY_RUNS", "INIT", "JSON_DIR", "LEAD", "POINT", "RUNS", "SHARD_BYTES", "STAGING_PREFIX",
-    "WRITE_BATCH", "WRITE_THREADS", "ZARR_DIR",
+    "VERIFICATION_DIR", "WRITE_BATCH", "WRITE_THREADS", "ZARR_DIR",
     "ArchiveError", "ArchiveStage", "Backend", "PublishError", "PublishRefused", "StagedFiles", "TreeWriter",
     "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product",
     "current_run", "dump_json", "fsync_dir", "gzip_bytes", "is_url", "new_run_dir", "open_committed",
-    "publish_run", "remove_stage", "retain", "retain_cache", "run_history", "to_json_types",
+    "publish_run", "remove_stage", "replace_bytes", "retain", "retain_cache", "run_history", "to_json_types",
     "write_bytes", "write_json_tree", "write_region", "zarr_settings",
 ]

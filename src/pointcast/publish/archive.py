@@ -26,7 +26,8 @@ from zarr.abc.store import Store
 from zarr.codecs import BloscCodec
 
 from .. import faults
-from .backend import ArchiveError, Backend, backend_for, check_name
+from .backend import ArchiveError, Backend, check_name
+from .roots import backend_for
 
 log = logging.getLogger(__name__)
 

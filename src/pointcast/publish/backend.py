@@ -26,6 +26,7 @@ JSON_DIR = "json"
 ZARR_DIR = "zarr"
 MANIFEST = "manifest.json"
 VALIDATION = "validation.json"
+VERIFICATION_DIR = "verification"  # scores of the archived runs (pointcast.verify), read by the server
 STAGING_PREFIX = ".staging-"
 TRASH_PREFIX = ".trash-"
 STALE_STAGING_SECONDS = 3600.0
@@ -171,15 +172,3 @@ class Backend(ABC):
     def create_store(self, location: Any, write: Callable[[Any], None]) -> None:
         """Create the store at ``location`` with ``write(store)``, whole or not at all where
         the storage allows it."""
-
-
-def backend_for(root: Any) -> Backend:
-    """The backend of an output root: a URL's through fsspec, a path's on the local disk."""
-    # Imported here, not at the top: the backends import this module, and a local root never
-    # needs fsspec.
-    if is_url(root):
-        from .objectstore import ObjectStoreBackend
-        return ObjectStoreBackend(root)
-    from .local import LocalBackend
-    return LocalBackend(Path(root))
-

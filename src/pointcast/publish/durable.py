@@ -1,29 +1,22 @@
 """Durable steps on a local file system: what every crash-safe step of publication is made of.
 
 A file or directory becomes visible under its final name only once its bytes and the
-directory entry holding it are on disk (``write_bytes``, ``fsync_dir``); a directory
-disappears by a rename to a hidden name before it is deleted (``remove_tree``); writers of one
-tree serialise on an ``flock`` (``locked``). The fault points of the crash tests
+directory entry holding it are on disk (``write_bytes``, ``fsync_dir``); a file is replaced
+whole by a rename over it (``replace_bytes``); a directory disappears by a rename to a hidden
+name before it is deleted (``remove_tree``). The fault points of the crash tests
 (``pointcast.faults``) sit between these steps.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 from .. import faults
 from .backend import TRASH_PREFIX
-
-try:  # POSIX advisory locks; publication targets Linux hosts
-    import fcntl
-except ImportError:  # pragma: no cover - non-POSIX
-    fcntl = None  # type: ignore[assignment]
 
 
 def fsync_dir(path: Path | str) -> None:
@@ -77,18 +70,20 @@ def sync_file_system(path: Path | str) -> None:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def locked(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path`` (created if missing)."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+b") as f:
-        if fcntl is not None:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+def replace_bytes(path: Path, data: bytes, sync: bool = True) -> None:
+    """Put ``data`` in place of ``path`` whole: written to a temporary file beside it, then
+    renamed over it, so a reader sees the old bytes or the new, never part of them. With
+    ``sync`` the file and its directory entry are fsync'd; without, nothing is flushed (what
+    the download cache can afford)."""
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
+    try:
+        write_bytes(tmp, data, sync=sync)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if sync:
+        fsync_dir(path.parent)
 
 
 def remove_tree(path: Path, trash_dir: Path) -> None:

@@ -16,8 +16,9 @@ from typing import Any
 
 from .. import locks
 from ..interp.scratch import SCRATCH_DIR
-from .backend import STALE_STAGING_SECONDS, TRASH_PREFIX, backend_for
+from .backend import STALE_STAGING_SECONDS, TRASH_PREFIX
 from .durable import remove_tree
+from .roots import backend_for
 from .stage import remove_abandoned
 
 log = logging.getLogger(__name__)

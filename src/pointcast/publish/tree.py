@@ -31,8 +31,9 @@ import pandas as pd
 from isal import igzip
 
 from .. import faults, viewer
-from .backend import FAILED, JSON_DIR, MANIFEST, NAME_RE, VALIDATION, backend_for, check_name
+from .backend import FAILED, JSON_DIR, MANIFEST, NAME_RE, VALIDATION, check_name
 from .durable import fsync_dir, write_bytes
+from .roots import backend_for
 from .staging import TreeWriter, gzip_bytes
 
 log = logging.getLogger(__name__)

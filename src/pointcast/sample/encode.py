@@ -21,7 +21,8 @@ from typing import Any
 import eccodes
 import numpy as np
 
-from ..sources.base import RUN_LEVELS, GribField, ModelSpec, Processing
+from ..gribtable import RUN_LEVELS, GribField, Processing
+from ..sources.base import ModelSpec
 from .grids import CellGrid, SampleGrid
 
 

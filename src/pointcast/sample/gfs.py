@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..sources.base import ModelSpec, Processing, RunRef
+from ..gribtable import Processing
+from ..sources.base import ModelSpec, RunRef
 from ..sources.gfs import reset_start
 from .encode import H2, SFC, Encoder, Product, Writer, products_of, set_parameter, to_raw
 from .grids import SampleGrid

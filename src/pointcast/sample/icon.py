@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import hashlib
 
-from ..sources.base import ModelSpec, Processing, RunRef
-from ..sources.icon import CELL_CENTRES, LEVEL_COUNTS, NOT_IN_V1, legacy_path, v1_path
+from ..gribtable import CELL_CENTRES, Processing
+from ..sources.base import ModelSpec, RunRef
+from ..sources.icon import LEVEL_COUNTS, NOT_IN_V1, legacy_path, v1_path
 from .encode import (H2, H10, MODEL_LEVEL_TYPES, SFC, Encoder, Product, Writer, products_of,
                      quantity, set_parameter, to_raw)
 from .grids import CellGrid, SampleGrid

@@ -19,7 +19,8 @@ from typing import Any
 
 import eccodes
 
-from ..sources.base import ModelSpec, Processing, RunRef
+from ..gribtable import Processing
+from ..sources.base import ModelSpec, RunRef
 from ..sources.ifs import gust_window_hours
 from .encode import Encoder, Product, Writer, products_of, quantity, to_raw
 from .grids import SampleGrid

@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..catalogue import variable
-from ..sources.base import ModelSpec, Processing, RunRef
+from ..gribtable import Processing
+from ..sources.base import ModelSpec, RunRef
 from ..sources.msm import file_group, file_name
 from .encode import H10, SFC, Encoder, Product, Writer, products_of, quantity, set_parameter, to_raw
 from .grids import SampleGrid

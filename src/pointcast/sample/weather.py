@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from ..config import HUB_HEIGHT_RANGE_M
-from ..sources.base import RUN_LEVELS, ModelSpec
+from ..gribtable import RUN_LEVELS
+from ..sources.base import ModelSpec
 from ..sources.icon import LEVEL_COUNTS, hub_levels
 from .grids import R_EARTH, CellGrid, SampleGrid
 from .terrain import LandMask, half_level_height, mountain_ridges, orography

@@ -1,6 +1,6 @@
 """The thin server: hands out the precomputed JSON of the current published run.
 
-One module a job, each depending only on those above it:
+One module a job, each depending only on those above it (``make lint`` checks it):
 
 - ``errors``: the error answers (``ApiError`` and one constructor per code);
 - ``grammar``: the request grammar (query string, pairs, coordinates, hub heights, time zones);
@@ -22,7 +22,7 @@ reads in docs/contracts.md.
 
 from .app import PointcastApp, create_app
 from .errors import ApiError
-from .operations import OPERATIONS, VERIFICATION_DIR
+from .operations import OPERATIONS
 from .service import Server, app_from_config, serve
 
-__all__ = ["OPERATIONS", "VERIFICATION_DIR", "ApiError", "PointcastApp", "Server", "app_from_config", "create_app", "serve"]
+__all__ = ["OPERATIONS", "ApiError", "PointcastApp", "Server", "app_from_config", "create_app", "serve"]

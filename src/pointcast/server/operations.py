@@ -17,10 +17,11 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .. import contract, viewer
 from ..contract import FREQS, height_name, max_pairs
+from ..publish import VERIFICATION_DIR
 from .compress import Deflated, Piece
 from .errors import ApiError, invalid, no_data, not_found, out_of_range, outside_coverage
 from .grammar import (Grid, HubHeight, Pair, check_coverage, check_hubheight_range, check_pair_ranges,
@@ -29,12 +30,7 @@ from .grammar import (Grid, HubHeight, Pair, check_coverage, check_hubheight_ran
 from .responses import JSON_TYPE, Answer, Response
 from .run import PRODUCT_ID, ProductIndex, Run, parse_time, read_run_file
 
-if TYPE_CHECKING:
-    from .app import PointcastApp
-
 log = logging.getLogger(__name__)
-
-VERIFICATION_DIR = "verification"  # under the output root (pointcast.verify)
 
 
 @dataclass
@@ -51,7 +47,17 @@ class Request:
         return self.resolved
 
 
-Handler = Callable[["PointcastApp", "Operation", Request], Answer]
+class Served(Protocol):
+    """What an operation reads of the app that calls it (``app.PointcastApp``, which imports
+    the operations: they do not import it back)."""
+
+    openapi: tuple[Piece, bytes]  # the document and its ETag
+    openapi_deflated: Deflated
+
+    def grid(self, product: str) -> Grid: ...
+
+
+Handler = Callable[[Served, "Operation", Request], Answer]
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,7 @@ def _points(pairs: list[Pair], grid: Grid, index: ProductIndex) -> Iterator[tupl
         yield pair, point_id
 
 
-def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_common(app: Served, op: Operation, request: Request) -> Answer:
     """medium-range/common, short-range/common: the keyed object of European forecasts, one key per requested pair."""
     assert op.product is not None
     latlon = single(request.params, "latlon")
@@ -120,7 +126,7 @@ def handle_common(app: PointcastApp, op: Operation, request: Request) -> Answer:
     return Answer(parts, etag, run.published, index.next_update, run.deflated)
 
 
-def handle_windpack(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_windpack(app: Served, op: Operation, request: Request) -> Answer:
     """short-range/windpack: the keyed object of wind forecasts at the requested hub height.
 
     A configured hub height of the point is its static file, spliced (coordinates and
@@ -199,7 +205,7 @@ def _wind_at_height(
     return [tail], digest
 
 
-def handle_global(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_global(app: Served, op: Operation, request: Request) -> Answer:
     """global/wx: ``latlon=<lat>/<lon>`` and an optional ``tz``; the answer is ss1wx's shape.
 
     Without ``tz`` the precomputed element in the point's own zone is served; with one, the
@@ -211,7 +217,7 @@ def handle_global(app: PointcastApp, op: Operation, request: Request) -> Answer:
     return wxdata_answer(app, op, request, lat, lon, "latlon", text, zone)
 
 
-def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_ss1wx(app: Served, op: Operation, request: Request) -> Answer:
     """ss1wx: ``lat`` and ``lon``, answered in Asia/Tokyo."""
     lat_text = single(request.params, "lat")
     lon_text = single(request.params, "lon")
@@ -224,7 +230,7 @@ def handle_ss1wx(app: PointcastApp, op: Operation, request: Request) -> Answer:
     return wxdata_answer(app, op, request, lat, lon, "lat,lon", f"{lat_text},{lon_text}")
 
 
-def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float, lon: float,
+def wxdata_answer(app: Served, op: Operation, request: Request, lat: float, lon: float,
                   name: str, point_text: str, zone: str | None = None) -> Answer:
     """``{"requestId": <fresh uuid4>, "wxdata": [<the point's element, coordinates echoed>]}``
     (global/wx and ss1wx), in ``zone`` when given (global/wx's ``tz``).
@@ -254,7 +260,7 @@ def wxdata_answer(app: PointcastApp, op: Operation, request: Request, lat: float
     return Answer(parts, etag, run.published, index.next_update, run.deflated, request_id_at=1)
 
 
-def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_catalog(app: Served, op: Operation, request: Request) -> Answer:
     """What the current run serves: each product with its points, basetime, updated_time."""
     run = request.run()
     if run.catalog is None:
@@ -294,7 +300,7 @@ def handle_catalog(app: PointcastApp, op: Operation, request: Request) -> Answer
     return Answer([body], etag, updated, next_update, run.deflated)
 
 
-def handle_openapi(app: PointcastApp, op: Operation, request: Request) -> Answer:
+def handle_openapi(app: Served, op: Operation, request: Request) -> Answer:
     """The OpenAPI 3 document of the operations (public: no API key needed)."""
     body, etag = app.openapi
     return Answer([body], etag, None, None, lambda piece: app.openapi_deflated)
@@ -360,8 +366,8 @@ def tree_file(run: Run, path: str) -> Path | None:
         if parts[0] in viewer.RUN_FILES:
             return base / parts[0] if parts[0] == viewer.HISTORY else run.path / parts[0]
         return None
-    if parts[0] == "verification":
-        return base / "verification" / parts[1] if len(parts) == 2 and (stem == "index" or stem in products) else None
+    if parts[0] == VERIFICATION_DIR:
+        return base / VERIFICATION_DIR / parts[1] if len(parts) == 2 and (stem == "index" or stem in products) else None
     index = run.product(parts[0]) if parts[0] in products else None
     if index is None:
         return None

@@ -20,12 +20,13 @@ import os
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..config import utc_time
 from ..contract import height_name
 from .compress import Deflated, Piece
 from .grammar import HubHeight
@@ -44,13 +45,13 @@ PRODUCT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
 
 
 def parse_time(value: Any) -> datetime | None:
+    """A time of the run tree in UTC (``config.utc_time``); None when it is missing or no time."""
     if not isinstance(value, str):
         return None
     try:
-        dt = datetime.fromisoformat(value)
+        return utc_time(value)
     except ValueError:
         return None
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
 
 
 def read_run_file(path: Path, gzip_ok: bool = False) -> tuple[bytes, bool]:

@@ -168,8 +168,7 @@ def app_from_config(config: str | os.PathLike | None = None) -> PointcastApp:
     """The app of a configuration file (default ``$POINTCAST_CONFIG`` or
     ``config/pointcast.toml``), as ``pointcast serve`` makes it: the factory for another ASGI
     server."""
-    from ..cli import DEFAULT_CONFIG
-    from ..config import load_config
+    from ..config import DEFAULT_CONFIG, load_config
 
     cfg = load_config(Path(config or os.environ.get("POINTCAST_CONFIG", DEFAULT_CONFIG)))
     return create_app(cfg.output.root, api_keys=cfg.server.api_keys)

@@ -3,17 +3,16 @@
 A model is defined once (``ifs.py``, ``icon.py``, ``msm.py``, ``gfs.py``), with the table of
 where its upstream publishes it (``ModelSpec.upstream``); a source is a place runs of those
 models come from, chosen by configuration (``[sources.<name>] type = ...``) through
-``make_source``: ``sample`` (synthetic, offline) or ``http`` (the real upstreams and their
-mirrors, ``remote/``). The sample's synthetic runs are written by its own package,
-``pointcast.sample``, imported only when a sample source is configured.
+``pointcast.sourcing.make_source``: ``sample`` (synthetic, offline) or ``http`` (the real
+upstreams and their mirrors, ``remote/``). The sample's synthetic runs are written by its own
+package, ``pointcast.sample``, which imports the models defined here.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Protocol
 
-from .base import FetchedRun, GribField, ModelSpec, Processing, RegularGrid, RunRef, Source
+from .base import FetchedRun, ModelSpec, RegularGrid, RunRef, Source
 from .gfs import GFS
 from .icon import ICON_D2, ICON_EU
 from .ifs import IFS
@@ -36,30 +35,7 @@ def run_steps(model: ModelSpec, init: datetime) -> tuple[timedelta, ...]:
     return model.steps
 
 
-class SourceConfig(Protocol):
-    type: str
-    options: dict[str, Any]
-
-
-def make_source(name: str, cfg: SourceConfig, whole: bool = False) -> Source:
-    """Build the source configured as ``[sources.<name>]``; ``whole``: without its
-    `horizon_hours` cap, for a model that stands in for a dropped one to its horizon."""
-    kind = getattr(cfg, "type", None)
-    options = dict(getattr(cfg, "options", None) or {})
-    if whole:
-        options.pop("horizon_hours", None)
-    if kind == "sample":
-        from ..sample import SampleSource
-
-        return SampleSource.from_options(name, options)
-    if kind == "http":
-        from .remote import HttpSource
-
-        return HttpSource.from_options(name, options)
-    raise ValueError(f"source {name!r}: unknown source type {kind!r} (known: 'sample', 'http')")
-
-
 __all__ = [
-    "FetchedRun", "GFS", "GribField", "ICON_D2", "ICON_EU", "IFS", "MODELS", "MSM", "ModelSpec",
-    "Processing", "RegularGrid", "RunRef", "Source", "make_source", "run_steps",
+    "FetchedRun", "GFS", "ICON_D2", "ICON_EU", "IFS", "MODELS", "MSM", "ModelSpec",
+    "RegularGrid", "RunRef", "Source", "run_steps",
 ]

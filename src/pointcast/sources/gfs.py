@@ -56,8 +56,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import (Encoding as _E, GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid,
-                   Upstream, hours)
+from ..gribtable import Encoding as _E, GribField, Processing
+from .base import Layout, Mirror, ModelSpec, RegularGrid, Upstream, hours
 
 HEIGHT_LEVELS: tuple[int, ...] = (10, 80, 100)  # m above ground
 

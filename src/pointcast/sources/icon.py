@@ -137,8 +137,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from .base import (RUN_LEVELS, Encoding as _E, GribField, Layout, Mirror, ModelSpec, Processing,
-                   RegularGrid, Upstream, hours)
+from ..gribtable import CELL_CENTRES, RUN_LEVELS, Encoding as _E, GribField, Processing
+from .base import Layout, Mirror, ModelSpec, RegularGrid, Upstream, hours
 
 G = 9.80665
 
@@ -273,8 +273,6 @@ OPTIONAL_PARAMS = frozenset({"CLCL", "ASOB_S", "CAPE_ML", "VIS"})
 
 # Level types of the v1 paths (``lvt1``), by ecCodes typeOfLevel.
 V1_LEVEL_TYPES = {"isobaricInhPa": 100, "generalVerticalLayer": 150, "generalVertical": 150}
-# The cell-centre parameters of the v1 trees and the shortName ecCodes decodes them as.
-CELL_CENTRES = {"CLAT": "tlat", "CLON": "tlon"}
 
 
 @dataclass(frozen=True)

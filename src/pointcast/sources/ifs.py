@@ -74,8 +74,8 @@ from datetime import timedelta
 
 from typing import Any
 
-from .base import (Encoding as _E, GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid,
-                   Upstream, hours)
+from ..gribtable import Encoding as _E, GribField, Processing
+from .base import Layout, Mirror, ModelSpec, RegularGrid, Upstream, hours
 
 G = 9.80665  # m s-2, converts geopotential (m2 s-2) to geopotential height (m)
 

@@ -86,8 +86,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from .base import (Encoding as _E, GribField, Layout, Mirror, ModelSpec, Processing, RegularGrid,
-                   Upstream, hours)
+from ..gribtable import Encoding as _E, GribField, Processing
+from .base import Layout, Mirror, ModelSpec, RegularGrid, Upstream, hours
 
 RUN_HOURS: tuple[int, ...] = tuple(range(0, 24, 3))
 LONG_RUN_HOURS: tuple[int, ...] = (0, 12)  # 78 h; the other runs 39 h

@@ -40,11 +40,12 @@ from .download import check_grib, grib_lengths
 from .files import RemoteFile, cell_centre_files, run_files
 from .index import byte_ranges, parse_index
 from .levels import LevelPlan, plan_model_levels
-from .source import OPTIONS, HttpSource
+from .settings import HttpSettings
+from .source import HttpSource
 from .transport import USER_AGENT, BadDownload, SourceUnavailable
 
 __all__ = [
-    "BadDownload", "HttpSource", "LevelPlan", "OPTIONS", "RemoteFile", "SourceUnavailable",
+    "BadDownload", "HttpSettings", "HttpSource", "LevelPlan", "RemoteFile", "SourceUnavailable",
     "USER_AGENT", "byte_ranges", "candidate_runs", "cell_centre_files", "check_grib",
     "grib_lengths", "parse_index", "plan_model_levels", "run_files",
 ]

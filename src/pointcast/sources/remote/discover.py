@@ -20,7 +20,7 @@ from .progress import logger as _logger
 from .transport import MAX_BACKOFF_S, Missing, SourceUnavailable, exists, retrying
 
 if TYPE_CHECKING:
-    from .source import HttpSource
+    from .settings import HttpSettings
 
 
 def candidate_runs(model: ModelSpec, now: datetime, n: int) -> list[datetime]:
@@ -31,7 +31,7 @@ def candidate_runs(model: ModelSpec, now: datetime, n: int) -> list[datetime]:
     return out
 
 
-def _published(src: HttpSource, client, up: Upstream, files: list[RemoteFile],
+def _published(src: HttpSettings, client, up: Upstream, files: list[RemoteFile],
                deadline: float) -> str:
     """The mirror holding a file of ``files`` ("" when none does), tried in order. On a
     one-file-per-field layout, one file of each parameter: a parameter the tree does not
@@ -52,7 +52,7 @@ def _published(src: HttpSource, client, up: Upstream, files: list[RemoteFile],
     return ""
 
 
-def _state(src: HttpSource, client, up: Upstream, files: list[RemoteFile],
+def _state(src: HttpSettings, client, up: Upstream, files: list[RemoteFile],
            deadline: float) -> tuple[str, str]:
     """("complete" | "partial" | "absent", mirror name) of a run in one layout: its last
     step exists, only its first, or neither. A step exists when its file does, or on a
@@ -68,7 +68,7 @@ def _state(src: HttpSource, client, up: Upstream, files: list[RemoteFile],
     return "absent", ""
 
 
-def newest_run(src: HttpSource, model: ModelSpec, now: datetime) -> RunRef:
+def newest_run(src: HttpSettings, model: ModelSpec, now: datetime) -> RunRef:
     """The newest complete run of ``model`` at ``now`` on ``src``'s mirrors (``SourceUnavailable``
     when none of the ``lookback_runs`` newest is)."""
     up = src.upstream(model)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bz2
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import eccodes
 
+from ...publish.durable import replace_bytes
 from ..base import Layout, Mirror, ModelSpec, Upstream
 from .files import RemoteFile
 from .index import wanted_ranges
@@ -34,7 +34,7 @@ from .progress import FetchProgress, logger as _logger
 from .transport import MAX_BACKOFF_S, BadDownload, Failed, gave_up, get, get_ranges, one_pass
 
 if TYPE_CHECKING:
-    from .source import HttpSource
+    from .settings import HttpSettings
 
 def grib_lengths(data: bytes) -> Iterator[tuple[int, int]]:
     """(offset, length) of each GRIB message in ``data`` by the lengths the messages declare;
@@ -82,7 +82,7 @@ def check_grib(data: bytes, expected: int | None = None) -> int:
     return n
 
 
-def download_files(src: HttpSource, client, pool: ThreadPoolExecutor, model: ModelSpec,
+def download_files(src: HttpSettings, client, pool: ThreadPoolExecutor, model: ModelSpec,
                    up: Upstream, layout: Layout, todo: list[tuple[RemoteFile, Path]],
                    deadline: float, progress: FetchProgress, used: dict[str, int]
                    ) -> tuple[dict[str, Path], list[RemoteFile]]:
@@ -164,11 +164,11 @@ def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
         return mirror.name, data, index_text, ranges
 
     name, data, index_text, ranges = one_pass(f.path, up.mirrors, attempt)
-    _atomic_write(dest, data)
+    replace_bytes(dest, data, sync=False)
     if local_index is not None and index_text is not None:
-        _atomic_write(local_index, index_text.encode())
-    _atomic_write(meta, json.dumps({"mirror": name, "ranges": _jsonable(ranges),
-                                    "bytes": len(data)}).encode())
+        replace_bytes(local_index, index_text.encode(), sync=False)
+    replace_bytes(meta, json.dumps({"mirror": name, "ranges": _jsonable(ranges),
+                                   "bytes": len(data)}).encode(), sync=False)
     return dest, len(data), name
 
 
@@ -181,9 +181,3 @@ def _meta(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

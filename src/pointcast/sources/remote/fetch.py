@@ -20,8 +20,9 @@ from datetime import timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...gribtable import GribField
 from ...ingest import CellGridKey, index_file
-from ..base import FetchedRun, GribField, Layout, ModelSpec, RunRef
+from ..base import FetchedRun, Layout, ModelSpec, RunRef
 from .download import download_files
 from .files import RemoteFile, cell_centre_files, run_files
 from .levels import plan_model_levels
@@ -29,12 +30,12 @@ from .progress import FetchProgress, logger as _logger
 from .transport import SourceUnavailable
 
 if TYPE_CHECKING:
-    from .source import HttpSource
+    from .settings import HttpSettings
 
 UTC = timezone.utc
 
 
-def fetch_run(src: HttpSource, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
+def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
     """The files of ``run`` in ``cache``, fetched from ``src``'s mirrors where not there yet."""
     if run.model != model.id:
         raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")

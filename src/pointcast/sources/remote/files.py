@@ -8,8 +8,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from ...gribtable import RUN_LEVELS, Processing
 from ...ingest import CELL_CENTRE_ROWS
-from ..base import RUN_LEVELS, Layout, ModelSpec, Processing
+from ..base import Layout, ModelSpec
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ import eccodes
 import numpy as np
 
 from ...config import HUB_HEIGHT_RANGE_M
+from ...gribtable import RUN_LEVELS, GribField, Processing
 from ...ingest import plain_grib
-from ..base import RUN_LEVELS, GribField, Layout, ModelSpec, Processing
+from ..base import Layout, ModelSpec
 from ..icon import LEVEL_COUNTS, hub_levels
 from .files import RemoteFile
 from .transport import SourceUnavailable
