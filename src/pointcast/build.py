@@ -426,15 +426,22 @@ def input_gaps(inputs: dict[str, frozenset[str]], series, end: np.datetime64) ->
     weather type without visibility or CAPE) decided without it."""
     steps = series.time.values < end
     missing: dict[str, np.ndarray] = {}
-    for name in {v for deps in inputs.values() for v in deps}:
+    for name in {v for deps in inputs.values() for v in deps} & DEGRADABLE:
         if name not in series:
             missing[name] = np.ones(int(steps.sum()), dtype=bool)
         else:
             arr = series[name]
             missing[name] = np.isnan(arr.values).any(axis=tuple(i for i, d in enumerate(arr.dims)
                                                                  if d != "time"))[steps]
-    return {element: {v: missing[v] for v in sorted(deps) if missing[v].any()}
-            for element, deps in inputs.items() if any(missing[v].any() for v in deps)}
+    return {element: {v: missing[v] for v in sorted(deps & missing.keys()) if missing[v].any()}
+            for element, deps in inputs.items() if any(missing[v].any() for v in deps & missing.keys())}
+
+
+# The variables whose absence degrades elements (`input_gaps`): those a model decodes and can
+# be used without. An essential one missing somewhere (a point outside every model's domain),
+# or one made from essential ones at extraction (the wind at a height), fails validation.
+DEGRADABLE = frozenset(row.var for model in MODELS.values() for row in model.fields
+                       if not VARIABLES[row.var].essential)
 
 
 def _merged_gaps(parts: list[dict[str, dict[str, np.ndarray]]]) -> dict[str, dict[str, np.ndarray]]:
