@@ -658,18 +658,6 @@ def to_dataset(result: dict) -> xr.Dataset:
     return ds
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``path`` through a temporary file renamed over it (readers see old or new)."""
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-    try:
-        publish.write_bytes(tmp, data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    publish.fsync_dir(path.parent)
-
-
 def replace_dir(tmp: Path, path: Path) -> None:
     """Put a complete directory in place of another (the old one renamed aside, then removed)."""
     trash = path.with_name(f".{path.name}.trash-{secrets.token_hex(4)}")
@@ -707,7 +695,7 @@ def write_outputs(root: Path, results: list[dict], mode: str = "both") -> list[P
             shutil.rmtree(tmp, ignore_errors=True)
         written.append(out_dir / f"{product}.zarr")
     for name, data in files.items():
-        _atomic_write(out_dir / name, data)
+        publish.write_atomic(out_dir / name, data)
         written.append(out_dir / name)
     current = root / publish.CURRENT
     if current.is_symlink():
@@ -727,11 +715,11 @@ def publish_copy(json_dir: Path, files: dict[str, bytes], mode: str = "both") ->
         if mode == "gzip":
             plain.unlink(missing_ok=True)
         else:
-            _atomic_write(plain, data)
+            publish.write_atomic(plain, data)
         if mode == "plain":
             gz.unlink(missing_ok=True)
         else:
-            _atomic_write(gz, publish.gzip_bytes(data))
+            publish.write_atomic(gz, publish.gzip_bytes(data))
         written.append(gz if mode == "gzip" else plain)
     return written
 

@@ -27,7 +27,7 @@ from .archive import (ARCHIVE_CODEC, CHUNK_BYTES, HEIGHT, INIT, LEAD, POINT, SHA
                       append_archive, archive_stores, open_committed, zarr_settings)
 from .backend import (CURRENT, FAILED, JSON_DIR, RUNS, STAGING_PREFIX, ZARR_DIR, ArchiveError,
                       Backend, PublishError, PublishRefused, backend_for, is_url)
-from .durable import fsync_dir, write_bytes
+from .durable import fsync_dir, write_atomic, write_bytes
 from .retention import retain, retain_cache
 from .stage import ArchiveStage, remove_stage, write_region
 from .staging import (GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWriter, gzip_bytes,
@@ -44,5 +44,5 @@ __all__ = [
     "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product",
     "current_run", "dump_json", "fsync_dir", "gzip_bytes", "is_url", "new_run_dir", "open_committed",
     "publish_run", "remove_stage", "retain", "retain_cache", "run_history", "to_json_types",
-    "write_bytes", "write_json_tree", "write_region", "zarr_settings",
+    "write_atomic", "write_bytes", "write_json_tree", "write_region", "zarr_settings",
 ]

@@ -57,6 +57,19 @@ def write_bytes(path: Path | str, data: bytes, sync: bool = True) -> None:
         os.close(fd)
 
 
+def write_atomic(path: Path | str, data: bytes) -> None:
+    """Write ``path`` through a temporary file renamed over it (readers see old or new)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
+    try:
+        write_bytes(tmp, data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
 def _write_all(fd: int, view: memoryview) -> None:
     while view:
         view = view[os.write(fd, view):]
