@@ -155,7 +155,7 @@ class PointcastApp:
         (``responses.ZERO_COPY``), which an answer asked for again then gets. Counted and
         timed in the metrics (``metrics``), which never fail a request."""
         start = time.perf_counter()
-        response = self.answer(method, path, query_string, headers, zero_copy)
+        response = self.respond_uncounted(method, path, query_string, headers, zero_copy)
         try:
             if path in LABELLED_PATHS:
                 label = path
@@ -168,8 +168,8 @@ class PointcastApp:
             log.exception("counting the request %s %s failed", method, path[:200])
         return response
 
-    def answer(self, method: str, path: str, query_string: bytes, headers: list[tuple[bytes, bytes]],
-               zero_copy: bool = False) -> Response:
+    def respond_uncounted(self, method: str, path: str, query_string: bytes, headers: list[tuple[bytes, bytes]],
+                          zero_copy: bool = False) -> Response:
         """``respond``'s response, uncounted."""
         if path == METRICS_PATH:
             return self.metrics_response(method)
