@@ -293,6 +293,8 @@ def _record_published(flow, flow_run, state) -> None:
     """The flow's on_completion hook: the outcome of the run it published (or found published),
     from that run's manifest (``pointcast.outcome``), for the server's /metrics."""
     root = load_config(Path(flow_run.parameters["config_path"])).output.root
+    if publish.is_url(root):  # no server reads an object-store root (``record_cycle``)
+        return
     run_id = state.result()
     manifest = json.loads((Path(root) / publish.RUNS / run_id / "manifest.json").read_bytes())
     record_cycle(root, published_outcome(manifest, flow_run.start_time, datetime.now(timezone.utc)))
