@@ -8,6 +8,7 @@ wires them, so the same stages run identically from tests, the CLI and the deplo
 from __future__ import annotations
 
 import errno
+import json
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from contextlib import contextmanager
 import logging
@@ -21,6 +22,7 @@ import dask
 from prefect import allow_failure, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
+from prefect.states import Completed, State
 from prefect.utilities.annotations import quote
 
 from pointcast import build, interp, publish
@@ -28,6 +30,7 @@ from pointcast.build import ModelFailed
 from pointcast.config import Config, load_config
 from pointcast.heap import cap_arenas, release_freed
 from pointcast.products.base import RunContext
+from pointcast.outcome import describe, failed_outcome, published_outcome, record_cycle, shortfalls
 from pointcast.publish.retention import retain_scratch, sweep_staging
 from pointcast.sources import MODELS, run_steps
 from pointcast.sources.base import FetchedRun, RunRef
@@ -291,9 +294,45 @@ def dask_scheduler(cfg: Config):
             cluster.close()
 
 
-@flow(name="pointcast-cycle", log_prints=True)
+def _record_published(flow, flow_run, state) -> None:
+    """The flow's on_completion hook: the outcome of the run it published (or found published),
+    from that run's manifest (``pointcast.outcome``), for the server's /metrics."""
+    root = load_config(Path(flow_run.parameters["config_path"])).output.root
+    if publish.is_url(root):  # no server reads an object-store root (``record_cycle``)
+        return
+    run_id = state.result()
+    manifest = json.loads((Path(root) / publish.RUNS / run_id / "manifest.json").read_bytes())
+    record_cycle(root, published_outcome(manifest, flow_run.start_time, datetime.now(timezone.utc)))
+
+
+def _record_failed(flow, flow_run, state) -> None:
+    """The flow's on_failure and on_crashed hook: a cycle that published nothing says so (its
+    configuration may be what failed: then there is no root to say it in, only the log)."""
+    try:
+        root = load_config(Path(flow_run.parameters["config_path"])).output.root
+    except Exception as exc:  # noqa: BLE001 (the failure is the flow's, reported by Prefect)
+        _logger().error("the cycle's outcome is not recorded: %s", exc)
+        return
+    started = flow_run.start_time or datetime.now(timezone.utc)
+    record_cycle(root, failed_outcome(state.message or state.name, started, datetime.now(timezone.utc)))
+
+
+def _finished(manifest: dict) -> State | str:
+    """The flow's return: the run id, in a Completed state named "Degraded" when the run lacks
+    something (``pointcast.outcome.shortfalls``), which a Prefect automation can match (the event
+    ``prefect.flow-run.Degraded``, docs/operations.md); a caller still gets the run id."""
+    lacks = shortfalls(manifest)
+    if any(lacks.values()):
+        return Completed(name="Degraded", message=describe(lacks), data=manifest["run_id"])
+    return manifest["run_id"]
+
+
+@flow(name="pointcast-cycle", log_prints=True, on_completion=[_record_published],
+      on_failure=[_record_failed], on_crashed=[_record_failed])
 def cycle(config_path: str, now: datetime | None = None) -> str:
-    """One forecast cycle. Returns the published run id; raises (publishing nothing) on failure."""
+    """One forecast cycle. Returns the published run id; raises (publishing nothing) on failure.
+    A run published lacking something ends the flow run in the state "Degraded" (`_finished`);
+    either way the outcome goes to ``<root>/cycles/last.json`` (``pointcast.outcome``)."""
     cfg = load_config(Path(config_path))
     now = (now or datetime.now(timezone.utc)).replace(microsecond=0)
     log = _logger()
@@ -413,7 +452,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
                               lacking)
     report["carried"] = {pid: entry["carried_from"] for pid, entry in carried.items() if entry}
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
-    return run_id
+    return _finished(manifest)
 
 
 def _reaching_basetime(cfg: Config, runs: dict[str, RunRef], now: datetime,

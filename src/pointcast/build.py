@@ -588,6 +588,8 @@ def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, 
     synthetic = any(r.synthetic for r in runs.values())
     out = {
         "run_id": run, "created": iso(generated), "synthetic": synthetic,
+        # a served product older than two of these is stale (/catalog, /metrics, the status page)
+        "schedule_hours": cfg.schedule.every_hours,
         "notice": ("SYNTHETIC: produced from the embedded sample source; not a real forecast."
                    if synthetic else "Produced from real model runs."),
         "models": {m: info | ({"lacking": lacking[m]} if lacking.get(m) else {})

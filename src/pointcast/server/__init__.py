@@ -10,6 +10,7 @@ One module a job, each depending only on those above it (``make lint`` checks it
 - ``wind``: windpack heights between two precomputed ones, interpolated;
 - ``run``: the served run, its index, files and answers, cached per run;
 - ``responses``: answers and the HTTP responses made of them (validators, 304, gzip);
+- ``metrics``: ``GET /metrics``, the Prometheus metrics (requests, latency, product ages, last cycle);
 - ``operations``: the operations (the five forecast operations, catalog, OpenAPI), verification and the viewer's files;
 - ``openapi``: the OpenAPI document of the operations;
 - ``app``: ``PointcastApp``, the pure ASGI app and the one way in;

@@ -20,12 +20,15 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from pathlib import Path, PurePath
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST
+
 from .. import viewer
 from ..config import ApiKeyConfig
 from .access import Access
 from .compress import Deflated, Piece, accepts_gzip
 from .errors import ApiError, no_data, not_allowed, not_found
 from .grammar import Grid, parse_query
+from .metrics import DEFAULT_SCHEDULE_HOURS, METRICS_PATH, Metrics
 from .openapi import openapi_document
 from .operations import OPERATIONS, Request, file_response, tree_file, verification_answer, viewer_assets
 from .responses import ZERO_COPY, Response, cached_response, error_response, header_value
@@ -40,6 +43,9 @@ Send = Callable[[Message], Awaitable[None]]
 
 UNGUARDED = frozenset({"/openapi.json"})  # paths answered without an API key
 VERIFICATION_PATH = "/verification"  # PointcastApp.verification, apart from the run's operations
+# the request metrics' operation labels: these paths as they are, the viewer's files as "viewer",
+# anything else as "other"
+LABELLED_PATHS = frozenset({*OPERATIONS, VERIFICATION_PATH, METRICS_PATH})
 
 
 def _default_grid_for(product: str) -> Grid:
@@ -61,6 +67,7 @@ class PointcastApp:
         grid_for: Callable[[str], Grid] | None = None,
         clock: Callable[[], float] = time.time,
         api_keys: Iterable[ApiKeyConfig] = (),
+        schedule_hours: int = DEFAULT_SCHEDULE_HOURS,
     ):
         self.root = Path(output_root)
         self.max_cache_bytes = max_cache_bytes
@@ -75,6 +82,9 @@ class PointcastApp:
         body = json.dumps(openapi_document(secured=not self.access.open), separators=(",", ":")).encode()
         self.openapi = (Piece(body, ("openapi",)),
                         b'"' + hashlib.blake2b(body, digest_size=16).hexdigest().encode() + b'"')
+        # runs published before their manifest recorded the schedule are aged by this one
+        self.schedule_hours = schedule_hours
+        self.metrics = Metrics(self.root, self.current_run, clock, schedule_hours)
 
     @functools.cached_property
     def openapi_deflated(self) -> Deflated:
@@ -142,7 +152,27 @@ class PointcastApp:
     def respond(self, method: str, path: str, query_string: bytes, headers: list[tuple[bytes, bytes]],
                 zero_copy: bool = False) -> Response:
         """The response to a request; ``zero_copy``: the server takes a body as a file
-        (``responses.ZERO_COPY``), which an answer asked for again then gets."""
+        (``responses.ZERO_COPY``), which an answer asked for again then gets. Counted and
+        timed in the metrics (``metrics``), which never fail a request."""
+        start = time.perf_counter()
+        response = self.respond_uncounted(method, path, query_string, headers, zero_copy)
+        try:
+            if path in LABELLED_PATHS:
+                label = path
+            elif path in viewer_assets() or (response.status == 200 and path.endswith(".json")):
+                label = "viewer"
+            else:
+                label = "other"
+            self.metrics.observe(label, response.status, time.perf_counter() - start)
+        except Exception:  # a bug in counting: the answer goes out all the same
+            log.exception("counting the request %s %s failed", method, path[:200])
+        return response
+
+    def respond_uncounted(self, method: str, path: str, query_string: bytes, headers: list[tuple[bytes, bytes]],
+                          zero_copy: bool = False) -> Response:
+        """``respond``'s response, uncounted."""
+        if path == METRICS_PATH:
+            return self.metrics_response(method)
         if path == VERIFICATION_PATH:
             return self.verification(method, query_string, headers)
         try:
@@ -158,10 +188,10 @@ class PointcastApp:
             except ApiError as err:  # none published: the operation checks its parameters first
                 run = err
             key = (path, query_string)
-            answer = run.answers.get(key) if isinstance(run, Run) else None
+            answer = run.answers.get(key) if isinstance(run, Run) and op.kept else None
             if answer is None:
                 answer = op.handler(self, op, Request(parse_query(query_string, op.params), run))
-                if isinstance(run, Run):
+                if isinstance(run, Run) and op.kept:
                     run.answers.put(key, answer, answer.size)
             elif zero_copy:  # asked for again: worth a file of its own
                 return cached_response(answer, headers, self.clock(), run.body_files, key)
@@ -171,6 +201,21 @@ class PointcastApp:
         except Exception:  # a bug: log it, still answer in JSON
             log.exception("unexpected error answering %s %s?%r", method, path, query_string[:200])
             return error_response(ApiError(500, "500_001", "internal error"))
+
+    def metrics_response(self, method: str) -> Response:
+        """GET /metrics: the Prometheus text format (``metrics``), without an API key like
+        /openapi.json (counts and ages, no forecast: docs/operations.md), never cached."""
+        try:
+            if method not in ("GET", "HEAD"):
+                raise not_allowed()
+            body = self.metrics.exposition()
+        except ApiError as err:
+            return error_response(err)
+        except Exception:  # a bug (or a manifest of an unexpected shape): log it, answer in JSON
+            log.exception("unexpected error answering %s %s", method, METRICS_PATH)
+            return error_response(ApiError(500, "500_001", "internal error"))
+        return Response(200, body, [(b"content-type", CONTENT_TYPE_LATEST.encode()),
+                                    (b"content-length", b"%d" % len(body)), (b"cache-control", b"no-store")])
 
     def verification(self, method: str, query_string: bytes, headers: list[tuple[bytes, bytes]]) -> Response:
         """GET /verification (``operations.verification_answer``), behind the API key."""
@@ -245,6 +290,8 @@ def create_app(output_root: Path, **options: Any) -> PointcastApp:
     Options: ``max_cache_bytes`` (point file bytes cached per run), ``max_answer_bytes`` (answer
     bytes kept per run, ``Answer.size``), ``grid_for`` (product ->
     grid, default ``pointcast.grids.grid_for``), ``clock`` (for tests), ``api_keys`` (the
-    ``[server.api_keys]`` of the configuration; none: the service is open).
+    ``[server.api_keys]`` of the configuration; none: the service is open), ``schedule_hours``
+    (the configuration's ``[schedule] every_hours``: the age at which a product of a run whose
+    manifest does not record it is stale, /catalog and /metrics).
     """
     return PointcastApp(Path(output_root), **options)

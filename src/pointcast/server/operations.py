@@ -16,6 +16,7 @@ import os
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path, PurePath
 from typing import Protocol
 
@@ -27,6 +28,7 @@ from .errors import ApiError, invalid, no_data, not_found, out_of_range, outside
 from .grammar import (Grid, HubHeight, Pair, check_coverage, check_hubheight_range, check_pair_ranges,
                       parse_coordinate, parse_hubheight, parse_lat_slash_lon, parse_pairs, parse_query, parse_time_zone,
                       single)
+from .metrics import product_ages
 from .responses import JSON_TYPE, Answer, Response
 from .run import PRODUCT_ID, ProductIndex, Run, parse_time, read_run_file
 
@@ -69,6 +71,7 @@ class Operation:
     product: str | None
     handler: Handler
     params: tuple[str, ...] = ()
+    kept: bool = True  # its answers are kept per run and query (``Run.answers``); not if they age
 
 
 def _served(op: Operation, request: Request) -> tuple[Run, ProductIndex]:
@@ -261,43 +264,71 @@ def wxdata_answer(app: Served, op: Operation, request: Request, lat: float, lon:
 
 
 def handle_catalog(app: Served, op: Operation, request: Request) -> Answer:
-    """What the current run serves: each product with its points, basetime, updated_time."""
+    """What the current run serves: each product with its age, points, basetime, updated_time.
+
+    The products are rendered once per run; each answer puts in their ages at the clock's
+    time (``age_s``, ``stale``: older than two schedule periods, ``metrics.product_ages``), so
+    the answer is not kept, and its ETag is weak: it covers the run and which products are
+    stale, not the seconds of their ages (an answer a second later is equivalent)."""
     run = request.run()
     if run.catalog is None:
-        products = []
-        for index in run.products():
-            meta = index.meta
-            points = []
-            for p in meta["points"]:
-                if not isinstance(p, dict):
-                    continue
-                entry = {k: p.get(k) for k in ("id", "name", "lat", "lon")}
-                if p.get("hub_heights") not in (None, "", []):
-                    entry["hub_heights"] = p["hub_heights"]
-                if isinstance(p.get("heights"), list):  # eu-wind: the precomputed heights
-                    entry["heights"] = p["heights"]
-                points.append(entry)
-            freqs = [f for f in FREQS if (run.path / "json" / index.product / f).is_dir()]
-            products.append(
-                {
-                    "product": index.product,
-                    "operations": [o.path for o in OPERATIONS.values() if o.product == index.product],
-                    "grid": meta.get("grid"),
-                    "basetime": meta.get("basetime"),
-                    "updated_time": meta.get("updated_time"),
-                    "next_update": meta.get("next_update"),
-                    "freqs": freqs,
-                    "points": points,
-                }
-            )
-        if not products:
-            raise no_data("the current run has no products")
-        body = Piece(json.dumps({"run_id": run.run_id, "products": products}).encode(), ("catalog",))  # ASCII-safe
-        etag = b'"' + hashlib.blake2b(os.fsencode(run.run_id) + b"\0" + body, digest_size=16).hexdigest().encode() + b'"'
-        nexts = [i.next_update for i in run.products() if i.next_update is not None]
-        run.catalog = (body, etag, run.published, min(nexts, default=None))
-    body, etag, updated, next_update = run.catalog
-    return Answer([body], etag, updated, next_update, run.deflated)
+        run.catalog = _catalog(run)
+    heads, tails, etag, updated, next_update = run.catalog
+    manifest = run.manifest
+    ages = product_ages(manifest, datetime.fromtimestamp(app.clock(), timezone.utc), app.schedule_hours)
+    parts: list[bytes] = [b'{"run_id":' + json.dumps(run.run_id).encode() + b',"products":[']
+    tag = hashlib.blake2b(etag, digest_size=16)
+    for i, (product, head) in enumerate(heads):
+        seconds, stale = ages.get(product, (None, None))
+        fresh = {"age_s": None if seconds is None else round(seconds), "stale": stale}
+        entry = (manifest.get("products") or {}).get(product)
+        if isinstance(entry, dict) and entry.get("carried_from"):
+            fresh["carried_from"] = entry["carried_from"]
+        if i:
+            parts.append(b",")
+        parts += [head, json.dumps(fresh)[1:-1].encode() + b",", tails[i]]
+        tag.update(b"\0%d" % bool(stale))
+    parts.append(b"]}")
+    return Answer(parts, b'W/"' + tag.hexdigest().encode() + b'"', updated, next_update, run.deflated)
+
+
+def _catalog(run: Run) -> tuple[list[tuple[str, Piece]], list[Piece], bytes, datetime | None, datetime | None]:
+    """The catalog's constant parts, once per run: each product's object split where its ages
+    go (after ``"product"``), a digest of them all, Last-Modified and the next update."""
+    heads: list[tuple[str, Piece]] = []
+    tails: list[Piece] = []
+    digest = hashlib.blake2b(os.fsencode(run.run_id), digest_size=16)
+    for index in run.products():
+        meta = index.meta
+        points = []
+        for p in meta["points"]:
+            if not isinstance(p, dict):
+                continue
+            entry = {k: p.get(k) for k in ("id", "name", "lat", "lon")}
+            if p.get("hub_heights") not in (None, "", []):
+                entry["hub_heights"] = p["hub_heights"]
+            if isinstance(p.get("heights"), list):  # eu-wind: the precomputed heights
+                entry["heights"] = p["heights"]
+            points.append(entry)
+        freqs = [f for f in FREQS if (run.path / "json" / index.product / f).is_dir()]
+        rest = {
+            "operations": [o.path for o in OPERATIONS.values() if o.product == index.product],
+            "grid": meta.get("grid"),
+            "basetime": meta.get("basetime"),
+            "updated_time": meta.get("updated_time"),
+            "next_update": meta.get("next_update"),
+            "freqs": freqs,
+            "points": points,
+        }
+        head = b'{"product":' + json.dumps(index.product).encode() + b","
+        tail = json.dumps(rest)[1:].encode()  # ASCII-safe
+        heads.append((index.product, Piece(head, ("catalog", index.product, "head"))))
+        tails.append(Piece(tail, ("catalog", index.product)))
+        digest.update(b"\0".join([b"", head, tail]))
+    if not heads:
+        raise no_data("the current run has no products")
+    nexts = [i.next_update for i in run.products() if i.next_update is not None]
+    return heads, tails, digest.digest(), run.published, min(nexts, default=None)
 
 
 def handle_openapi(app: Served, op: Operation, request: Request) -> Answer:
@@ -312,7 +343,8 @@ _HANDLERS: dict[str, Handler] = {"medium-range-common": handle_common, "short-ra
 OPERATIONS: dict[str, Operation] = {
     op.path: op
     for op in (
-        *(Operation(c.name, c.path, c.product, _HANDLERS[c.name], tuple(p.name for p in c.params))
+        *(Operation(c.name, c.path, c.product, _HANDLERS[c.name], tuple(p.name for p in c.params),
+                    kept=_HANDLERS[c.name] is not handle_catalog)
           for c in contract.OPERATIONS),
         Operation("openapi", "/openapi.json", None, handle_openapi),
     )

@@ -191,19 +191,32 @@ class Run:
         # for a server offering ASGI's zero-copy send (``responses.body_file``); each holds a
         # file descriptor, hence the bound on their number
         self.body_files = ByteBoundLru(max_answer_bytes, MAX_BODY_FILES)
-        # the catalog's body, ETag, Last-Modified and next update, rendered once per run
-        self.catalog: tuple[Piece, bytes, datetime | None, datetime | None] | None = None
+        # the catalog's products (split where their ages go), digest, Last-Modified and next
+        # update, rendered once per run (operations.handle_catalog)
+        self.catalog: tuple[list[tuple[str, Piece]], list[Piece], bytes, datetime | None, datetime | None] | None = None
+
+    @functools.cached_property
+    def manifest(self) -> dict[str, Any]:
+        """The run's ``manifest.json`` (docs/contracts.md); ``{}`` when unreadable (logged)."""
+        try:
+            manifest = json.loads((self.path / "manifest.json").read_bytes())
+        except (OSError, ValueError) as exc:
+            log.error("run %s: unreadable manifest (%s)", self.run_id, exc)
+            return {}
+        if not isinstance(manifest, dict):
+            log.error("run %s: its manifest is not an object", self.run_id)
+            return {}
+        return manifest
 
     @functools.cached_property
     def published(self) -> datetime | None:
         """The run's publication time (its manifest's ``published_at``): every answer's
         ``Last-Modified``. The files' ``updated_time`` is earlier: they are generated before
         the run is validated and published (docs/api.md)."""
-        try:
-            return parse_time(json.loads((self.path / "manifest.json").read_bytes()).get("published_at"))
-        except (OSError, ValueError, AttributeError) as exc:
-            log.error("run %s: no publication time in its manifest (%s)", self.run_id, exc)
-            return None
+        published = parse_time(self.manifest.get("published_at"))
+        if published is None:
+            log.error("run %s: no publication time in its manifest", self.run_id)
+        return published
 
     def product(self, product: str) -> ProductIndex | None:
         try:

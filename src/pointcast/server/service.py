@@ -171,7 +171,7 @@ def app_from_config(config: str | os.PathLike | None = None) -> PointcastApp:
     from ..config import DEFAULT_CONFIG, load_config
 
     cfg = load_config(Path(config or os.environ.get("POINTCAST_CONFIG", DEFAULT_CONFIG)))
-    return create_app(cfg.output.root, api_keys=cfg.server.api_keys)
+    return create_app(cfg.output.root, api_keys=cfg.server.api_keys, schedule_hours=cfg.schedule.every_hours)
 
 
 def serve(

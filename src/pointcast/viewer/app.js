@@ -119,6 +119,7 @@
         h("section", {}, h("h2", {}, "Models"), modelsTable(m, run)),
         h("section", {}, h("h2", {}, "Validation"), validationBlock(run.validation))),
       h("h2", {}, "Products"), productsTable(run),
+      degradedBlock(run),
       h("h2", {}, "Blend seams (which model serves which lead times)"), seamsBlock(run),
       h("h2", {}, "Map of the points"), map,
       h("h2", {}, "Last cycles"), historyTable(run.runs),
@@ -154,6 +155,41 @@
   }
 
   const KNOWN = new Set(["basetime", "models", "horizon_hours", "freqs", "points", "seams_t2m"]);
+  const STALE_PERIODS = 2; // a product older than this many schedule periods is stale (as /catalog says)
+
+  function ageText(seconds) {
+    const minutes = Math.floor(seconds / 60), hours = Math.floor(minutes / 60), days = Math.floor(hours / 24);
+    if (days) return `${days} d ${hours % 24} h`;
+    return hours ? `${hours} h ${minutes % 60} min` : `${minutes} min`;
+  }
+
+  function ageCell(m, basetime) {
+    // now minus the basetime of the run serving the product; stale past two schedule periods
+    // (the manifest's schedule_hours; a run that does not record it is not judged)
+    if (!basetime) return "–";
+    const age = Math.max(0, Date.now() / 1000 - secs(basetime));
+    const every = m.schedule_hours;
+    const stale = every > 0 && age > STALE_PERIODS * every * 3600;
+    return h("span", { class: stale ? "age bad stale" : "age", "data-age-s": String(Math.round(age)),
+      title: every ? `stale after ${STALE_PERIODS} × ${every} h` : "" },
+      ageText(age) + (stale ? ` — stale (over ${STALE_PERIODS} × ${every} h)` : ""));
+  }
+
+  function leadTimes(intervals) {
+    return (intervals || []).map(([from, to]) => `+${from}…+${to} h`).join(", ");
+  }
+
+  function degradedBlock(run) {
+    // the elements the run serves degraded (manifest "degraded"), in red, per product
+    const degraded = run.manifest.degraded || {};
+    const rows = Object.keys(degraded).sort().flatMap((p) => Object.keys(degraded[p] || {}).sort().map((element) => {
+      const d = degraded[p][element] || {};
+      return [p, element, leadTimes(d.lead_times), d.reason || ""];
+    }));
+    if (!rows.length) return null;
+    const body = table(["product", "element", "lead times", "reason"], rows, { id: "degraded", class: "degraded" });
+    return h("section", {}, h("h2", { class: "bad" }, "Degraded elements"), body);
+  }
 
   function productsTable(run) {
     const notes = {};
@@ -164,13 +200,14 @@
         .map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ");
       const first = index.points[0];
       if (other) notes[p] = other;
-      return [p, utcText(info.basetime || index.basetime), index.points.length, (info.freqs || index.freqs || []).join(", "),
+      return [p, utcText(info.basetime || index.basetime), ageCell(run.manifest, info.basetime || index.basetime),
+        index.points.length, (info.freqs || index.freqs || []).join(", "),
         (info.models || []).join(" → "), info.horizon_hours,
         first ? h("a", { href: `#/p/${p}/${encodeURIComponent(first.id)}` }, first.name || first.id) : "",
         notes[p] || ""];
     });
-    const head = ["product", "basetime", "points", "variants", "models", "horizon h", "meteogram", "notes"];
-    const some = Object.keys(notes).length ? 8 : 7; // the notes column only when the manifest has any
+    const head = ["product", "basetime", "age", "points", "variants", "models", "horizon h", "meteogram", "notes"];
+    const some = Object.keys(notes).length ? 9 : 8; // the notes column only when the manifest has any
     return table(head.slice(0, some), rows.map((r) => r.slice(0, some)), { id: "products" });
   }
 
