@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config")
     parser.add_argument("--profile", help="write cProfile statistics of the cycle to this file")
     args = parser.parse_args(argv)
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     # Only these two are kept: the configuration whole (its points lists) would sit in the
     # measured process beside the cycle's own copy, and in every build process forked from it.

@@ -74,8 +74,8 @@ def _link(src: str, dst: str) -> None:
 
 def sample_runs(init: str, scale: int) -> Path:
     """The ``sample`` directory of a cache holding the sample runs `write_config`'s products
-    use, as their cycle fetches them (flows.cycle's discover and fetch)."""
-    from flows.cycle import discover, fetch
+    use, as their cycle fetches them (pointcast.flows.cycle's discover and fetch)."""
+    from pointcast.flows.cycle import discover, fetch
     from pointcast.config import load_config
 
     done = SAMPLES / f"{init.replace(':', '')}-{scale}"
@@ -107,7 +107,7 @@ def prefect_harness():
 @pytest.fixture(scope="session")
 def published(tmp_path_factory, prefect_harness):
     """One complete cycle on the sample source; returns (config path, output root, run id)."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     cfg = write_config(tmp_path_factory.mktemp("cycle"))
     run_id = cycle(str(cfg))

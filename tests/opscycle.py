@@ -139,7 +139,7 @@ def archived(root: Path) -> dict[str, list[np.datetime64]]:
 FORKER = r'''
 import json, os, pickle, re, resource, signal, sys
 import pointcast
-from flows.cycle import cycle, publish_run
+from pointcast.flows.cycle import cycle, publish_run
 from pointcast.config import load_config
 
 for line in sys.stdin:
@@ -235,7 +235,7 @@ class World:
 
     def publish(self, cfg: Path):
         """Run B's publish stage in this process (no Prefect), as the cycle's last task does."""
-        from flows.cycle import publish_run
+        from pointcast.flows.cycle import publish_run
         from pointcast.config import load_config
 
         return publish_run.fn(load_config(cfg), *pickle.loads(self.publish_args.read_bytes()))
@@ -244,7 +244,7 @@ class World:
 def make_world(base: Path, products: tuple[str, ...] = tuple(PRODUCTS)) -> World:
     """Publish run A in the template root and run B elsewhere (filling the cache), keeping
     what B's publish stage was given."""
-    import flows.cycle as flow
+    import pointcast.flows.cycle as flow
     from prefect import task
 
     cache = base / "cache"

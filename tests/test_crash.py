@@ -46,7 +46,7 @@ def _a_served_b_nowhere_partial(world, root) -> None:
 def test_killed_cycles_leave_the_previous_run_served_and_the_next_one_completes(world, tmp_path):
     """One output root, four real cycles killed at later and later stages (each passes the
     point the previous one died at), then a cycle that completes."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     cfg = world.fresh(tmp_path / "t")
     root = cfg.parent / "output"
@@ -124,7 +124,7 @@ def test_a_worker_killed_mid_slice_fails_the_cycle_and_publishes_nothing(world, 
     from dask.distributed import KilledWorker
     from distributed.client import FuturesCancelledError
 
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
     from test_dask_cluster import cli_cluster
 
     cfg = world.fresh(tmp_path / "t")

@@ -59,9 +59,9 @@ def test_no_task_of_the_cycle_hashes_its_inputs():
     from prefect import Task
     from prefect.cache_policies import NO_CACHE
 
-    import flows.cycle
+    import pointcast.flows.cycle as cycle_module
 
-    tasks = {name: t for name, t in vars(flows.cycle).items() if isinstance(t, Task)}
+    tasks = {name: t for name, t in vars(cycle_module).items() if isinstance(t, Task)}
     assert {"discover", "fetch", "decode_extract", "build_blend", "publish_run"} <= tasks.keys()
     assert [name for name, t in tasks.items() if type(t.cache_policy) is not type(NO_CACHE)] == []
 
@@ -163,7 +163,7 @@ def test_zarr_archive(published):
 
 
 def test_rerun_of_the_same_model_runs_changes_nothing(published):
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     cfg, root, run_id = published
     files = sorted((run_dir(root) / "json").rglob("*.json"))
@@ -179,7 +179,7 @@ def test_points_built_in_slices_publish_the_same_run(published, tmp_path):
     forked processes; the published files and archives depend on neither: the 42 European
     points in slices of 16, 16 and 10, built one after the other in the cycle's process,
     against the shipped default (``published``: a slice and a forked process a core)."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     _, root, _ = published
     cfg = write_config(tmp_path)
@@ -227,7 +227,7 @@ def _only_product(cfg: Path, name: str, section: str) -> Path:
 
 def test_cycle_failing_validation_is_kept_aside_and_not_served(published):
     """ICON-D2 alone cannot cover Lisbon: the run fails validation, goes to runs/failed/."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     cfg, root, run_id = published
     bad = _only_product(cfg, "d2-only.toml", '[products.eu-short]\npoints = "points/europe.csv"\n'
@@ -241,17 +241,23 @@ def test_cycle_failing_validation_is_kept_aside_and_not_served(published):
     assert report["ok"] is False and any("NaN" in e for e in report["errors"])
 
 
-def test_cycle_failing_before_validation_leaves_the_previous_run_served(published):
-    """No model run reaches a 400 h horizon: the flow fails early, nothing changes."""
-    from flows.cycle import cycle
+def test_a_horizon_no_model_reaches_costs_that_product_only(tmp_path, prefect_harness):
+    """No IFS run reaches eu-medium's 400 h horizon: IFS, which ends every blend, is dropped;
+    eu-short and eu-wind are built from the ICON models (they reach 72 h) and global from
+    GFS; eu-medium and japan, which nothing else reaches, are absent (no run was served
+    before in this root: tests/test_degraded.py has them carried). The cycle ends Degraded."""
+    from pointcast.flows.cycle import cycle
 
-    cfg, root, run_id = published
-    runs_before = sorted(p.name for p in (root / "runs").iterdir())
-    bad = _variant(cfg, "too-long.toml", "horizon_hours = 336", "horizon_hours = 400")
+    bad = _variant(write_config(tmp_path), "too-long.toml", "horizon_hours = 336", "horizon_hours = 400")
     state = cycle(str(bad), return_state=True)
-    assert state.is_failed() and "400 h horizon" in str(state.message)
-    assert (root / "current").readlink().name == run_id
-    assert sorted(p.name for p in (root / "runs").iterdir()) == runs_before
+    assert state.is_completed() and state.name == "Degraded", state
+    root = tmp_path / "output"
+    m = json.loads((root / "runs" / (root / "current").readlink().name / "manifest.json").read_text())
+    assert "no run reaching the 400 h horizon" in m["dropped"]["ifs"]
+    assert sorted(m["absent"]) == ["eu-medium", "japan"] and "needs ifs" in m["absent"]["eu-medium"]
+    assert sorted(m["products"]) == ["eu-short", "eu-wind", "global"]
+    assert m["products"]["eu-short"]["models"] == ["icon-d2", "icon-eu"]
+    assert m["products"]["global"]["models"] == ["gfs"]
 
 
 @contextmanager
@@ -419,7 +425,7 @@ def test_japan_archive_and_http(published):
 
 
 def test_schedule_deployment_runs_every_3_hours(published):
-    from flows.cycle import deployment
+    from pointcast.flows.cycle import deployment
     from pointcast.config import load_config
 
     cfg, _, _ = published
@@ -436,7 +442,7 @@ def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefec
     336 h. The cycle looks again, from the basetime, and takes the 00 UTC run of the day."""
     from datetime import timedelta, timezone
 
-    from flows.cycle import _reaching_basetime
+    from pointcast.flows.cycle import _reaching_basetime
     from pointcast.sources import IFS, run_steps
     from pointcast.sources.base import RunRef
 

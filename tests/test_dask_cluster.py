@@ -52,7 +52,7 @@ def assert_same_output(a: Path, b: Path) -> None:
 
 @pytest.fixture(scope="module")
 def threads_run(tmp_path_factory, prefect_harness):
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     cfg = small_config(tmp_path_factory.mktemp("threads"), "threads")
     cycle(str(cfg))
@@ -60,7 +60,7 @@ def threads_run(tmp_path_factory, prefect_harness):
 
 
 def test_cycle_on_local_cluster_matches_threads(threads_run, tmp_path, prefect_harness):
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     cfg = small_config(tmp_path, "local-cluster")
     cycle(str(cfg))
@@ -73,7 +73,7 @@ def test_local_cluster_workers_keep_the_dynamic_mmap_threshold(tmp_path):
     it, and with the other variables of ``distributed.nanny.pre-spawn-environ``."""
     from distributed import default_client
 
-    from flows.cycle import dask_scheduler
+    from pointcast.flows.cycle import dask_scheduler
     from pointcast.config import load_config
 
     cfg = load_config(small_config(tmp_path, "local-cluster"))
@@ -132,7 +132,7 @@ def test_cycle_on_a_cluster_of_dask_worker_processes_publishes_the_threads_bytes
     from dask.distributed import Client, get_task_stream
     from dask.utils import key_split
 
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     with cli_cluster(tmp_path / "cluster") as (address, _), Client(address) as client:
         cfg = small_config(tmp_path, address)

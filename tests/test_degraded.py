@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ROOT
 from opscycle import EU_POINTS, JAPAN_POINTS, served_run
+from test_server import live_server
 
 INIT = "2026-11-20T00:00Z"
 GLOBAL_POINTS = ("id,name,lat,lon,elevation,hub_heights\n"
@@ -119,7 +119,7 @@ def run_cli(cfg: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def unreachable(tmp_path_factory, prefect_harness):
     """A site that published every product, then a cycle whose IFS upstream does not answer."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     site = tmp_path_factory.mktemp("gone")
     cfg = write(site, "sample")
@@ -156,3 +156,28 @@ def test_an_unreachable_horizon_model_costs_only_the_products_it_alone_reaches(u
     answer = json.loads((root / "runs" / run / "json" / "global" / "new-york.json").read_text())
     assert len(answer["mrf"]) == 14
     assert all(day["maxtemp"] != -9999 for day in answer["mrf"][1:])
+
+
+def test_metrics_tell_what_is_carried_and_how_old(unreachable):
+    """/metrics (parsed with prometheus_client's own parser) after the cycle without IFS: the
+    carried products with their age and the flag, the last cycle degraded, IFS dropped."""
+    root = unreachable["root"]
+    with live_server(root) as (client, _, _):
+        r = client.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(r.text) for s in family.samples}
+
+    def value(name, **labels):
+        return samples[(name, tuple(sorted(labels.items())))]
+
+    for pid in ("eu-medium", "japan"):
+        assert value("pointcast_product_carried", product=pid) == 1
+        # the sample's runs start on 2026-11-20: days older than two 3-hour periods
+        assert value("pointcast_product_age_seconds", product=pid) > 86400
+        assert value("pointcast_product_stale", product=pid) == 1
+    for pid in ("eu-short", "eu-wind", "global"):
+        assert value("pointcast_product_carried", product=pid) == 0
+    assert value("pointcast_last_cycle_status", status="degraded") == 1
+    assert value("pointcast_last_cycle_dropped_model", model="ifs") == 1
+    assert value("pointcast_last_cycle_dropped_models") == 1

@@ -311,7 +311,7 @@ horizon_hours = {H_EU}
 
 
 def test_cycle_from_the_mirror_on_icon_eu(tree, prefect_harness, tmp_path):
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     publish_sample(tree["root"], tmp_path / "sample", "ifs", "2026-11-20T06:00Z",
                    horizon_hours=H_EU)
@@ -336,7 +336,7 @@ def test_cycle_from_the_mirror_on_icon_eu(tree, prefect_harness, tmp_path):
 def test_cycle_discovery_skips_runs_too_short_for_the_horizon(tree, tmp_path):
     """A run whose range cannot reach the horizon (MSM 03 UTC: 39 h) is not waited for while
     it is being published: the cycle asks for the newest run long enough (00 UTC, 78 h)."""
-    from flows.cycle import discover
+    from pointcast.flows.cycle import discover
 
     publish_sample(tree["root"], tmp_path / "sample", "msm", "2026-11-20T00:00Z")
     publish_sample(tree["root"], tmp_path / "sample", "msm", "2026-11-20T03:00Z",

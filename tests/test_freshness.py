@@ -96,7 +96,7 @@ def world(tmp_path_factory, prefect_harness):
     from prefect.automations import Automation, EventTrigger, Posture, SendNotification
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
 
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
     from pointcast.outcome import last_cycle
 
     hook = HTTPServer(("127.0.0.1", 0), Webhook)

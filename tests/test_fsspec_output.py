@@ -101,7 +101,7 @@ def test_config_takes_an_object_store_root(tmp_path):
 
 
 def test_cycle_publishes_to_an_object_store(tmp_path, prefect_harness):
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     url = f"memory://pointcast-{secrets.token_hex(4)}/out"
     cfg = small_config(tmp_path, "threads")

@@ -8,7 +8,7 @@ import pytest
 
 # The batch path, each module with the stages it imports only inside functions (postprocess,
 # verify): a build process or a worker loads these.
-BATCH = ["pointcast.build", "pointcast.postprocess", "pointcast.verify", "flows.cycle"]
+BATCH = ["pointcast.build", "pointcast.postprocess", "pointcast.verify", "pointcast.flows.cycle"]
 
 
 @pytest.mark.parametrize("module", BATCH)

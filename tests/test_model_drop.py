@@ -98,7 +98,7 @@ def manifest(root: Path, run_id: str) -> dict:
 def world(tmp_path_factory, prefect_harness):
     """Run A published normally; the cache holds run B with a truncated IFS file and run C
     with a truncated MSM file and an ICON-EU whose 2 m temperature no row names."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     base = tmp_path_factory.mktemp("drop")
     cache = base / "cache"
@@ -119,7 +119,7 @@ def test_horizon_model_failing_keeps_its_products_served(world):
     cannot be: its files of run A are carried into run B, neither validated nor archived
     again. Then C: MSM does not decode (Japan falls back to IFS alone) and ICON-EU lacks its
     2 m temperature: the European product is carried over from B, where it was built."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     cfg, root, run_a = world["cfg"], world["root"], world["a"]
     cfg.write_text(cfg.read_text().replace(INIT_A, INIT_B))
@@ -165,7 +165,7 @@ def test_horizon_model_failing_keeps_its_products_served(world):
 def test_nothing_to_carry_over_leaves_the_product_absent(world):
     """Run B in a root where nothing is served: Japan is absent from the run, and the
     manifest says why."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     cfg = config(world["base"] / "fresh", world["cache"], INIT_B)
     root = cfg.parent / "output"

@@ -51,7 +51,7 @@ def tree(root: Path) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, prefect_harness):
     """The same cycle written ``both`` and ``gzip``: output roots by mode."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     base = tmp_path_factory.mktemp("modes")
     out = {}

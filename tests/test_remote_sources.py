@@ -334,7 +334,7 @@ def cycle_tree(tree):
 
 
 def test_cycle_from_the_mirror_drops_what_is_missing(cycle_tree, prefect_harness, tmp_path):
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     now = at("2026-11-19T20:00")
     with Mirror(cycle_tree["root"]) as mirror:
@@ -392,7 +392,7 @@ def test_cycle_survives_a_missing_file_and_a_corrupt_one(cycle_tree, prefect_har
     is: MSM is dropped within seconds though its deadline is 5 minutes, the product falls back
     to IFS alone, the manifest and the failure say why. Then the file is corrupt on every
     answer: MSM is dropped at its deadline, the product again from IFS."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     now = at("2026-11-19T20:00")
     with Mirror(cycle_tree["root"]) as mirror:

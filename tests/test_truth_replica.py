@@ -236,7 +236,7 @@ def live_config(dest: Path, mirror: Mirror) -> Path:
 DRIVER = """
 import sys
 from datetime import datetime
-from flows.cycle import cycle
+from pointcast.flows.cycle import cycle
 state = cycle(sys.argv[1], now=datetime.fromisoformat(sys.argv[2]), return_state=True)
 print("cycle state:", state.type.value, state.message, flush=True)
 sys.exit(0 if state.is_completed() else 1)

@@ -240,7 +240,7 @@ def test_the_agreement_sample_is_read_chunk_by_chunk_in_the_points_order(real, t
 
 def test_failed_run_is_kept_aside_with_its_reasons_and_not_served(real, tmp_path, caplog, monkeypatch):
     """A real cycle one of whose build slices writes a NaN into its eu-short archive rows."""
-    import flows.cycle as flow
+    import pointcast.flows.cycle as flow
     from pointcast import build
 
     _, _, world = real

@@ -109,7 +109,7 @@ def isd_line(when: datetime, temp=-9999, dew=-9999, slp=-9999, wdir=-9999, wspd=
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, prefect_harness):
     """Four cycles; before each, the observations of the runs before it arrive in obs/."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     base = tmp_path_factory.mktemp("verify")
     (base / "obs").mkdir()
@@ -324,7 +324,7 @@ def test_served_json_is_corrected_from_what_was_learnt_before_the_run(world):
 def test_off_changes_nothing(world, tmp_path, prefect_harness):
     """With [postprocess] off, the JSON is that of a run corrected from nothing learnt (the
     world's first run, with it on): the correction is a no-op until it has learnt."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     base, _ = world
     cfg = write_config(tmp_path, INITS[0])
@@ -475,7 +475,7 @@ def test_products_of_one_blend_share_the_correction_and_the_windpack_stays_raw(t
     """eu-short and eu-medium (one blended series) are corrected alike, each cell with the
     estimate learnt from the most pairs, so they agree where they overlap; the windpack is not
     corrected, and validation passes with its 10 m wind raw beside eu-short's corrected one."""
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
     from pointcast import postprocess
 
     cfg = write_config(tmp_path, INITS[0])

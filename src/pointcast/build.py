@@ -9,7 +9,7 @@ all pickle: a task on a dask worker, or a build process of `forked`), writing it
 staging tree and its archive rows into the run's staged archive of each product
 (`publish.ArchiveStage`); then each product's slices are finished as one output
 (`finish_product`). The manifest (`manifest`) says what the run was built from. No Prefect
-here: flows/cycle.py wires these functions into tasks.
+here: src/pointcast/flows/cycle.py wires these functions into tasks.
 """
 
 from __future__ import annotations
@@ -400,7 +400,7 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     (`facts.ArchiveFacts`, `facts.FileFacts`: the slice checks its own points' files),
     the names of its files (`publish.StagedFiles.written`), the seams, the directories made.
     ``corrected``, ``estimate``: `_built`."""
-    release_freed()  # what the process's tasks before it freed (`flows.cycle.dask_scheduler`)
+    release_freed()  # what the process's tasks before it freed (`pointcast.flows.cycle.dask_scheduler`)
     cfg = part.cfg
     series, seams = blend_models(cfg, pids, at_points(extracted, part.points), part.where, part.heights,
                                  ctx.basetime)
@@ -414,19 +414,22 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
             written[pid] = out.files.written()
     finally:
         dirs = writer.close()
-    gaps = {pid: input_gaps(PRODUCTS[pid].inputs(), series, _horizon_end(cfg.products[pid], ctx))
+    gaps = {pid: input_gaps(PRODUCTS[pid].inputs(), series, _horizon_end(cfg.products[pid], ctx),
+                            degradable(cfg.products[pid].models))
             for pid in pids}
     return facts, found, written, seams, dirs, gaps
 
 
-def input_gaps(inputs: dict[str, frozenset[str]], series, end: np.datetime64) -> dict[str, dict[str, np.ndarray]]:
+def input_gaps(inputs: dict[str, frozenset[str]], series, end: np.datetime64,
+               expected: frozenset[str]) -> dict[str, dict[str, np.ndarray]]:
     """Where no model of the blend supplies an element's inputs (``inputs``: `Product.inputs`)
-    at some point of the series: {element: {input: steps of the series before ``end`` where it
-    is missing}}, for the elements that miss one. The element is then missing there, or (the
-    weather type without visibility or CAPE) decided without it."""
+    at some point of the series, of those it is expected to (``expected``: `degradable`):
+    {element: {input: steps of the series before ``end`` where it is missing}}, for the
+    elements that miss one. The element is then missing there, or (the weather type without
+    visibility or CAPE) decided without it."""
     steps = series.time.values < end
     missing: dict[str, np.ndarray] = {}
-    for name in {v for deps in inputs.values() for v in deps} & DEGRADABLE:
+    for name in {v for deps in inputs.values() for v in deps} & expected:
         if name not in series:
             missing[name] = np.ones(int(steps.sum()), dtype=bool)
         else:
@@ -437,11 +440,13 @@ def input_gaps(inputs: dict[str, frozenset[str]], series, end: np.datetime64) ->
             for element, deps in inputs.items() if any(missing[v].any() for v in deps & missing.keys())}
 
 
-# The variables whose absence degrades elements (`input_gaps`): those a model decodes and can
-# be used without. An essential one missing somewhere (a point outside every model's domain),
-# or one made from essential ones at extraction (the wind at a height), fails validation.
-DEGRADABLE = frozenset(row.var for model in MODELS.values() for row in model.fields
-                       if not VARIABLES[row.var].essential)
+def degradable(models: tuple[str, ...]) -> frozenset[str]:
+    """The variables whose absence degrades a blend's elements (`input_gaps`): those its models'
+    tables name and a run can go without. One no model of the blend ever has (ICON's CAPE is
+    not the most unstable parcel's) is the product's make, not a degradation; an essential one
+    missing somewhere (a point outside every model's domain), or one made from essential ones
+    at extraction (the wind at a height), fails validation."""
+    return frozenset(row.var for m in models for row in MODELS[m].fields if not VARIABLES[row.var].essential)
 
 
 def _merged_gaps(parts: list[dict[str, dict[str, np.ndarray]]]) -> dict[str, dict[str, np.ndarray]]:
@@ -538,7 +543,7 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 def _on_cluster(pids: list[str], extracted: dict, ctx: RunContext, corrected: list[str], estimate,
                 staging: Path, parts: list[BlendSlice], priority: int) -> list:
     """`build_slice` of every slice (``parts``) as a task on the default dask.distributed
-    client (the cluster `flows.cycle.dask_scheduler` opened). The inputs every slice shares go
+    client (the cluster `pointcast.flows.cycle.dask_scheduler` opened). The inputs every slice shares go
     to every worker once (held by one worker only, they would draw every slice to it while
     another is free); a task reads its slice of the series from the scratch stores. A failure
     (an exception, or a worker that died: dask's ``KilledWorker``) is raised once every slice

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         serve(cfg.output.root, args.host, args.port, cfg.server.api_keys)
         return 0
 
-    from flows.cycle import cycle
+    from pointcast.flows.cycle import cycle
 
     if args.command == "run":
         state = cycle(str(cfg.path), return_state=True)
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from prefect import serve
 
-    from flows.cycle import deployment
+    from pointcast.flows.cycle import deployment
 
     serve(deployment(cfg))
     return 0

@@ -2,7 +2,7 @@
 
 A run's manifest says what a published run lacks, but a cycle that fails publishes nothing: the
 served run then says nothing of it. So every cycle, published or not, ends by writing
-``<root>/cycles/last.json`` (the flow's hooks, flows/cycle.py), which ``/metrics`` reports
+``<root>/cycles/last.json`` (the flow's hooks, src/pointcast/flows/cycle.py), which ``/metrics`` reports
 (docs/operations.md)::
 
     {"status": "published" | "degraded" | "failed", "started": ISO, "finished": ISO,
