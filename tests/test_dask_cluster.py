@@ -73,7 +73,7 @@ def test_local_cluster_workers_keep_the_dynamic_mmap_threshold(tmp_path):
     it, and with the other variables of ``distributed.nanny.pre-spawn-environ``."""
     from distributed import default_client
 
-    from pointcast.flows.cycle import dask_scheduler
+    from pointcast.cluster import dask_scheduler
     from pointcast.config import load_config
 
     cfg = load_config(small_config(tmp_path, "local-cluster"))

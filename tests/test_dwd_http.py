@@ -22,7 +22,6 @@ from mirror import Mirror, publish_sample, spanning_levels
 from pointcast.config import load_config
 from pointcast.ingest import decode, index_file, message
 from pointcast.sources import ICON_D2, ICON_EU
-from pointcast.sources import remote
 from pointcast.sources.remote import HttpSource, cell_centre_files, run_files
 from pointcast.sourcing import make_source
 

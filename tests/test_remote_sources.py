@@ -20,7 +20,7 @@ from conftest import ROOT
 from mirror import Mirror, add_foreign_message, publish_sample
 from pointcast.config import ConfigError, load_config
 from pointcast.ingest import decode
-from pointcast.sources import GFS, IFS, MODELS, MSM, remote
+from pointcast.sources import GFS, IFS, MODELS, MSM
 from pointcast.sources.remote import (HttpSource, SourceUnavailable, byte_ranges, parse_index,
                                       run_files)
 from pointcast.sourcing import make_source

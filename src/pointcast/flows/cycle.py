@@ -7,26 +7,22 @@ wires them, so the same stages run identically from tests, the CLI and the deplo
 
 from __future__ import annotations
 
-import errno
 import json
-from concurrent.futures import CancelledError, ThreadPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import CancelledError
 import logging
-import shutil
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import dask
 from prefect import allow_failure, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 from prefect.states import Completed, State
 from prefect.utilities.annotations import quote
 
-from pointcast import build, interp, publish
+from pointcast import build, interp, plan, publish
 from pointcast.build import ModelFailed
+from pointcast.cluster import dask_scheduler
 from pointcast.config import Config, load_config
 from pointcast.heap import cap_arenas, release_freed
 from pointcast.products.base import RunContext
@@ -70,7 +66,7 @@ def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta,
     """Newest run of the model whose horizon reaches `needed` from its start, or the time
     `until` where given (a product's basetime plus its horizon; walks back run by run).
     ``whole``: every step of the run, beyond the source's `horizon_hours` (the model stands in
-    for a dropped one after it: `build.short_of_horizon`)."""
+    for a dropped one after it: `plan.short_of_horizon`)."""
     model = MODELS[model_id]
     source = make_source(cfg.models[model_id].source, cfg.source_for(model_id), whole=whole)
 
@@ -107,13 +103,13 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
     """The model's run at ``points``: the points of every list using it, one after the other,
     each list (``groups``: its number of points and heights) profiled at its own heights,
     written a block of time steps at a time into each list's scratch store (``parts``, by
-    points file: `build.split`), whose paths it returns by points file, with the variables of
+    points file: `plan.split`), whose paths it returns by points file, with the variables of
     its table the run lacks (`build.extract_model`, which raises ``ModelFailed`` naming what
     failed). On a distributed `[dask] scheduler` the whole model is one task on a worker
     (decoding, extraction and the writes into its stores), so the cluster's workers share the
     models out."""
     args = (fetched, points, heights, groups, list(parts.values()))
-    if build.distributed(cfg.dask):
+    if plan.distributed(cfg.dask):
         from distributed import default_client
 
         key = f"extract_model-{uuid.uuid4().hex}"
@@ -179,119 +175,11 @@ def postprocess_run(cfg: Config, outputs: dict, writer: publish.TreeWriter, lear
     return {**learnt, "products": {pid: entry for pid, entry in learnt["products"].items() if pid in outputs}}
 
 
-APPENDS = 2  # products' archives appended at once
-
-
 @task(cache_policy=NO_CACHE)
 def publish_run(cfg: Config, run_id: str, outputs: dict, report: dict, manifest: dict) -> Path:
-    """Make the JSON tree durable and archive a valid run, side by side, then make it visible
-    (or keep it aside).
-
-    The products' files are in a staging tree already when they were built into one
-    (``publish.StagedFiles``); otherwise (the publish stage replayed on its own) they are staged here.
-    Their archives are the run's staged ones (``publish.ArchiveStage``), appended shard by
-    shard, and removed from the staging tree before it is published or kept aside.
-    The archive is appended before `current` moves, so a served run is always archived: a
-    crash in between leaves the run archived but not served, and the re-run publishes it
-    (appends are idempotent). On any error the staging tree is removed (a full disk gets its
-    space back) and `current` is untouched; docs/contracts.md, "Crash safety"."""
-    root = cfg.output.root
-    writers = {id(out.files.writer): out.files.writer for out in outputs.values()
-               if isinstance(out.files, publish.StagedFiles)}
-    if writers:
-        (writer,) = writers.values()
-    else:
-        writer = publish.TreeWriter(publish.new_run_dir(root, run_id), cfg.output.json)
-    with _cleaned_up(writer, root, run_id):
-        for out in outputs.values():
-            if not isinstance(out.files, publish.StagedFiles):
-                for rel, data in out.files.items():
-                    writer.put(rel, data)
-        start = time.perf_counter()
-        # The tree's flush waits on the disk and the appends compress: side by side, the
-        # run is published when both are done (a crash between leaves it at most archived).
-        with ThreadPoolExecutor(max_workers=1) as flush:
-            durable = flush.submit(_timed, writer.finish)
-            if report["ok"]:
-                # Each product's archive is a store of its own: `APPENDS` of them are appended
-                # at once, sharing `[dask] workers` threads (a thread holds a shard and the
-                # staged chunks it reads: dask would give each append a pool of them all).
-                with (ThreadPoolExecutor(max_workers=APPENDS) as appends,
-                      dask.config.set(num_workers=max(1, cfg.dask.workers // APPENDS))):
-                    for done in [appends.submit(publish.append_archive, root, pid, out.archive)
-                                 for pid, out in outputs.items()]:
-                        done.result()
-            appended = time.perf_counter() - start
-            flushed = durable.result()
-        _logger().info("run %s: files durable in %.1f s, archives appended in %.1f s (side by side)",
-                       run_id, flushed, appended)
-        publish.remove_stage(writer.staging)
-        path = publish.publish_run(root, writer.staging, run_id, manifest, report, report["ok"], writer.mode)
-    publish.retain(root, cfg.output.keep_runs)
-    in_use = {(m, f"{datetime.fromisoformat(info['init']):%Y%m%d%H}")
-              for m, info in manifest["models"].items() if info.get("init")}
-    cap = cfg.output.cache_max_gb
-    publish.retain_cache(cfg.output.cache_dir, cfg.output.keep_cache_runs,
-                         None if cap is None else int(cap * 1e9), in_use)
-    _logger().info("published run %s at %s", run_id, path)
-    return path
-
-
-def _timed(fn) -> float:
-    """Seconds ``fn()`` took."""
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-@contextmanager
-def _cleaned_up(writer: publish.TreeWriter, root, run_id: str):
-    """On any error: stop the writer, remove its staging tree and the staged archives in it
-    (a full disk gets its space back; gone already when published or kept aside), name a full
-    disk as such."""
-    try:
-        yield
-    except Exception as e:
-        writer.abort()
-        shutil.rmtree(writer.staging, ignore_errors=True)
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-            raise publish.PublishError(f"output disk full under {root}: {e}; run {run_id} not "
-                                       f"published, the served run is unchanged") from e
-        raise
-
-
-@contextmanager
-def dask_scheduler(cfg: Config):
-    """The dask scheduler of `[dask]`: local threads by default, or a distributed cluster
-    (a LocalCluster of `workers` processes started here, or an existing one at a tcp address,
-    whose workers must see the cache directory and the output root at the same paths). The
-    client is the default scheduler while the context is open, so every `dask.compute` of the
-    stages, and the build's slice tasks (`build.build_blend`), run there."""
-    if cfg.dask.scheduler in ("threads", "synchronous"):
-        with dask.config.set(scheduler=cfg.dask.scheduler, num_workers=cfg.dask.workers):
-            yield
-        return
-    from dask.distributed import Client, LocalCluster
-
-    if cfg.dask.scheduler == "local-cluster":
-        # distributed's nannies start their workers with MALLOC_TRIM_THRESHOLD_=65536. Any
-        # fixed trim threshold also fixes glibc's mmap threshold (mallopt(3)), so every array
-        # above 128 KiB would be mapped and faulted in anew each time, which a slice's arrays
-        # of a few MB are thousands of times (docs/performance.md, "Workers' heaps"). Each
-        # slice gives back what it freed itself (`build.build_slice`).
-        with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-            cluster = LocalCluster(n_workers=cfg.dask.workers, threads_per_worker=1, dashboard_address=None)
-        client = Client(cluster)
-    else:
-        cluster, client = None, Client(cfg.dask.scheduler)
-    _logger().info("dask: %s with %d workers", client.scheduler.address,
-                   len(client.scheduler_info()["workers"]))
-    try:
-        yield
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    """The run made durable, archived and visible (or kept aside), then retention
+    (`publish.publish_cycle`)."""
+    return publish.publish_cycle(cfg, run_id, outputs, report, manifest, _logger())
 
 
 def _record_published(flow, flow_run, state) -> None:
@@ -343,31 +231,31 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     # Sources are asked at once (one may wait for a run being published). A model whose
     # source gave up, or whose run does not decode, is dropped where the products can do
     # without it; a product that cannot (its last model is dropped) keeps the files of the
-    # served run (build.without, publish.carry_product).
+    # served run (plan.without, publish.carry_product).
     dropped: dict[str, str] = {}
     unbuilt: dict[str, str] = {}  # product -> why it cannot be built this cycle
     runs = _available({m: discover.submit(quote(cfg), m, now, needed[m]) for m in models}, dropped)
     runs.update(_reaching_basetime(cfg, runs, now, needed, dropped))
-    cfg = build.without(cfg, dropped, unbuilt, runs)
+    cfg = plan.without(cfg, dropped, unbuilt, runs)
     if not cfg.products:
-        raise RuntimeError(build.nothing_published(cfg, unbuilt))
+        raise RuntimeError(plan.nothing_published(cfg, unbuilt))
     runs = {m: runs[m] for m in runs if any(m in pc.models for pc in cfg.products.values())}
-    run_id = build.run_id(cfg, runs)
+    run_id = plan.run_id(cfg, runs)
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return run_id
 
     fetched = _available({m: fetch(quote(cfg), runs[m], return_state=True) for m in runs}, dropped)
-    cfg = build.without(cfg, dropped, unbuilt, runs)
+    cfg = plan.without(cfg, dropped, unbuilt, runs)
     if not cfg.products:
-        raise RuntimeError(build.nothing_published(cfg, unbuilt))
+        raise RuntimeError(plan.nothing_published(cfg, unbuilt))
     runs = {m: runs[m] for m in fetched}
-    lists = build.points_lists(cfg)
-    users = build.model_users(cfg, lists, fetched)
+    lists = plan.points_lists(cfg)
+    users = plan.model_users(cfg, lists, fetched)
     lacking: dict[str, list[str]] = {}
     # Each model's series at each points list, by points file: the path of its scratch store.
     extracted: dict[Path, dict[str, str]] = {f: {} for f in lists}
-    model_info = build.model_info(runs)
+    model_info = plan.model_info(runs)
     outputs, carried = {}, {}
     # One scheduler (one cluster) for every extraction and build of the cycle; the scratch
     # stores of the extracted series, removed once the products are built (or failed).
@@ -381,11 +269,11 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         # building of the first products (one thread rendering, the others writing files). On
         # a cluster every model is a task of its own, all of them at once: the workers take
         # them, and the blends' slices, as they come free.
-        chained = not build.distributed(cfg.dask)
+        chained = not plan.distributed(cfg.dask)
         decoding, previous = {}, []
         for m in fetched:
-            points, heights, groups = build.extraction([lists[f] for f in users[m]])
-            parts = build.split(cfg, scratch / m, {f: lists[f] for f in users[m]})
+            points, heights, groups = plan.extraction([lists[f] for f in users[m]])
+            parts = plan.split(cfg, scratch / m, {f: lists[f] for f in users[m]})
             decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points), heights, groups,
                                                 quote(parts), wait_for=[allow_failure(f) for f in previous])
             previous = [decoding[m]] if chained else []
@@ -398,7 +286,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id), cfg.output.json)
         # Beside it, the products' archives of the run, written by the slices that build them.
         stage = publish.ArchiveStage(writer.staging)
-        with _cleaned_up(writer, cfg.output.root, run_id):
+        with publish.cleaned_up(writer, cfg.output.root, run_id):
             corrections, learnt = learning.result()
             # With threads a blend is built in the forked processes, one blend after the other.
             # On a cluster each blend starts as soon as its models are in, beside the blends
@@ -406,19 +294,19 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             # next blend's slices while the flow makes its staged stores or a last slice ends.
             building = []
             try:
-                for k, ((points_file, models, _, _), pids) in enumerate(build.blends(cfg).items()):
+                for k, ((points_file, models, _, _), pids) in enumerate(plan.blends(cfg).items()):
                     for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
                         done = _available({m: decoding[m]}, dropped).get(m)
-                        if done is None:  # dropped: build.without takes it out of the blend
+                        if done is None:  # dropped: plan.without takes it out of the blend
                             continue
                         stores, lacking[m] = done
                         for f, path in stores.items():
                             extracted[f][m] = path
-                    cfg = build.without(cfg, dropped, unbuilt, runs)
+                    cfg = plan.without(cfg, dropped, unbuilt, runs)
                     pids = [pid for pid in pids if pid in cfg.products]
                     if not pids:
                         continue
-                    ctx = build.run_context(cfg, pids[0], runs, model_info, generated, now)
+                    ctx = plan.run_context(cfg, pids[0], runs, model_info, generated, now)
                     args = (quote(cfg), pids, quote(dict(extracted[points_file])),
                             quote(lists[points_file].points), ctx, quote(writer),
                             quote({pid: corrections[pid] for pid in pids if pid in corrections}), quote(stage))
@@ -437,7 +325,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             if failures:  # a blend cancelled because another one's worker died says less than that
                 raise next((e for e in failures if not isinstance(e, CancelledError)), failures[0])
             if not outputs:
-                raise RuntimeError(build.nothing_published(cfg, unbuilt))
+                raise RuntimeError(plan.nothing_published(cfg, unbuilt))
             for pid, reason in unbuilt.items():
                 carried[pid] = publish.carry_product(cfg.output.root, writer, pid)
                 log.warning("%s cannot be built this cycle (%s): %s", pid, reason,
@@ -446,9 +334,9 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
             applied = postprocess_run(quote(cfg), quote(outputs), quote(writer), learnt)
             # Validation reads the staging tree only: it runs while the cluster closes.
             validating = validate_run.submit(quote(cfg), quote(outputs))
-    with _cleaned_up(writer, cfg.output.root, run_id):
+    with publish.cleaned_up(writer, cfg.output.root, run_id):
         report = validating.result()
-    manifest = build.manifest(cfg, run_id, runs, fetched, outputs, dropped, unbuilt, carried, generated, applied,
+    manifest = plan.manifest(cfg, run_id, runs, fetched, outputs, dropped, unbuilt, carried, generated, applied,
                               lacking)
     report["carried"] = {pid: entry["carried_from"] for pid, entry in carried.items() if entry}
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
@@ -458,12 +346,12 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
 def _reaching_basetime(cfg: Config, runs: dict[str, RunRef], now: datetime,
                        needed: dict[str, timedelta], dropped: dict[str, str]) -> dict[str, RunRef]:
     """Runs of the products' last models found again where the run found first ends before a
-    product's basetime plus its horizon (`build.short_of_horizon`): an older run of the last
+    product's basetime plus its horizon (`plan.short_of_horizon`): an older run of the last
     model (a fallback), or one that stands in for a dropped model after it. Where none
-    reaches, the first run stays (`build.without` or validation then says which product falls
+    reaches, the first run stays (`plan.without` or validation then says which product falls
     short)."""
     found = {}
-    for m, (end, whole) in build.short_of_horizon(cfg, runs, dropped).items():
+    for m, (end, whole) in plan.short_of_horizon(cfg, runs, dropped).items():
         _logger().info("%s: run %s ends before %s, the horizon from the products' basetime: "
                        "looking for %s", m, runs[m].init.isoformat(), end.isoformat(),
                        "its whole run (the models after it are dropped)" if whole else "a newer run")

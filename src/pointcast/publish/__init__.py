@@ -9,6 +9,9 @@ One module a job:
 ``tree.py``         a staged run made the served one: manifest, validation report and viewer
                     files written, then the backend's atomic step (`publish_run`); `current_run`,
                     `carry_product`
+``cycle.py``        a cycle's publication steps: tree made durable beside the archives' appends,
+                    the run made visible, retention; a failed cycle's staging removed
+                    (`publish_cycle`, `cleaned_up`)
 ``retention.py``    which runs and cached model runs are deleted (`retain`, `retain_cache`)
 ``archive.py``      the Zarr append protocol, one store per product (`append_archive`)
 ``stage.py``        a run's staged archives, written region by region by the build slices and
@@ -28,6 +31,7 @@ from .archive import (ARCHIVE_CODEC, CHUNK_BYTES, HEIGHT, INIT, LEAD, POINT, SHA
                       append_archive, archive_stores, open_committed, zarr_settings)
 from .backend import (CURRENT, FAILED, JSON_DIR, RUNS, STAGING_PREFIX, VERIFICATION_DIR, ZARR_DIR, ArchiveError,
                       Backend, PublishError, PublishRefused, is_url)
+from .cycle import APPENDS, cleaned_up, publish_cycle
 from .durable import fsync_dir, replace_bytes, write_bytes
 from .retention import retain, retain_cache
 from .roots import backend_for
@@ -39,12 +43,12 @@ from .tree import (HISTORY_ERRORS, HISTORY_RUNS, add_viewer, carry_product, curr
 
 
 __all__ = [
-    "ARCHIVE_CODEC", "CHUNK_BYTES", "CURRENT", "FAILED", "GZIP_LEVEL", "HEIGHT", "HISTORY_ERRORS",
+    "APPENDS", "ARCHIVE_CODEC", "CHUNK_BYTES", "CURRENT", "FAILED", "GZIP_LEVEL", "HEIGHT", "HISTORY_ERRORS",
     "HISTORY_RUNS", "INIT", "JSON_DIR", "LEAD", "POINT", "RUNS", "SHARD_BYTES", "STAGING_PREFIX",
     "VERIFICATION_DIR", "WRITE_BATCH", "WRITE_THREADS", "ZARR_DIR",
     "ArchiveError", "ArchiveStage", "Backend", "PublishError", "PublishRefused", "StagedFiles", "TreeWriter",
-    "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product",
+    "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product", "cleaned_up",
     "current_run", "dump_json", "fsync_dir", "gzip_bytes", "is_url", "new_run_dir", "open_committed",
-    "publish_run", "remove_stage", "replace_bytes", "retain", "retain_cache", "run_history", "to_json_types",
+    "publish_cycle", "publish_run", "remove_stage", "replace_bytes", "retain", "retain_cache", "run_history", "to_json_types",
     "write_bytes", "write_json_tree", "write_region", "zarr_settings",
 ]
