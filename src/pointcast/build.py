@@ -14,7 +14,9 @@ into tasks.
 
 from __future__ import annotations
 
+import logging
 import shutil
+import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -26,7 +28,7 @@ import xarray as xr
 from . import blend as blend_stage
 from . import interp, publish
 from .catalogue import VARIABLES
-from .config import Config, ProductConfig
+from .config import Config, DaskConfig, ProductConfig
 from .forked import fork_map
 from .heap import release_freed
 from .ingest import decode
@@ -81,6 +83,30 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
     except Exception as e:
         raise ModelFailed(f"{model.id}: extraction failed: {type(e).__name__}: {e}") from e
     return lacking, len(ds.data_vars), ds.sizes["time"]
+
+
+def extract_run(dask_cfg: DaskConfig, fetched: FetchedRun, points: interp.PointSet, heights: list[float],
+                groups: list[tuple[int, list[float]]], parts: dict[Path, interp.scratch.Part],
+                log: logging.Logger | logging.LoggerAdapter) -> tuple[dict[Path, str], list[str]]:
+    """`extract_model` of the run, in this process or, on a distributed `[dask] scheduler`,
+    whole as one task on a worker (decoding, extraction and the writes into its stores), so
+    that the cluster's workers share the models out. Returns the scratch store of each points
+    list (``parts``, by points file: `plan.split`) and the variables of its table the run
+    lacks."""
+    args = (fetched, points, heights, groups, list(parts.values()))
+    if distributed(dask_cfg):
+        from distributed import default_client
+
+        key = f"extract_model-{uuid.uuid4().hex}"
+        lacking, variables, times = default_client().submit(on_worker, extract_model, *args, key=key).result()
+    else:
+        lacking, variables, times = extract_model(*args)
+    model = fetched.run.model
+    if lacking:
+        log.warning("%s: the run's files hold no field for %s: the models after it in the blends supply "
+                    "them, or their elements are missing (manifest 'degraded')", model, ", ".join(lacking))
+    log.info("%s: decoded %d variables on %d times, extracted %d points", model, variables, times, len(points))
+    return {f: part.path for f, part in parts.items()}, lacking
 
 
 def on_worker(fn, *args):

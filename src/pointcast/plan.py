@@ -277,3 +277,36 @@ def _why(inputs: list[str], models: tuple[str, ...], lacking: dict[str, list[str
         parts.append(f"{v}: not in the run of {', '.join(short)}" if short
                      else f"{v}: no model of the blend ({', '.join(models)}) carries it there")
     return "no model supplies its inputs at these lead times (" + "; ".join(parts) + ")"
+
+
+def needed(cfg: Config) -> dict[str, timedelta]:
+    """Every model of the products, in the order they first appear, with the horizon its run
+    must reach from its start: the longest of the products its blend ends (0 for a model that
+    ends none), so that discovery takes a run long enough."""
+    models = dict.fromkeys(m for pc in cfg.products.values() for m in pc.models)
+    return {m: timedelta(hours=max([pc.horizon_hours for pc in cfg.products.values() if pc.models[-1] == m],
+                                   default=0))
+            for m in models}
+
+
+def buildable(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str], runs: dict[str, RunRef]) -> Config:
+    """`without`, and the cycle's failure when no product can be built (`nothing_published`)."""
+    cfg = without(cfg, dropped, unbuilt, runs)
+    if not cfg.products:
+        raise RuntimeError(nothing_published(cfg, unbuilt))
+    return cfg
+
+
+def runs_used(cfg: Config, runs: dict[str, RunRef]) -> dict[str, RunRef]:
+    """The runs of the models the products left use."""
+    return {m: run for m, run in runs.items() if any(m in pc.models for pc in cfg.products.values())}
+
+
+def corrections_of(corrections: dict, pids: list[str]) -> dict:
+    """The bias estimates (`postprocess.prepare`) of the products of one blend."""
+    return {pid: corrections[pid] for pid in pids if pid in corrections}
+
+
+def carried_runs(carried: dict[str, dict | None]) -> dict[str, str]:
+    """The run each carried product's files come from (the validation report's ``carried``)."""
+    return {pid: entry["carried_from"] for pid, entry in carried.items() if entry}

@@ -24,7 +24,9 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -239,3 +241,26 @@ def prepare(cfg: Config, inits: dict[str, np.datetime64]) -> tuple[dict[str, xr.
             "cells_with_estimate": int((state["count"] > 0).sum())}
         log.info("postprocess %s: learnt %d pairs", pid, learnt)
     return states, account
+
+
+def learnt(cfg: Config, runs: Mapping[str, Any]) -> tuple[dict[str, xr.Dataset], dict]:
+    """With `[postprocess]` on, before the builds: the bias estimates learnt from the
+    observations valid before each product's run (`prepare`), by product, and the manifest's
+    account of them; with it off, nothing. ``runs``: the cycle's model runs (``RunRef``), by
+    model."""
+    if not cfg.postprocess.enabled:
+        return {}, {"enabled": False}
+    inits = {pid: min(runs[m].init for m in pc.models).replace(tzinfo=None) for pid, pc in cfg.products.items()}
+    states, account = prepare(cfg, inits)
+    return states, {"enabled": True, **account}
+
+
+def applied(cfg: Config, outputs: Mapping[str, Any], writer: publish.TreeWriter, account: dict) -> dict:
+    """After validation: the verification files (`pointcast verify`) carried into the new
+    run's tree; the manifest's account of the corrections (``account``, `learnt`) of the
+    products built this cycle (a carried product is not corrected)."""
+    for name, data in verify.published_files(Path(cfg.output.root)).items():
+        writer.put(f"{verify.VERIFICATION_DIR}/{name}", data)
+    if not account["enabled"]:
+        return account
+    return {**account, "products": {pid: entry for pid, entry in account["products"].items() if pid in outputs}}

@@ -5,9 +5,17 @@ HTTP source (``pointcast.sources.remote``). Above both, since the sample imports
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import logging
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .sources.base import Source
+from .sources import MODELS, run_steps
+from .sources.base import FetchedRun, RunRef, Source
+
+if TYPE_CHECKING:
+    from .config import Config
+
+log = logging.getLogger(__name__)
 
 
 class SourceConfig(Protocol):
@@ -31,3 +39,39 @@ def make_source(name: str, cfg: SourceConfig, whole: bool = False) -> Source:
 
         return HttpSource.from_options(name, options)
     raise ValueError(f"source {name!r}: unknown source type {kind!r} (known: 'sample', 'http')")
+
+
+def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until: datetime | None = None,
+             whole: bool = False, logger: logging.Logger | logging.LoggerAdapter = log) -> RunRef:
+    """Newest run of the model whose horizon reaches `needed` from its start, or the time
+    `until` where given (a product's basetime plus its horizon; walks back run by run).
+    ``whole``: every step of the run, beyond the source's `horizon_hours` (the model stands in
+    for a dropped one after it: `plan.short_of_horizon`)."""
+    from .sources.remote import candidate_runs
+
+    model = MODELS[model_id]
+    source = make_source(cfg.models[model_id].source, cfg.source_for(model_id), whole=whole)
+
+    def reaches(init: datetime, steps) -> bool:
+        return init + max(steps) >= (until or init + needed)
+
+    # Runs too short for the horizon by design (IFS 06/18 UTC: 144 h) are not asked for, so
+    # the source never waits for one still being published; the loop below catches the rest.
+    when = next((t for t in candidate_runs(model, now, 8) if reaches(t, run_steps(model, t))), now)
+    for _ in range(8):
+        run = source.discover(model, when)
+        if reaches(run.init, run.steps):
+            logger.info("%s: run %s from %s, %d steps to +%s", model_id, run.init.isoformat(),
+                        run.source, len(run.steps), max(run.steps))
+            return run
+        when = run.init - timedelta(minutes=1)
+    raise RuntimeError(f"{model_id}: no run reaching the {needed / timedelta(hours=1):g} h horizon "
+                       f"of the products it ends{f' (to {until.isoformat()})' if until else ''} was found")
+
+
+def fetch_run(cfg: Config, run: RunRef, logger: logging.Logger | logging.LoggerAdapter = log) -> FetchedRun:
+    """The files of ``run`` in the cache, from its configured source."""
+    source = make_source(cfg.models[run.model].source, cfg.source_for(run.model))
+    fetched = source.fetch(run, MODELS[run.model], cfg.output.cache_dir)
+    logger.info("%s: %d files ready", run.model, len(fetched.files))
+    return fetched

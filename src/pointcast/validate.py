@@ -19,6 +19,7 @@ run's ``validation.json`` (docs/contracts.md).
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +65,13 @@ def file_facts(files: Mapping[str, bytes], expected: list[str]) -> FileFacts:
     with_null = (sorted(set(files.with_null()).intersection(rels)) if isinstance(files, StagedFiles)
                  else [rel for rel in rels if b"null" in files[rel]])
     return FileFacts([f for f in expected if f not in files], with_null, spread_paths(rels))
+
+
+def log_report(report: dict, log: logging.Logger | logging.LoggerAdapter) -> None:
+    """Each error of ``report`` (`validate`) and its verdict, in the cycle's log."""
+    for err in report["errors"]:
+        log.error("validation: %s", err)
+    log.info("validation %s: %s", "passed" if report["ok"] else "FAILED", report["products"])
 
 
 def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:

@@ -8,31 +8,32 @@ wires them, so the same stages run identically from tests, the CLI and the deplo
 from __future__ import annotations
 
 import json
-from concurrent.futures import CancelledError
 import logging
-import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from prefect import allow_failure, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.futures import wait
 from prefect.states import Completed, State
 from prefect.utilities.annotations import quote
 
-from pointcast import build, interp, plan, publish
-from pointcast.build import ModelFailed
+from pointcast import build, interp, plan, publish, steps
 from pointcast.cluster import dask_scheduler
 from pointcast.config import Config, load_config
 from pointcast.heap import cap_arenas, release_freed
+from pointcast.outcome import (
+    describe,
+    failed_outcome,
+    published_outcome,
+    record_cycle,
+    shortfalls,
+)
 from pointcast.products.base import RunContext
-from pointcast.outcome import describe, failed_outcome, published_outcome, record_cycle, shortfalls
 from pointcast.publish.retention import retain_scratch, sweep_staging
-from pointcast.sources import MODELS, run_steps
 from pointcast.sources.base import FetchedRun, RunRef
-from pointcast.sources.remote import SourceUnavailable, candidate_runs
-from pointcast.sourcing import make_source
-from pointcast.validate import validate
+from pointcast.sources.remote import SourceUnavailable
+from pointcast.sourcing import fetch_run, find_run
+from pointcast.validate import log_report, validate
 
 # The malloc arenas of the cycle's process, capped when the flow is imported, before its
 # threads allocate: each arena keeps what its threads freed, so at glibc's default (eight a
@@ -55,46 +56,23 @@ def _retry_unless_unavailable(task, task_run, state) -> bool:
 
 
 # No task takes a cache key (nothing of a cycle is cached: no result is persisted). Prefect's
-# default key hashes the inputs: the configuration, with its points lists (2.4 s and 0.2 GB
-# for each task at 50,000 points a list, the models' five at once), the run's fields, the
-# whole JSON tree. The inputs are passed quote()d too, so that Prefect does not walk them
-# looking for futures.
+# default key hashes the inputs: the configuration with its points lists, the run's fields, the
+# whole JSON tree, which at many points costs seconds and memory in every task
+# (docs/performance.md). The inputs are passed quote()d too, so that Prefect does not walk
+# them looking for futures.
 @task(retries=2, retry_delay_seconds=5, retry_condition_fn=_retry_unless_unavailable,
       cache_policy=NO_CACHE)
 def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta,
              until: datetime | None = None, whole: bool = False) -> RunRef:
-    """Newest run of the model whose horizon reaches `needed` from its start, or the time
-    `until` where given (a product's basetime plus its horizon; walks back run by run).
-    ``whole``: every step of the run, beyond the source's `horizon_hours` (the model stands in
-    for a dropped one after it: `plan.short_of_horizon`)."""
-    model = MODELS[model_id]
-    source = make_source(cfg.models[model_id].source, cfg.source_for(model_id), whole=whole)
-
-    def reaches(init: datetime, steps) -> bool:
-        return init + max(steps) >= (until or init + needed)
-
-    # Runs too short for the horizon by design (IFS 06/18 UTC: 144 h) are not asked for, so
-    # the source never waits for one still being published; the loop below catches the rest.
-    when = next((t for t in candidate_runs(model, now, 8) if reaches(t, run_steps(model, t))), now)
-    for _ in range(8):
-        run = source.discover(model, when)
-        if reaches(run.init, run.steps):
-            _logger().info("%s: run %s from %s, %d steps to +%s", model_id, run.init.isoformat(),
-                           run.source, len(run.steps), max(run.steps))
-            return run
-        when = run.init - timedelta(minutes=1)
-    raise RuntimeError(f"{model_id}: no run reaching the {needed / timedelta(hours=1):g} h horizon "
-                       f"of the products it ends{f' (to {until.isoformat()})' if until else ''} was found")
+    """The model's newest run reaching the horizon (`sourcing.find_run`)."""
+    return find_run(cfg, model_id, now, needed, until, whole, _logger())
 
 
 @task(retries=3, retry_delay_seconds=[5, 30, 60], retry_condition_fn=_retry_unless_unavailable,
       cache_policy=NO_CACHE)
 def fetch(cfg: Config, run: RunRef) -> FetchedRun:
-    model = MODELS[run.model]
-    source = make_source(cfg.models[run.model].source, cfg.source_for(run.model))
-    fetched = source.fetch(run, model, cfg.output.cache_dir)
-    _logger().info("%s: %d files ready", run.model, len(fetched.files))
-    return fetched
+    """The run's files in the cache (`sourcing.fetch_run`)."""
+    return fetch_run(cfg, run, _logger())
 
 
 @task(cache_policy=NO_CACHE)
@@ -108,23 +86,7 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
     failed). On a distributed `[dask] scheduler` the whole model is one task on a worker
     (decoding, extraction and the writes into its stores), so the cluster's workers share the
     models out."""
-    args = (fetched, points, heights, groups, list(parts.values()))
-    if plan.distributed(cfg.dask):
-        from distributed import default_client
-
-        key = f"extract_model-{uuid.uuid4().hex}"
-        lacking, variables, times = default_client().submit(build.on_worker, build.extract_model, *args,
-                                                            key=key).result()
-    else:
-        lacking, variables, times = build.extract_model(*args)
-    model = fetched.run.model
-    if lacking:
-        _logger().warning("%s: the run's files hold no field for %s: the models after it in the "
-                          "blends supply them, or their elements are missing (manifest "
-                          "'degraded')", model, ", ".join(lacking))
-    _logger().info("%s: decoded %d variables on %d times, extracted %d points", model,
-                   variables, times, len(points))
-    return {f: part.path for f, part in parts.items()}, lacking
+    return build.extract_run(cfg.dask, fetched, points, heights, groups, parts, _logger())
 
 
 @task(cache_policy=NO_CACHE)
@@ -137,13 +99,11 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 
 @task(cache_policy=NO_CACHE)
 def validate_run(cfg: Config, outputs: dict) -> dict:
+    """The validation gate's report of the run (`validate.validate`), logged."""
     report = validate(outputs, cfg)
     # What validation read back and parsed is freed: not held under the archives' appends.
     release_freed()
-    log = _logger()
-    for err in report["errors"]:
-        log.error("validation: %s", err)
-    log.info("validation %s: %s", "passed" if report["ok"] else "FAILED", report["products"])
+    log_report(report, _logger())
     return report
 
 
@@ -154,11 +114,7 @@ def postprocess_learn(cfg: Config, runs: dict[str, RunRef]) -> tuple[dict, dict]
     manifest's account of them; with it off, nothing."""
     from pointcast import postprocess
 
-    if not cfg.postprocess.enabled:
-        return {}, {"enabled": False}
-    inits = {pid: min(runs[m].init for m in pc.models).replace(tzinfo=None) for pid, pc in cfg.products.items()}
-    states, account = postprocess.prepare(cfg, inits)
-    return states, {"enabled": True, **account}
+    return postprocess.learnt(cfg, runs)
 
 
 @task(cache_policy=NO_CACHE)
@@ -166,13 +122,9 @@ def postprocess_run(cfg: Config, outputs: dict, writer: publish.TreeWriter, lear
     """After validation: the verification files (`pointcast verify`) carried into the new
     run's tree; the manifest's account of the corrections (``learnt``, `postprocess_learn`)
     of the products built this cycle (a carried product is not corrected)."""
-    from pointcast import verify
+    from pointcast import postprocess
 
-    for name, data in verify.published_files(Path(cfg.output.root)).items():
-        writer.put(f"{verify.VERIFICATION_DIR}/{name}", data)
-    if not learnt["enabled"]:
-        return learnt
-    return {**learnt, "products": {pid: entry for pid, entry in learnt["products"].items() if pid in outputs}}
+    return postprocess.applied(cfg, outputs, writer, learnt)
 
 
 @task(cache_policy=NO_CACHE)
@@ -220,172 +172,66 @@ def _finished(manifest: dict) -> State | str:
 def cycle(config_path: str, now: datetime | None = None) -> str:
     """One forecast cycle. Returns the published run id; raises (publishing nothing) on failure.
     A run published lacking something ends the flow run in the state "Degraded" (`_finished`);
-    either way the outcome goes to ``<root>/cycles/last.json`` (``pointcast.outcome``)."""
+    either way the outcome goes to ``<root>/cycles/last.json`` (``pointcast.outcome``).
+
+    The tasks and their order only: what runs when, and what is dropped, carried or degraded,
+    is decided by the stages (`pointcast.steps`, `pointcast.plan`)."""
     cfg = load_config(Path(config_path))
     now = (now or datetime.now(timezone.utc)).replace(microsecond=0)
     log = _logger()
-    models = list(dict.fromkeys(m for pc in cfg.products.values() for m in pc.models))
-    # The last model of a product's blend must reach the end of that product's horizon.
-    needed = {m: timedelta(hours=max([pc.horizon_hours for pc in cfg.products.values()
-                                      if pc.models[-1] == m], default=0)) for m in models}
-    # Sources are asked at once (one may wait for a run being published). A model whose
-    # source gave up, or whose run does not decode, is dropped where the products can do
-    # without it; a product that cannot (its last model is dropped) keeps the files of the
-    # served run (plan.without, publish.carry_product).
-    dropped: dict[str, str] = {}
+    dropped: dict[str, str] = {}  # model -> why it is dropped this cycle
     unbuilt: dict[str, str] = {}  # product -> why it cannot be built this cycle
-    runs = _available({m: discover.submit(quote(cfg), m, now, needed[m]) for m in models}, dropped)
-    runs.update(_reaching_basetime(cfg, runs, now, needed, dropped))
-    cfg = plan.without(cfg, dropped, unbuilt, runs)
-    if not cfg.products:
-        raise RuntimeError(plan.nothing_published(cfg, unbuilt))
-    runs = {m: runs[m] for m in runs if any(m in pc.models for pc in cfg.products.values())}
-    run_id = plan.run_id(cfg, runs)
+    runs = steps.discover_runs(
+        cfg, lambda m, needed: discover.submit(quote(cfg), m, now, needed),
+        lambda m, needed, until, whole: discover(quote(cfg), m, now, needed, until, whole, return_state=True),
+        dropped, log)
+    cfg = plan.buildable(cfg, dropped, unbuilt, runs)
+    run_id = plan.run_id(cfg, plan.runs_used(cfg, runs))
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return run_id
 
-    fetched = _available({m: fetch(quote(cfg), runs[m], return_state=True) for m in runs}, dropped)
-    cfg = plan.without(cfg, dropped, unbuilt, runs)
-    if not cfg.products:
-        raise RuntimeError(plan.nothing_published(cfg, unbuilt))
-    runs = {m: runs[m] for m in fetched}
-    lists = plan.points_lists(cfg)
-    users = plan.model_users(cfg, lists, fetched)
-    lacking: dict[str, list[str]] = {}
-    # Each model's series at each points list, by points file: the path of its scratch store.
-    extracted: dict[Path, dict[str, str]] = {f: {} for f in lists}
-    model_info = plan.model_info(runs)
-    outputs, carried = {}, {}
+    runs, fetched = steps.fetch_runs(plan.runs_used(cfg, runs), lambda run: fetch(quote(cfg), run, return_state=True),
+                                     dropped, log)
+    cfg = plan.buildable(cfg, dropped, unbuilt, runs)
     # One scheduler (one cluster) for every extraction and build of the cycle; the scratch
     # stores of the extracted series, removed once the products are built (or failed).
-    scratch_dir = interp.scratch.directory(cfg.output.cache_dir, run_id)
-    with dask_scheduler(cfg), interp.scratch.held(scratch_dir) as scratch:
+    with dask_scheduler(cfg), interp.scratch.held(interp.scratch.directory(cfg.output.cache_dir, run_id)) as scratch:
         retain_scratch(cfg.output.cache_dir)  # what a killed cycle left
         sweep_staging(cfg.output.root)  # ...and its staging tree, before this cycle makes its own
-        # With threads the models are decoded one after the other in the background, in the
-        # order the blends first need them, and a blend is built as soon as its models are in:
-        # the last models' decoding (dask's threads, mostly outside the GIL) overlaps the
-        # building of the first products (one thread rendering, the others writing files). On
-        # a cluster every model is a task of its own, all of them at once: the workers take
-        # them, and the blends' slices, as they come free.
-        chained = not plan.distributed(cfg.dask)
-        decoding, previous = {}, []
-        for m in fetched:
-            points, heights, groups = plan.extraction([lists[f] for f in users[m]])
-            parts = plan.split(cfg, scratch / m, {f: lists[f] for f in users[m]})
-            decoding[m] = decode_extract.submit(quote(cfg), quote(fetched[m]), quote(points), heights, groups,
-                                                quote(parts), wait_for=[allow_failure(f) for f in previous])
-            previous = [decoding[m]] if chained else []
+        lists, decoding = steps.extract(cfg, fetched, scratch, lambda run, points, heights, groups, parts, after: (
+            decode_extract.submit(quote(cfg), quote(run), quote(points), heights, groups, quote(parts),
+                                  wait_for=[] if after is None else [allow_failure(after)])))
         learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
         # Every product of the run says it was generated now (updated_time, the manifest's
         # created); the run is published once all are built and validated (published_at).
         generated = datetime.now(timezone.utc).replace(microsecond=0)
         # The products write their files into the run's staging tree as they render them: a
-        # run of many points never holds its JSON in memory (publish.TreeWriter).
+        # run of many points never holds its JSON in memory (publish.TreeWriter); beside it,
+        # the products' archives of the run, written by the slices that build them.
         writer = publish.TreeWriter(publish.new_run_dir(cfg.output.root, run_id), cfg.output.json)
-        # Beside it, the products' archives of the run, written by the slices that build them.
         stage = publish.ArchiveStage(writer.staging)
         with publish.cleaned_up(writer, cfg.output.root, run_id):
             corrections, learnt = learning.result()
-            # With threads a blend is built in the forked processes, one blend after the other.
-            # On a cluster each blend starts as soon as its models are in, beside the blends
-            # started before it, whose slices run first (``priority``): the workers go on to the
-            # next blend's slices while the flow makes its staged stores or a last slice ends.
-            building = []
-            try:
-                for k, ((points_file, models, _, _), pids) in enumerate(plan.blends(cfg).items()):
-                    for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
-                        done = _available({m: decoding[m]}, dropped).get(m)
-                        if done is None:  # dropped: plan.without takes it out of the blend
-                            continue
-                        stores, lacking[m] = done
-                        for f, path in stores.items():
-                            extracted[f][m] = path
-                    cfg = plan.without(cfg, dropped, unbuilt, runs)
-                    pids = [pid for pid in pids if pid in cfg.products]
-                    if not pids:
-                        continue
-                    ctx = plan.run_context(cfg, pids[0], runs, model_info, generated, now)
-                    args = (quote(cfg), pids, quote(dict(extracted[points_file])),
-                            quote(lists[points_file].points), ctx, quote(writer),
-                            quote({pid: corrections[pid] for pid in pids if pid in corrections}), quote(stage))
-                    if chained:
-                        outputs.update(build_blend(*args))
-                    else:
-                        building.append(build_blend.submit(*args, priority=-k))
-            finally:  # none still writes into the staging tree a failure removes
-                wait(building)
-            failures = []
-            for future in building:
-                try:
-                    outputs.update(future.result())
-                except Exception as e:  # noqa: BLE001 (raised below: the cause first)
-                    failures.append(e)
-            if failures:  # a blend cancelled because another one's worker died says less than that
-                raise next((e for e in failures if not isinstance(e, CancelledError)), failures[0])
-            if not outputs:
-                raise RuntimeError(plan.nothing_published(cfg, unbuilt))
-            for pid, reason in unbuilt.items():
-                carried[pid] = publish.carry_product(cfg.output.root, writer, pid)
-                log.warning("%s cannot be built this cycle (%s): %s", pid, reason,
-                            "the served run's files of it are carried over" if carried[pid]
-                            else "it is absent from this run (no served run has it)")
+            model_info = plan.model_info(runs)
+            cfg, outputs, lacking = steps.build_blends(
+                cfg, runs, lists, decoding,
+                lambda cfg, pids, extracted, where, ctx, priority: (
+                    build_blend.submit if plan.distributed(cfg.dask) else build_blend)(
+                    quote(cfg), pids, quote(extracted), quote(where), ctx, quote(writer),
+                    quote(plan.corrections_of(corrections, pids)), quote(stage), priority=priority),
+                dropped, unbuilt, log, lambda cfg, pid: plan.run_context(cfg, pid, runs, model_info, generated, now))
+            carried = steps.carry_unbuilt(cfg, writer, unbuilt, log)
             applied = postprocess_run(quote(cfg), quote(outputs), quote(writer), learnt)
             # Validation reads the staging tree only: it runs while the cluster closes.
             validating = validate_run.submit(quote(cfg), quote(outputs))
     with publish.cleaned_up(writer, cfg.output.root, run_id):
         report = validating.result()
     manifest = plan.manifest(cfg, run_id, runs, fetched, outputs, dropped, unbuilt, carried, generated, applied,
-                              lacking)
-    report["carried"] = {pid: entry["carried_from"] for pid, entry in carried.items() if entry}
+                             lacking)
+    report["carried"] = plan.carried_runs(carried)
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
     return _finished(manifest)
-
-
-def _reaching_basetime(cfg: Config, runs: dict[str, RunRef], now: datetime,
-                       needed: dict[str, timedelta], dropped: dict[str, str]) -> dict[str, RunRef]:
-    """Runs of the products' last models found again where the run found first ends before a
-    product's basetime plus its horizon (`plan.short_of_horizon`): an older run of the last
-    model (a fallback), or one that stands in for a dropped model after it. Where none
-    reaches, the first run stays (`plan.without` or validation then says which product falls
-    short)."""
-    found = {}
-    for m, (end, whole) in plan.short_of_horizon(cfg, runs, dropped).items():
-        _logger().info("%s: run %s ends before %s, the horizon from the products' basetime: "
-                       "looking for %s", m, runs[m].init.isoformat(), end.isoformat(),
-                       "its whole run (the models after it are dropped)" if whole else "a newer run")
-        state = discover(quote(cfg), m, now, needed[m], end, whole, return_state=True)
-        if state.is_completed():
-            found[m] = state.result()
-        else:
-            _logger().warning("%s: %s", m, state.result(raise_on_failure=False))
-    return found
-
-
-def _available(results: dict, dropped: dict[str, str]) -> dict:
-    """The values of the tasks (futures or states, by model) that completed; the others'
-    models go to ``dropped`` with the reason."""
-    out = {}
-    for m, res in results.items():
-        if hasattr(res, "wait"):  # a future
-            res.wait()
-            res = res.state
-        state = res
-        if state.is_completed():
-            out[m] = state.result()
-        else:
-            dropped[m] = _reason(state.result(raise_on_failure=False))
-            _logger().warning("%s dropped from this cycle: %s", m, dropped[m])
-    return out
-
-
-def _reason(exc) -> str:
-    """Why a stage failed, for the manifest and the log: the message of the pipeline's own
-    errors (they say what and where), the kind and message of anything else."""
-    if isinstance(exc, (SourceUnavailable, ModelFailed)) or not isinstance(exc, BaseException):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
 
 
 def deployment(cfg: Config):
