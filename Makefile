@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config/pointcast.toml
 
-.PHONY: run test serve bench bench-deps clean
+.PHONY: run test lint serve bench bench-deps clean
 
 # setup.py builds the compiled rendering steps (src/pointcast/_render.c) in place where gcc and
 # the Python headers are at hand; without them pointcast renders the same bytes in numpy.
@@ -19,6 +19,12 @@ run: $(BIN)/pointcast
 
 test: $(BIN)/pointcast
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# Style (ruff: pyflakes, isort, pyupgrade, bugbear) and types (mypy on src/); pyproject.toml
+# configures both.
+lint: $(BIN)/pointcast
+	$(BIN)/ruff check src flows tests bench
+	$(BIN)/mypy src
 
 serve: $(BIN)/pointcast
 	$(BIN)/pointcast serve --config $(CONFIG)
