@@ -100,9 +100,9 @@ def select(messages: list[Message], fields: Sequence[GribField], model: str
             refused[row.var].append(f"{m.where}: stepType {m.stepType!r} ({m.shortName}), the "
                                     f"table expects {' or '.join(map(repr, kinds))}")
     reasons = []
-    for var, why in refused.items():
-        more = f" (and {len(why) - 1} more messages)" if len(why) > 1 else ""
-        reasons.append(f"{var} refused: {why[0]}{more}")
+    for var, whys in refused.items():
+        more = f" (and {len(whys) - 1} more messages)" if len(whys) > 1 else ""
+        reasons.append(f"{var} refused: {whys[0]}{more}")
         log.warning("%s: %s", model or "run", reasons[-1])
         for row in [r for r in rows_msgs if r.var == var]:
             del rows_msgs[row]

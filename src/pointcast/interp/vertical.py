@@ -103,6 +103,7 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
             wind_v.append(values["v_ml"][:, k])
     if not wind_h:
         return None
+    wind_rows: slice | np.ndarray
     if len(wind_h) == 1:  # only the 10 m wind (JMA MSM surface fields): no profile to follow
         wind_rows = slice(None)
         zs, us, vs = (a[0][..., np.newaxis] for a in (wind_h, wind_u, wind_v))
@@ -199,7 +200,7 @@ def correct_elevation(out: xr.Dataset, dz: np.ndarray) -> None:
     dz = np.where(known, dz, 0.0).astype(np.float32)
     t_before = out["t2m"].values.copy() if "t2m" in out else None
     for name in list(out.data_vars):
-        kind = VARIABLES[name].elevation
+        kind = VARIABLES[str(name)].elevation
         if kind is Elevation.LAPSE:
             out[name].values[:] = physics.lapse_rate_correction(out[name].values, _bcast(dz, out[name]))
         elif kind is Elevation.HYPSOMETRIC and t_before is not None:
