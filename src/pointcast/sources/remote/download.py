@@ -160,7 +160,8 @@ def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
         return dest, 0, ""
 
     def attempt(mirror: Mirror) -> tuple[str, bytes, str | None, list]:
-        index_text, ranges = None, [(0, None)]
+        index_text = None
+        ranges: list[tuple[int, int | None]] = [(0, None)]
         if f.index_path:
             index_text = get(client, f"{mirror.url}/{f.index_path}").text
             ranges = wanted_ranges(model, up, layout, index_text)
