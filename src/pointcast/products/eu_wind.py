@@ -15,7 +15,7 @@ between 10 m and 300 m from the ladder object (log-profile rule, docs/api.md).
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -26,6 +26,9 @@ from ..contract import HUB_HEIGHT_RANGE_M, WIND_DATA, WINDPACK_LADDER, height_na
 from .base import (Files, ProductOutput, Records, RunContext, Texts, archive_frame, array, freq_series, iso,
                    numbers, published_direction, put_with_records, render_index, strings, with_arrays)
 from .global_wx import point_time_zone
+
+if TYPE_CHECKING:
+    from ..publish import StagedFiles
 
 LADDER = WINDPACK_LADDER
 UNITS = WIND_DATA.units
@@ -67,7 +70,7 @@ class EuWind:
                             *(f"{self.id}/{freq}/{p.id}/{height_name(h)}.json" for h in p.hub_heights))]
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
-              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+              files: Files | StagedFiles | None = None) -> ProductOutput:
         files = Files() if files is None else files
         basetime, updated = iso(ctx.basetime), iso(ctx.generated)
         own = [point_heights(p) for p in cfg.points]
@@ -118,6 +121,8 @@ class EuWind:
             if e.ref not in CF_NAMES:
                 continue
             # (time, point, height) -> (init_time, point, lead_time, height)
+            if e.unit is None or e.valid is None:
+                raise ValueError(f"{e.name}: an archived element needs a unit and a valid range")
             values = wind[e.ref].transpose(1, 0, 2)[None].astype(np.float32)
             out[e.name] = (("init_time", "point", "lead_time", "height"), values,
                            {"units": e.unit.replace("m/s", "m s-1"), "long_name": e.about,
