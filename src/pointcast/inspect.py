@@ -316,7 +316,7 @@ def _netcdf(path: Path, data: bytes) -> dict[str, Any]:
     with ds:
         for name, da in ds.data_vars.items():
             try:
-                fields.append(_nc_variable(name, da, ds))
+                fields.append(_nc_variable(str(name), da, ds))
             except Exception as exc:
                 fields.append({"name": name, "known": False, "notes": [f"cannot describe: {exc}"]})
     fmt = "NetCDF3" if engine == "scipy" else "NetCDF4"

@@ -81,9 +81,10 @@ PROBABILITIES = ("precipitation_proba", "pop")  # verified against observed prec
 # The archive variable of an element, by product: (name, selection); the European common
 # products archive the API's own names, the windpack its winds by height, the wxdata products
 # their own short names (design.md section 4).
-_EU = {name: (name, {}) for name in (*OBSERVED, "precipitation_proba")}
-_WX = {"temp_2m": ("temp", {}), "precipitation": ("prec", {}), "sea_surface_pressure": ("arpress", {}),
-       "windspd_10m": ("wndspd", {}), "windir_10m": ("wnddir", {}), "humidity": ("rhum", {}), "pop": ("pop", {})}
+_EU: dict[str, tuple[str, dict]] = {name: (name, {}) for name in (*OBSERVED, "precipitation_proba")}
+_WX: dict[str, tuple[str, dict]] = {
+    "temp_2m": ("temp", {}), "precipitation": ("prec", {}), "sea_surface_pressure": ("arpress", {}),
+    "windspd_10m": ("wndspd", {}), "windir_10m": ("wnddir", {}), "humidity": ("rhum", {}), "pop": ("pop", {})}
 ARCHIVE_NAMES: dict[str, dict[str, tuple[str, dict]]] = {
     "eu-short": _EU, "eu-medium": _EU,
     "eu-wind": {"windspd_10m": ("windspd", {"height": 10.0}), "windir_10m": ("windir", {"height": 10.0})},
@@ -375,7 +376,8 @@ class Archive:
             steps.add(diffs[0])
         if len(steps) != 1:
             raise ValueError(f"{product}: archive store versions have different time steps")
-        inits, stores = [], []
+        inits: list[np.datetime64] = []
+        stores = []
         for ds in datasets:
             first = len(inits)
             inits += list(ds[publish.INIT].values)
@@ -405,7 +407,7 @@ class Archive:
                 continue
             da = (ds[var].sel(sel).isel({publish.INIT: runs[mine] - rows[0]}).sel(point=have)
                   .transpose(publish.INIT, publish.POINT, publish.LEAD))
-            cols = [points.index(p) for p in have]
+            cols = np.array([points.index(p) for p in have], dtype=np.intp)
             out[np.ix_(mine, cols, np.arange(da.sizes[publish.LEAD]))] = da.values
         return out if found else None
 
