@@ -37,8 +37,10 @@ def run_steps(model: ModelSpec, init: datetime) -> tuple[timedelta, ...]:
 
 
 class SourceConfig(Protocol):
-    type: str
-    options: dict[str, Any]
+    @property
+    def type(self) -> str: ...
+    @property
+    def options(self) -> dict[str, Any]: ...
 
 
 def make_source(name: str, cfg: SourceConfig) -> Source:
