@@ -81,8 +81,8 @@ _DESCRIBED: dict[bytes, "_Described"] = {}
 # lengths alike, or _DIFFERS when two lengths were described differently (the length is then
 # part of the name, as it is for maxima: those are never blanked); first seen -> its
 # (timeless header, description) in _WINDOW_FIRST until a second length confirms it.
-_WINDOWS: dict[bytes, "_Described | None"] = {}
-_WINDOW_FIRST: dict[bytes, "tuple[bytes, _Described]"] = {}
+_WINDOWS: dict[bytes, _Described | None] = {}
+_WINDOW_FIRST: dict[bytes, tuple[bytes, _Described]] = {}
 _DIFFERS = None
 
 

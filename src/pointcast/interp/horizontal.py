@@ -17,9 +17,10 @@ ground and the elevation corrections.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
 import hashlib
-from typing import Any, ClassVar, Hashable, Iterator, Sequence, TypeVar
+from typing import Any, ClassVar, Iterator, Sequence, TypeVar
 
 import dask
 import dask.array as da

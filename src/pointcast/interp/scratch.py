@@ -19,10 +19,11 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+from collections.abc import Hashable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Hashable, Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numcodecs
 import numpy as np

@@ -14,9 +14,9 @@ import contextlib
 import logging
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
 
 import numpy as np
 import pandas as pd
