@@ -314,16 +314,18 @@ def live_server(root: Path, api_keys=(), **options):
             thread.join(15)
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Path:
+# Named apart from the function so that a module importing it (test_server_hardening.py) has
+# no name its tests' ``tree`` parameter redefines.
+@pytest.fixture(scope="module", name="tree")
+def tree_fixture(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("output")
     publish_run(root, "20261122T00Z", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
     point_current(root, "20261122T00Z")
     return root
 
 
-@pytest.fixture(scope="module")
-def live(tree):
+@pytest.fixture(scope="module", name="live")
+def live_fixture(tree):
     with live_server(tree) as server:
         yield server
 
