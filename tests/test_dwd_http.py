@@ -229,7 +229,7 @@ def test_a_field_the_tree_does_not_publish_is_dropped_in_seconds(mirror, tmp_pat
     missing = [i for i, r in enumerate(requests) if re.search(gone, unquote(r.path))]
     others = [i for i, r in enumerate(requests) if not re.search(gone + "|/p/CL(AT|ON)/", unquote(r.path))]
     paths = [requests[i].path for i in missing]
-    retries = [i for i, p in zip(missing, paths) if paths.index(p) != missing.index(i)]
+    retries = [i for i, p in zip(missing, paths, strict=True) if paths.index(p) != missing.index(i)]
     assert len(set(paths)) == H_D2 + 1 and retries and min(retries) > max(others)
     assert all(requests[i].status == 404 for i in missing)
     assert not [f for f in fetched.files if re.search(gone, f.as_posix())]

@@ -388,7 +388,7 @@ def test_several_points(client, tree, separator):
     assert r.status_code == 200, r.text
     body = r.json()
     assert list(body) == [BERLIN, PARIS, ROME]  # request order
-    for key, pid in zip(body, ["berlin", "paris", "rome"]):
+    for key, pid in zip(body, ["berlin", "paris", "rome"], strict=True):
         assert body[key] == point_file(tree, "20261122T00Z", "eu-medium", "1H", pid)
 
 
@@ -1037,7 +1037,7 @@ def test_windpack_interpolates_with_the_log_rule(client, tree, freq, pid, latlon
     lat, lon = (float(x) for x in latlon.split(","))
     assert (value["latitude"], value["longitude"]) == (lat, lon)
     w = math.log(z / z1) / math.log(z2 / z1)
-    for step, (got, lo, hi) in enumerate(zip(value["data"], lower["data"], upper["data"])):
+    for step, (got, lo, hi) in enumerate(zip(value["data"], lower["data"], upper["data"], strict=True)):
         assert list(got) == ["datetime", "windspd", "windir", "u_windspd", "v_windspd"]
         for comp in ("u_windspd", "v_windspd"):
             expected = lo[comp] + (hi[comp] - lo[comp]) * w  # the rule, from the stored values
@@ -1347,7 +1347,7 @@ def test_ss1wx_success_shape(client, tree, pid, name, lat, lon, _elevation):
     for entry in element["mrf"]:
         assert list(entry) == MRF_KEYS and entry["date"].endswith("T00:00:00+09:00")
     srf_times = [datetime.fromisoformat(e["date"]) for e in element["srf"]]
-    assert all(b - a == timedelta(hours=1) for a, b in zip(srf_times, srf_times[1:]))
+    assert all(b - a == timedelta(hours=1) for a, b in zip(srf_times, srf_times[1:], strict=False))
     assert element["srf"][9]["date"] == "2026-11-22T18:00:00+09:00"
 
 

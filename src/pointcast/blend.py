@@ -43,7 +43,7 @@ def blend(members: Sequence[tuple[str, xr.Dataset]],
         template = have[0][1]
         result = None
         first = np.full(len(times), -1, dtype=np.int16)  # the model of each step at the first point
-        for rank, (model, arr) in reversed(list(enumerate(have))):
+        for rank, (_, arr) in reversed(list(enumerate(have))):
             values = arr.transpose(*template.dims).values.astype(np.float64)
             valid = ~np.isnan(values)
             if result is None:  # the last model: nothing under it to fade into

@@ -832,7 +832,7 @@ def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, 
                 continue
             if len(cells) != len(header):
                 raise ConfigError(shown, line, "row", f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
-            rec = dict(zip(header, cells))
+            rec = dict(zip(header, cells, strict=True))
             pid = rec["id"]
             if not pid:
                 raise ConfigError(shown, line, "id", "empty id")

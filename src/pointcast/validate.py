@@ -72,7 +72,7 @@ def archive_facts(ds: xr.Dataset) -> ArchiveFacts:
         least, most = values.min(), values.max()
         if values.dtype.kind == "f" and (np.isnan(least) or np.isnan(most)):
             nan = np.isnan(values)
-            first = dict(zip(var.dims, np.argwhere(nan)[0]))
+            first = dict(zip(var.dims, np.argwhere(nan)[0], strict=True))
             where = ", ".join(f"{d} {ds[d].values[i]}" for d, i in first.items() if d != "init_time")
             facts.nan[str(name)] = (int(nan.sum()), where)
             if nan.all():
@@ -229,7 +229,8 @@ def check_entries(pid: str, obj: dict) -> list[str]:
             errors.append(f"{key} entry keys {wrong} are not the contract's {names}")
             continue
         # Every entry has the table's keys in its order: its values, transposed, are the columns.
-        for element, values in zip(table, zip(*map(dict.values, entries)) if entries else ()):
+        columns = zip(*map(dict.values, entries), strict=True) if entries else ()  # none without entries
+        for element, values in zip(table, columns, strict=False):
             problem = _bad_values(element, values)
             if problem:
                 errors.append(f"{key} {element.name}: {problem}")

@@ -183,7 +183,7 @@ def read_tidy(path: Path, keys: Iterable[str]) -> Observations:
                 continue
             if len(cells) != len(header):
                 raise ObservationError(shown, line, f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
-            rec = dict(zip(header, cells))
+            rec = dict(zip(header, cells, strict=True))
             if rec["point"] not in known:
                 raise ObservationError(shown, line, f"unknown point {rec['point']!r} (neither a point id nor a "
                                                     "station of the configured points)")
@@ -485,7 +485,7 @@ def match(archive: Archive, obs: pd.DataFrame, element: str, runs: np.ndarray | 
         first, end, inside = _steps(archive, inits, time[b:b + OBS_BLOCK], period[b:b + OBS_BLOCK])
         i, j = np.nonzero(inside)
         pairs.append((i, j + b, first[i, j], end[i, j]))
-    i, j, k0, k1 = (np.concatenate(c) for c in zip(*pairs))
+    i, j, k0, k1 = (np.concatenate(c) for c in zip(*pairs, strict=True))
     if not len(i):
         return None
     points = sorted(set(rows["point"].values[j]))
@@ -570,7 +570,7 @@ def reliability(p_percent: np.ndarray, event: np.ndarray) -> list[dict]:
     """Observed frequency of the event by forecast probability bin (the last bin closed)."""
     out = []
     edges = RELIABILITY_EDGES
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
         inside = (p_percent >= lo) & ((p_percent < hi) if hi < edges[-1] else (p_percent <= hi))
         n = int(inside.sum())
         out.append({"forecast_from": lo, "forecast_to": hi, "n": n,
@@ -584,7 +584,7 @@ def score(m: Matches, element: str) -> dict:
     angular = not probability and OBSERVED[element].kind == DIRECTION
     lo, hi = lead_bin(m.lead_h)
     bins = []
-    for a, b in sorted(set(zip(lo.tolist(), hi.tolist()))):
+    for a, b in sorted(set(zip(lo.tolist(), hi.tolist(), strict=True))):
         sel = lo == a
         f, o, p, c = m.forecast[sel], m.observed[sel], m.persistence[sel], m.corrected[sel]
         has_p, has_c = ~np.isnan(p), ~np.isnan(c)

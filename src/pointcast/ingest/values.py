@@ -240,7 +240,7 @@ def _row_terms(row: GribField, msgs: list[Message], levels: list[int] | None, wh
     if row.processing is Processing.CONSTANT:
         first_step = min(m.end_minutes for m in msgs)
         by_level = {m.level: m for m in msgs if m.end_minutes == first_step}
-        return {(None, key): (_Term(0), [by_level[level]]) for key, level in zip(keys, lv)}
+        return {(None, key): (_Term(0), [by_level[level]]) for key, level in zip(keys, lv, strict=True)}
     by_key = {(m.end_minutes, m.level): m for m in msgs}
     steps = sorted({m.end_minutes for m in msgs})
     differenced = row.processing in (Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START)
@@ -249,7 +249,7 @@ def _row_terms(row: GribField, msgs: list[Message], levels: list[int] | None, wh
     starts = [min(m.start_minutes for m in msgs if m.end_minutes == s) for s in steps]
     out: dict[tuple[int | None, int | None], tuple[_Term, list[Message]]] = {}
     for k, step in enumerate(steps):
-        for key, level in zip(keys, lv):
+        for key, level in zip(keys, lv, strict=True):
             now = by_key.get((step, level))
             if not differenced:
                 out[(step, key)] = (_Term(None if now is None else 0), [] if now is None else [now])

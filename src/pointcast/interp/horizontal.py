@@ -195,7 +195,7 @@ def neighbourhood_cells(tree: cKDTree, plat: np.ndarray, plon: np.ndarray, aroun
     chord = 2.0 * np.sin(radius_km / EARTH_RADIUS_KM / 2.0)
     found = tree.query_ball_point(unit_vectors(plat, plon), r=chord)
     cells = [sorted(set(c) | set(tri.tolist())) if ok else []
-             for c, tri, ok in zip(found, around.idx, around.inside)]
+             for c, tri, ok in zip(found, around.idx, around.inside, strict=True)]
     return _pack(cells)
 
 
@@ -310,7 +310,7 @@ def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np
     ry = max(1, int(np.ceil(radius_km / (dlat * KM_PER_DEG))))
     wrap = wraps_around(lons)  # across the antimeridian (or the 0/360 seam)
     cells = []
-    for la, lo in zip(plat, plon):
+    for la, lo in zip(plat, plon, strict=True):
         rx = max(1, int(np.ceil(radius_km / (dlon * KM_PER_DEG * max(np.cos(np.radians(la)), 0.05)))))
         cy = int(round((la - lats[0]) / (lats[1] - lats[0])))
         cx = int(round(((lo - lons[0]) % 360.0) / (lons[1] - lons[0])))
@@ -336,7 +336,7 @@ def _pop_windows(times: np.ndarray, steps_minutes: Sequence[int], init: np.datet
     row = {int(t): k for k, t in enumerate(times.astype("datetime64[ns]").view(np.int64))}
     hour = np.timedelta64(1, "h")
     groups: dict[np.datetime64, list[int]] = {}
-    for i, (start, end) in enumerate(zip(starts, ends)):
+    for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
         label = end if end - start >= hour else init + -((init - end) // hour) * hour
         groups.setdefault(label, []).append(i)
     hours = np.full(len(times), np.nan, dtype=np.float32)
@@ -361,7 +361,7 @@ def _window_chunks(first: np.ndarray, chunks: tuple[int, ...]) -> tuple[int, ...
     bounds = np.flatnonzero(cut)
     wanted = np.cumsum(chunks)[:-1]
     keep = sorted({0, len(first), *(bounds[np.searchsorted(bounds, w)] for w in wanted)})
-    return tuple(int(b - a) for a, b in zip(keep, keep[1:]) if b > a)
+    return tuple(int(b - a) for a, b in zip(keep, keep[1:], strict=False) if b > a)
 
 
 def _pop_block(block: np.ndarray, near_cells: np.ndarray, bounds: np.ndarray, hours: np.ndarray,
@@ -455,7 +455,7 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     computed, part, (steps, per_piece) = _time_blocks(timed, ds.sizes["time"], len(points),
                                                       len(heights), budget)
     groups = [(len(points), heights)] if groups is None else groups
-    for block, fields in zip(computed, _computed(timed, computed)):
+    for block, fields in zip(computed, _computed(timed, computed), strict=True):
         for start in range(block.start, block.stop, part):
             rows = slice(start, min(start + part, block.stop))
             out = None
@@ -516,7 +516,7 @@ def _compute(lazy: dict[_Key, da.Array | Delayed]) -> dict[_Key, Any]:
     # than it saves on threads. On dask.distributed, where every task pays a scheduler round
     # trip, fusing the chains saves more than it costs.
     distributed = dask.config.get("scheduler", None) == "dask.distributed"
-    return dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=distributed)))
+    return dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=distributed), strict=True))
 
 
 def _computed(timed: dict[str, da.Array], blocks: list[slice]) -> Iterator[dict[str, np.ndarray]]:

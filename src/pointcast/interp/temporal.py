@@ -92,7 +92,7 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
         values = arr.transpose("time", ...).values
         if name in vectors:
             if name not in paired:
-                paired.update(zip(vectors[name], _vector_pchip(ds, *vectors[name], times)))
+                paired.update(zip(vectors[name], _vector_pchip(ds, *vectors[name], times), strict=True))
             res = paired.pop(name)
         elif kind is Temporal.STATE:
             res = _pchip(ds.time.values, values, times)

@@ -52,7 +52,7 @@ def profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
         if profiled is None:  # no wind at any level
             return
         for name, (rows, columns) in profiled.items():
-            for col, arr in zip(cols, columns):
+            for col, arr in zip(cols, columns, strict=True):
                 fields[name][rows, points, col] = arr
     for name, arr in fields.items():
         out[name] = (("time", "point", "height"), arr)
@@ -131,7 +131,8 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
     # every level published is below the surface): the standard atmosphere's lapse rate from
     # the 2 m temperature.
     t2m = values["t2m"].astype(np.float64)
-    temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t) for t, h in zip(temps, heights)]
+    temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t)
+             for t, h in zip(temps, heights, strict=True)]
     return {"wind_u": (wind_rows, cols_u), "wind_v": (wind_rows, cols_v),
             "air_temperature": (slice(None), temps)}
 
@@ -155,7 +156,7 @@ def _by_rows(compute, rows: np.ndarray, levels: int, points: int) -> list[np.nda
         return compute(rows)
     with ThreadPoolExecutor(min(PROFILE_THREADS, len(parts))) as pool:
         computed = list(pool.map(compute, parts))
-    return [np.concatenate(columns) for columns in zip(*computed)]
+    return [np.concatenate(columns) for columns in zip(*computed, strict=True)]
 
 
 def _sorted_profiles(rows: np.ndarray, heights: list[np.ndarray], *values: list[np.ndarray]):

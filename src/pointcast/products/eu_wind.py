@@ -50,7 +50,8 @@ def ladder_answers(obj: dict) -> dict[float, dict]:
         raise ValueError("a column does not hold one row of datetime's length per height")
     head = {k: obj[k] for k in ("latitude", "longitude", "basetime", "updated_time", "freq")}
     return {h: {**head, "hub_height": height_name(h), "unit": obj["unit"],
-                "data": [dict(zip(WIND_DATA.names, row)) for row in zip(times, *(c[k] for c in columns))]}
+                "data": [dict(zip(WIND_DATA.names, row, strict=True))
+                         for row in zip(times, *(c[k] for c in columns), strict=True)]}
             for k, h in enumerate(heights)}
 
 
@@ -74,7 +75,7 @@ class EuWind:
         files = Files() if files is None else files
         basetime, updated = iso(ctx.basetime), iso(ctx.generated)
         own = [point_heights(p) for p in cfg.points]
-        for freq, step, ds in freq_series(series[list(self.variables)], cfg, ctx):
+        for freq, step, ds in freq_series(series[list(self.variables)], cfg, ctx):  # noqa: B007 (step: after the loop)
             wind = _wind(ds)
             stamps = strings([iso(t) for t in ds.time.values])
             # Per height: its points (a hub height is often one point's alone), each one's

@@ -243,7 +243,7 @@ def _by_shard(ds: xr.Dataset, shards: dict[Hashable, tuple[int, ...]]) -> xr.Dat
     tasks write one), so a cycle is never in memory whole, whatever its number of points."""
     out = ds.copy()
     for name, shape in shards.items():
-        out[name] = ds[name].chunk(dict(zip(ds[name].dims, shape)))
+        out[name] = ds[name].chunk(dict(zip(ds[name].dims, shape, strict=True)))
     return out
 
 

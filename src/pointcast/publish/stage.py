@@ -82,8 +82,8 @@ class ArchiveStage:
             labels[:] = ids
             for name in _along_point(template):
                 var = template[name].variable
-                shape = tuple(n if d == POINT else s for d, s in zip(var.dims, var.shape))
-                chunks = tuple(chunk if d == POINT else s for d, s in zip(var.dims, var.shape))
+                shape = tuple(n if d == POINT else s for d, s in zip(var.dims, var.shape, strict=True))
+                chunks = tuple(chunk if d == POINT else s for d, s in zip(var.dims, var.shape, strict=True))
                 dtype = str if var.dtype.kind in "OSU" else var.dtype
                 fill = np.nan if var.dtype.kind == "f" else None
                 group.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill,

@@ -98,7 +98,7 @@ def wind_at(ladder: WindLadder, height: HubHeight, z1: float, z2: float | None =
         between = {"windspd": np.hypot(u, v), "windir": published_direction(u, v),  # calm: exactly 0
                    "u_windspd": u, "v_windspd": v}
         values = [_round(between[e.ref], e.decimals) for e in WIND_DATA.elements[1:]]
-    data = [dict(zip(WIND_DATA.names, row)) for row in zip(ladder.datetimes, *values)]
+    data = [dict(zip(WIND_DATA.names, row, strict=True)) for row in zip(ladder.datetimes, *values, strict=True)]
     obj = {
         "basetime": ladder.basetime,
         "updated_time": ladder.updated_time,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 
-class Processing(str, Enum):
+class Processing(StrEnum):
     """How the raw GRIB value at a step relates to the canonical interval value."""
 
     INSTANT = "instant"  # value valid at the step

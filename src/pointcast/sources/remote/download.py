@@ -120,7 +120,7 @@ def download_files(src: HttpSource, client, pool: ThreadPoolExecutor, model: Mod
         outcomes = list(pool.map(one, todo))
         now = time.monotonic()
         again: list[tuple[tuple[RemoteFile, Path], Failed]] = []
-        for item, out in zip(todo, outcomes):
+        for item, out in zip(todo, outcomes, strict=True):
             if not isinstance(out, Failed):
                 done[item[0].path] = out
             elif out.everywhere and (item[0].optional  # a run can go without it

@@ -72,7 +72,7 @@ def plan_model_levels(layout: Layout, model: ModelSpec, init: datetime,
     full, above = None, nlev + 1  # the half levels fetched so far lie below ``above``
     while full is None and above > 1:
         batch = list(range(above - 1, max(above - 1 - HHL_BATCH, 0), -1))
-        for lv, path in zip(batch, get(hhl_files(batch))):
+        for lv, path in zip(batch, get(hhl_files(batch)), strict=True):
             got, hhl[lv] = _hhl(path, lv)
             if got != nlev:
                 raise SourceUnavailable(f"{path}: HHL of {got} half levels, half level 1 has "
