@@ -21,9 +21,12 @@ test: $(BIN)/pointcast
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Static checks, run by CI before the tests: the import layers and no import cycle
-# (lint-imports, [tool.importlinter] in pyproject.toml, docs/contracts.md).
+# (lint-imports, [tool.importlinter]), style (ruff: pyflakes, isort, pyupgrade, bugbear) and
+# types (mypy on src/); pyproject.toml configures all three.
 lint: $(BIN)/pointcast
 	$(BIN)/lint-imports
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy src
 
 serve: $(BIN)/pointcast
 	$(BIN)/pointcast serve --config $(CONFIG)

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                  {f.name for f in dataclasses.fields(DaskConfig)} else {} for k in (1, 2))
         variants |= {f"cluster{k}": config(work / f"p{n}{tag}-cluster{k}", points=n,
                                            scheduler="local-cluster", workers=k, **b)
-                     for k, b in zip((1, 2), forks)}
+                     for k, b in zip((1, 2), forks, strict=True)}
     if {"output", "scale"} & only:
         variants["gzip"] = config(work / f"p{n}{tag}-gzip", points=n, json="gzip")
     if "scale" in only:

@@ -41,7 +41,7 @@ def draw_points(pids: list[str], n: int, seed: int, hub_heights: bool) -> str:
     has fewer free cells than ``n`` points need."""
     grids = [grid_for(pid) for pid in pids]
     cov = grids[0].coverage
-    box = [getattr(cov, k, d) for k, d in zip(("west", "south", "east", "north"), WORLD)]
+    box = [getattr(cov, k, d) for k, d in zip(("west", "south", "east", "north"), WORLD, strict=True)]
     rng = np.random.default_rng(seed)
     rows: list[str] = []
     cells: list[set[str]] = [set() for _ in grids]
@@ -56,10 +56,10 @@ def draw_points(pids: list[str], n: int, seed: int, hub_heights: bool) -> str:
             ok &= g.covers_many(lats, lons)
         lats, lons = lats[ok], lons[ok]
         keys = [g.cell_keys(lats, lons) for g in grids]
-        for k, (lat, lon) in enumerate(zip(lats, lons)):
-            if any(key[k] in seen for key, seen in zip(keys, cells)):
+        for k, (lat, lon) in enumerate(zip(lats, lons, strict=True)):
+            if any(key[k] in seen for key, seen in zip(keys, cells, strict=True)):
                 continue
-            for key, seen in zip(keys, cells):
+            for key, seen in zip(keys, cells, strict=True):
                 seen.add(key[k])
             hubs = ""
             if hub_heights:

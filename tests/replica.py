@@ -345,7 +345,7 @@ def write_ifs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0) ->
         t = h0 + step
         msgs: list[tuple[dict, bytes]] = []
 
-        def add(pid, vals, *, lev=None, tol=None, rng=None, levtype="sfc"):
+        def add(pid, vals, *, lev=None, tol=None, rng=None, levtype="sfc", step=step, msgs=msgs):
             keys = [("paramId", pid)] if tol is None else [("typeOfLevel", tol), ("level", lev),
                                                             ("paramId", pid)]
             keys += [("stepRange", rng or str(step))]
@@ -431,7 +431,7 @@ def write_gfs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0,
         when = "anl" if step == 0 else f"{step} hour fcst"
         msgs: list[tuple[str, str, str, bytes]] = []
 
-        def add(name, where, keys, vals, time=None):
+        def add(name, where, keys, vals, time=None, *, step=step, when=when, msgs=msgs):
             msgs.append((name, where, time or when,
                          encode(base, keys + step_keys(step, None) if time is None else keys, vals,
                                 bits=24)))
@@ -749,7 +749,7 @@ def publish(root: Path, atm: Atmosphere, init: datetime, processes: int = 2) -> 
     names = ["icon-eu", "ifs", "icon-d2", "gfs", "msm"]  # longest first
     with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
         counts = pool.map(_write, [(n, root, atm, init) for n in names])
-        return dict(zip(names, counts))
+        return dict(zip(names, counts, strict=True))
 
 
 # ------------------------------------------------------------------------------------------

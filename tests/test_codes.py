@@ -70,7 +70,7 @@ def test_every_label_is_reachable():
 
 def test_weather_type_is_vectorised_object_array():
     columns = list(zip(*[(i.get("cloud", 50.0), i.get("precip", 0.0), i.get("snow", 0.0), i.get("t2m", 10.0),
-                          i.get("vis", 20000.0), i.get("cape", 0.0)) for _, i in CASES]))  # fmt: skip
+                          i.get("vis", 20000.0), i.get("cape", 0.0)) for _, i in CASES], strict=True))  # fmt: skip
     got = codes.weather_type(*(np.array(c) for c in columns))
     assert got.dtype == object
     assert list(got) == [label for label, _ in CASES]

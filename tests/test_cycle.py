@@ -308,7 +308,7 @@ def test_served_over_http(published):
         r = httpx.get(f"{base}{wind}", params={"latlon": "53.885,1.791", "freq": "1H", "hubheight": "90.0m"})
         between = r.json()["53.885,1.791"]
         assert r.status_code == 200 and between["hub_height"] == "90.0m"
-        for e, lo, hi in zip(between["data"], stored[80], stored[100]):
+        for e, lo, hi in zip(between["data"], stored[80], stored[100], strict=True):
             w = math.log(90 / 80) / math.log(100 / 80)
             assert abs(e["u_windspd"] - (lo["u_windspd"] + w * (hi["u_windspd"] - lo["u_windspd"]))) <= 0.011
             assert min(lo["windspd"], hi["windspd"]) - 0.3 <= e["windspd"] <= max(lo["windspd"], hi["windspd"]) + 0.3
@@ -351,7 +351,7 @@ def test_windpack_heights_are_precomputed_and_consistent(published, freq):
         assert list(obj) == ["latitude", "longitude", "basetime", "updated_time", "freq", "hub_height", "unit", "data"]
         assert obj["hub_height"] == f"{h:g}m" and obj["unit"] == WIND_UNITS and obj["freq"] == freq
         assert len(obj["data"]) == COUNTS[("eu-short", freq)]
-        for e, s in zip(obj["data"], short):
+        for e, s in zip(obj["data"], short, strict=True):
             assert list(e) == list(WIND_UNITS) and e["datetime"] == s["datetime"]
             assert abs(math.hypot(e["u_windspd"], e["v_windspd"]) - e["windspd"]) <= 0.015
             assert 0 <= e["windir"] < 360
@@ -360,7 +360,7 @@ def test_windpack_heights_are_precomputed_and_consistent(published, freq):
             if h == 100:
                 assert e["windspd"] == s["windspd_100m"] and e["windir"] == s["windir_100m"]
         means.append(np.mean([e["windspd"] for e in obj["data"]]))
-    assert all(b > a for a, b in zip(means, means[1:])), means
+    assert all(b > a for a, b in zip(means, means[1:], strict=False)), means
 
 
 def test_windpack_archive_has_heights(published):
@@ -399,7 +399,7 @@ def test_japan_objects_follow_the_spec(published):
                 assert e["wnddir"] == 0
         days = [datetime.fromisoformat(e["date"]) for e in obj["mrf"]]
         assert all(d.hour == 0 and d.utcoffset() == timedelta(hours=9) for d in days)
-        assert [(b - a).days for a, b in zip(days, days[1:])] == [1] * 9
+        assert [(b - a).days for a, b in zip(days, days[1:], strict=False)] == [1] * 9
         assert days[0].date() == basetime.astimezone(days[0].tzinfo).date()
         for e in obj["mrf"]:
             assert list(e) == MRF_FIELDS and e["maxtemp"] >= e["mintemp"]

@@ -313,7 +313,7 @@ def test_a_multi_field_message_after_bytes_that_are_not_grib(tmp_path):
     ingest.forget_descriptions()
     msgs = ingest.index_file(path)
     assert [(m.number, m.field, m.end_minutes) for m in msgs] == [(1, 1, 0), (1, 2, 360)]
-    for m, expected in zip(msgs, (values, values + 1)):
+    for m, expected in zip(msgs, (values, values + 1), strict=True):
         got = ingest.read_values(m.path, m.offset, m.length, m.grid.shape, m.grid.north_first,
                                  parts=m.parts)
         want = expected.reshape(3, 4)[::-1]

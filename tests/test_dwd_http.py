@@ -179,6 +179,14 @@ def test_icon_eu_cell_centres_fetched_once_per_grid(tree, mirror, tmp_path):
     assert tuple(ours["mlev"]) == full
 
 
+def test_cell_centre_files_are_required_and_named_by_parameter():
+    # the grid itself: a run cannot go without it, so its files wait out the grace period like
+    # any required file's (an optional file is dropped as soon as every mirror says 404)
+    files = cell_centre_files(ICON_D2.upstream.layouts[0], at("2026-11-20T00:00"))
+    assert sorted(files) == ["CLAT", "CLON"]
+    assert all(f.param == param and f.field == param and not f.optional for param, f in files.items())
+
+
 def test_404_on_v1_files_is_retried_and_a_dead_mirror_skipped(mirror, tmp_path):
     src = source(mirror, 1, "gone", "dwd", wait_minutes=0.2)
     run = src.discover(ICON_EU, at("2026-11-20T05:00"))
@@ -220,7 +228,7 @@ def test_a_field_the_tree_does_not_publish_is_dropped_in_seconds(mirror, tmp_pat
     missing = [i for i, r in enumerate(requests) if re.search(gone, unquote(r.path))]
     others = [i for i, r in enumerate(requests) if not re.search(gone + "|/p/CL(AT|ON)/", unquote(r.path))]
     paths = [requests[i].path for i in missing]
-    retries = [i for i, p in zip(missing, paths) if paths.index(p) != missing.index(i)]
+    retries = [i for i, p in zip(missing, paths, strict=True) if paths.index(p) != missing.index(i)]
     assert len(set(paths)) == H_D2 + 1 and retries and min(retries) > max(others)
     assert all(requests[i].status == 404 for i in missing)
     assert not [f for f in fetched.files if re.search(gone, f.as_posix())]

@@ -238,7 +238,7 @@ def test_every_zone_renders_14_local_days():
         assert len(element["srf"]) == SRF_HOURS and len(element["mrf"]) == MRF_DAYS, name
         assert element["srf"][0]["date"] == t0.astimezone(zone).isoformat(), name
         days = [datetime.fromisoformat(d["date"]).date() for d in element["mrf"]]
-        assert [(b - a).days for a, b in zip(days, days[1:])] == [1] * (MRF_DAYS - 1), name
+        assert [(b - a).days for a, b in zip(days, days[1:], strict=False)] == [1] * (MRF_DAYS - 1), name
 
 
 def test_the_series_must_hold_the_last_local_day():
@@ -293,7 +293,7 @@ def test_global_objects_follow_the_spec(published):
             assert -80 < e["temp"] < 60
         days = [datetime.fromisoformat(e["date"]) for e in obj["mrf"]]
         assert days[0].date() == basetime.astimezone(zone).date()
-        assert [(b.date() - a.date()).days for a, b in zip(days, days[1:])] == [1] * (MRF_DAYS - 1)
+        assert [(b.date() - a.date()).days for a, b in zip(days, days[1:], strict=False)] == [1] * (MRF_DAYS - 1)
         first = datetime.fromisoformat(obj["srf"][0]["date"])
         partial = (first.hour, first.minute) != (0, 0)
         for k, e in enumerate(obj["mrf"]):
@@ -369,7 +369,7 @@ def test_global_over_http(published):
         assert r.status_code == 200
         tokyo = r.json()["wxdata"][0]
         assert all(e["date"].endswith("+09:00") for e in tokyo["srf"] + tokyo["mrf"])
-        for a, b in zip(stored["srf"], tokyo["srf"]):
+        for a, b in zip(stored["srf"], tokyo["srf"], strict=True):
             assert datetime.fromisoformat(a["date"]) == datetime.fromisoformat(b["date"])
             assert {k: v for k, v in a.items() if k != "date"} == {k: v for k, v in b.items() if k != "date"}
         assert tokyo["mrf"][0]["date"] == "2026-11-20T00:00:00+09:00"

@@ -91,7 +91,7 @@ def test_cell_keys_vectorised_matches_scalar():
     lons = rng.uniform(-24, 44, 200)
     keys = EUROPE_2KM.cell_keys(lats, lons)
     assert keys.shape == (200,)
-    assert list(keys) == [EUROPE_2KM.cell_key(a, b) for a, b in zip(lats, lons)]
+    assert list(keys) == [EUROPE_2KM.cell_key(a, b) for a, b in zip(lats, lons, strict=True)]
     assert EUROPE_2KM.cell_keys(lats.reshape(20, 10), lons.reshape(20, 10)).shape == (20, 10)
 
 
@@ -164,7 +164,7 @@ def test_covers_many_matches_covers_and_handles_bad_input():
     lons = np.array([p[1] for p in pts] + [10.0, 10.0, math.inf])
     got = EUROPE_2KM.covers_many(lats, lons)
     assert got.dtype == bool
-    assert list(got) == [EUROPE_2KM.covers(a, b) for a, b in zip(lats, lons)]
+    assert list(got) == [EUROPE_2KM.covers(a, b) for a, b in zip(lats, lons, strict=True)]
     assert list(got[: len(COVERED)]) == [True] * len(COVERED)
     assert not got[len(COVERED):].any()
     assert not EUROPE_2KM.covers(math.nan, 2.0)
@@ -321,16 +321,16 @@ def test_jis_mesh_matches_reference_definition():
     rng = np.random.default_rng(11)
     lats = np.round(rng.uniform(24.0, 45.6, 500), 6)
     lons = np.round(rng.uniform(122.9, 146.0, 500), 6)
-    want = [reference_mesh_code(float(a), float(b)) for a, b in zip(lats, lons)]
+    want = [reference_mesh_code(float(a), float(b)) for a, b in zip(lats, lons, strict=True)]
     # plus points exactly on third-order edges, whose binary floats may fall a hair short of
     # the edge: they belong to the cell north and east of the edge, as the exact values do
     edge_lats = [Fraction(k, 120) for k in range(4200, 4300, 7)]
     edge_lons = [100 + Fraction(k, 80) for k in range(3100, 3200, 7)]
-    want += [reference_mesh_code(a, b) for a, b in zip(edge_lats, edge_lons)]
+    want += [reference_mesh_code(a, b) for a, b in zip(edge_lats, edge_lons, strict=True)]
     lats = np.concatenate([lats, [float(x) for x in edge_lats]])
     lons = np.concatenate([lons, [float(x) for x in edge_lons]])
     assert list(JAPAN_1KM.cell_keys(lats, lons)) == want
-    assert [JAPAN_1KM.cell_key(a, b) for a, b in zip(lats, lons)] == want
+    assert [JAPAN_1KM.cell_key(a, b) for a, b in zip(lats, lons, strict=True)] == want
 
 
 def test_jis_cell_centre_and_bounds():
@@ -464,7 +464,7 @@ def test_japan_covers_many_matches_covers_and_handles_bad_input():
     lons = np.array([p[1] for p in pts] + [139.0, 139.0, math.inf])
     got = JAPAN_1KM.covers_many(lats, lons)
     assert got.dtype == bool
-    assert list(got) == [JAPAN_1KM.covers(a, b) for a, b in zip(lats, lons)]
+    assert list(got) == [JAPAN_1KM.covers(a, b) for a, b in zip(lats, lons, strict=True)]
     assert list(got[: len(JP_COVERED)]) == [True] * len(JP_COVERED)
     assert not got[len(JP_COVERED):].any()
     assert not JAPAN_1KM.covers(math.nan, 139.0)

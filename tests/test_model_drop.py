@@ -141,7 +141,7 @@ def test_horizon_model_failing_keeps_its_products_served(world):
     old, new = (sorted((root / "runs" / r / "json" / "japan").rglob("*")) for r in (run_a, run_b))
     assert [p.relative_to(root / "runs" / run_a) for p in old] == \
         [p.relative_to(root / "runs" / run_b) for p in new] and len(old) > 4
-    for a, b in zip(old, new):
+    for a, b in zip(old, new, strict=True):
         assert a.is_dir() or (a.read_bytes() == b.read_bytes() and os.path.samefile(a, b))
     a, b = np.datetime64("2026-11-20T00:00", "ns"), np.datetime64("2026-11-20T12:00", "ns")
     assert archived(root) == {"eu-short": [a, b], "japan": [a]}  # japan not appended twice

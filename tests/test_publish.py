@@ -30,8 +30,7 @@ from pointcast.publish import archive, local
 def files_for(tag: str) -> dict[str, bytes]:
     return {
         "eu-short/index.json": json.dumps({"product": "eu-short", "tag": tag}).encode(),
-        "eu-short/1H/paris.json": ('{"latitude": 48.85, "longitude": 2.35, "basetime": "%s"}'
-                                   % tag).encode(),
+        "eu-short/1H/paris.json": f'{{"latitude": 48.85, "longitude": 2.35, "basetime": "{tag}"}}'.encode(),
         "eu-short/15min/paris.json": b'{"latitude": 48.85, "longitude": 2.35, "x": 1}',
     }
 

@@ -139,7 +139,7 @@ def test_the_compiled_rows_are_the_joins_of_the_picked_texts(_render):
     starts = np.concatenate([[0], np.cumsum([len(t) for t in texts])]).astype(np.int64)
 
     def expected(columns, offsets, j):
-        picked = [[texts[o + (c[r] if c.ndim == 1 else c[j, r])] for c, o in zip(columns, offsets)]
+        picked = [[texts[o + (c[r] if c.ndim == 1 else c[j, r])] for c, o in zip(columns, offsets, strict=True)]
                   for r in range(columns[0].shape[-1])]
         return b"<" + b"|".join(b"".join(row) for row in picked) + b">"
 

@@ -659,7 +659,7 @@ def test_msm_files_are_named_and_grouped_like_jma(msm_runs, cache):
         assert [f.name for f in run.fetched.files] == [
             f"Z__C_RJTD_{init}0000_MSM_GPV_Rjp_Lsurf_FH{a:02d}-{b:02d}_grib2.bin"
             for a, b in groups]
-        for f, (a, b) in zip(run.fetched.files, groups):
+        for f, (a, b) in zip(run.fetched.files, groups, strict=True):
             assert f.parent == cache / "msm-full" / "sample" / "msm" / init
             msgs = read(f)
             assert sorted({m.end // 60 for m in msgs}) == list(range(a, b + 1)), f.name
@@ -681,7 +681,7 @@ def test_msm_hourly_precipitation_is_never_negative_and_falls_from_cloud(msm_run
     wet = 0
     for run in msm_runs.values():
         main = run.main_minutes
-        for a, b in zip(main, main[1:]):
+        for a, b in zip(main, main[1:], strict=False):
             hour = run.get(APCP, b)  # kg m-2 in (a, b]
             assert hour.min() >= 0.0 and hour.max() < 60.0, b
             cloud = np.maximum(run.get(TCDC, a), run.get(TCDC, b))
@@ -752,9 +752,9 @@ def test_msm_and_ifs_sample_the_same_truth_over_japan(runs):
     ifs, msm = runs["ifs"], runs["msm"]
     im, mm = ifs.msgs[0], msm.msgs[0]  # coordinates come with a file's first message
     pairs = [((i, j), (k, l)) for (i, j), la, lo in zip(np.ndindex(im.lats.shape),
-                                                        im.lats.ravel(), im.lons.ravel())
+                                                        im.lats.ravel(), im.lons.ravel(), strict=True)
              for (k, l) in zip(*np.nonzero((np.abs(mm.lats - la) < 1e-6)
-                                           & (np.abs((mm.lons - lo) % 360.0) < 1e-6)))]
+                                           & (np.abs((mm.lons - lo) % 360.0) < 1e-6)), strict=True)]
     assert len(pairs) >= 40
     orog = ifs.get("z", 0) / 9.80665
     compared = 0
@@ -934,7 +934,7 @@ def _interval_means(run: Run, short: str, avg: bool):
     """(start, end, mean flux W m-2) for consecutive output times of a radiation field."""
     minutes = run.minutes(short)
     out = []
-    for a, b in zip(minutes, minutes[1:]):
+    for a, b in zip(minutes, minutes[1:], strict=False):
         if avg:
             energy = run.get(short, b) * b * 60.0 - run.get(short, a) * a * 60.0
         else:
@@ -953,13 +953,13 @@ def test_radiation_follows_the_sun_and_direct_stays_below_global(runs, mid):
     else:
         dirs = _interval_means(run, "ASWDIR_S", avg=True)
         difs = _interval_means(run, "ASWDIFD_S", avg=True)
-        glob = [(a, b, d + f) for (a, b, d), (_, _, f) in zip(dirs, difs)]
+        glob = [(a, b, d + f) for (a, b, d), (_, _, f) in zip(dirs, difs, strict=True)]
         direct = dirs
         assert all((f > -0.5).all() for (_, _, f) in difs)
     lat = run.by_key[("2t", 2, 0)].lats
     lon = run.by_key[("2t", 2, 0)].lons
     night_seen = day_seen = False
-    for (a, b, g), (_, _, d) in zip(glob, direct):
+    for (a, b, g), (_, _, d) in zip(glob, direct, strict=True):
         assert (d <= g + 0.5).all() and (d >= -0.5).all()
         sun = np.max([cos_zenith(lat, lon, init + t / 60.0)
                       for t in np.linspace(a, b, 13)], axis=0)
@@ -980,7 +980,7 @@ def test_precipitation_falls_from_cloud_and_snow_when_cold(runs, mid):
     tcc = {"ifs": "tcc"}.get(mid, "CLCT")
     main = run.main_minutes
     wet_total = snowy = 0
-    for a, b in zip(main, main[1:]):
+    for a, b in zip(main, main[1:], strict=False):
         amount = run.get("tp", b) - run.get("tp", a)
         if mid == "ifs":
             amount = amount * 1000.0
@@ -1012,7 +1012,7 @@ def test_winds_rise_with_height_and_gusts_exceed_the_mean_wind(runs):
         assert ws[200].mean() > ws[100].mean()
         assert (ws[100] >= ws[10] - 0.01).all()
         gh = [run.get("gh", minute, p) for p in (1000, 925, 850, 700)]
-        assert all((hi > lo).all() for lo, hi in zip(gh, gh[1:]))
+        assert all((hi > lo).all() for lo, hi in zip(gh, gh[1:], strict=False))
         t850, t700 = run.get("t", minute, 850), run.get("t", minute, 700)
         lapse = (t850 - t700) / (gh[3] - gh[2])
         low = run.get("z", 0) / 9.80665 < 500.0  # 850 hPa well above the boundary layer
@@ -1038,8 +1038,8 @@ def test_low_cloud_stays_below_total_cloud_and_net_shortwave_follows_an_albedo(r
     hours = run.minutes("avg_snswrf")
     assert hours == run.main_minutes
     albedos, temps = [], []
-    for a, b in zip(hours, hours[1:]):
-        def mean(short):
+    for a, b in zip(hours, hours[1:], strict=False):
+        def mean(short, a=a, b=b):
             return (run.get(short, b) * b - run.get(short, a) * a) / (b - a)
         net, glob = mean("avg_snswrf"), mean("ASWDIR_S") + mean("ASWDIFD_S")
         assert (net >= -0.5).all() and (net <= glob + 0.5).all()
@@ -1073,7 +1073,7 @@ def test_half_levels_follow_the_terrain_and_full_levels_lie_between_them(runs, m
         (lv, 0) for lv in half}
     # The lowest half level is the surface; heights grow strictly upwards (falling numbers).
     np.testing.assert_allclose(hhl[half[-1]], hsurf, atol=0.1)
-    for upper, lower in zip(half, half[1:]):
+    for upper, lower in zip(half, half[1:], strict=False):
         assert (hhl[upper] - hhl[lower] > 5.0).all(), (upper, lower)
     # Every half level of the real count (ICON-EU 74 levels, ICON-D2 65), the top at about
     # 22-26 km; over flat terrain at sea level the ICON level heights of the template.
@@ -1112,7 +1112,7 @@ def test_model_level_winds_continue_the_column(runs, mid):
         u = {lv: run.get("u", minute, lv) for lv in full}
         v = {lv: run.get("v", minute, lv) for lv in full}
         speed = [np.hypot(u[lv], v[lv]).mean() for lv in full]  # top first
-        assert all(hi > lo for hi, lo in zip(speed, speed[1:])), (minute, speed)
+        assert all(hi > lo for hi, lo in zip(speed, speed[1:], strict=False)), (minute, speed)
         # The lowest level (about 10 m) carries the 10 m wind.
         np.testing.assert_allclose(u[full[-1]], run.get("10u", minute), atol=0.02)
         np.testing.assert_allclose(v[full[-1]], run.get("10v", minute), atol=0.02)
@@ -1279,7 +1279,7 @@ def test_gfs_rows_present_at_every_step_idx_and_tp_across_the_reset(gfs_run, cac
         msgs = read(f)
         data = f.read_bytes()
         assert len(lines) == len(msgs)
-        for line, m in zip(lines, msgs):
+        for line, m in zip(lines, msgs, strict=True):
             n, off, date, param, level, when, _ = line.split(":")
             assert date == "d=2026011500"
             assert data[int(off):int(off) + 4] == b"GRIB"
@@ -1320,5 +1320,5 @@ def test_gfs_fetch_is_deterministic_and_a_second_fetch_writes_nothing(gfs_run, c
     assert again.files == gfs_run.files
     assert {rel: p.stat().st_mtime_ns for rel, p in _tree(cache / "sample/gfs").items()} == before
     other = fetch(GFS, tmp_path, scale=16, horizon_hours=HORIZON)
-    for a, b in zip(gfs_run.files, other.files):
+    for a, b in zip(gfs_run.files, other.files, strict=True):
         assert a.read_bytes() == b.read_bytes()

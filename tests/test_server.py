@@ -314,16 +314,18 @@ def live_server(root: Path, api_keys=(), **options):
             thread.join(15)
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Path:
+# Named apart from the function so that a module importing it (test_server_hardening.py) has
+# no name its tests' ``tree`` parameter redefines.
+@pytest.fixture(scope="module", name="tree")
+def tree_fixture(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("output")
     publish_run(root, "20261122T00Z", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
     point_current(root, "20261122T00Z")
     return root
 
 
-@pytest.fixture(scope="module")
-def live(tree):
+@pytest.fixture(scope="module", name="live")
+def live_fixture(tree):
     with live_server(tree) as server:
         yield server
 
@@ -386,7 +388,7 @@ def test_several_points(client, tree, separator):
     assert r.status_code == 200, r.text
     body = r.json()
     assert list(body) == [BERLIN, PARIS, ROME]  # request order
-    for key, pid in zip(body, ["berlin", "paris", "rome"]):
+    for key, pid in zip(body, ["berlin", "paris", "rome"], strict=True):
         assert body[key] == point_file(tree, "20261122T00Z", "eu-medium", "1H", pid)
 
 
@@ -1035,7 +1037,7 @@ def test_windpack_interpolates_with_the_log_rule(client, tree, freq, pid, latlon
     lat, lon = (float(x) for x in latlon.split(","))
     assert (value["latitude"], value["longitude"]) == (lat, lon)
     w = math.log(z / z1) / math.log(z2 / z1)
-    for step, (got, lo, hi) in enumerate(zip(value["data"], lower["data"], upper["data"])):
+    for step, (got, lo, hi) in enumerate(zip(value["data"], lower["data"], upper["data"], strict=True)):
         assert list(got) == ["datetime", "windspd", "windir", "u_windspd", "v_windspd"]
         for comp in ("u_windspd", "v_windspd"):
             expected = lo[comp] + (hi[comp] - lo[comp]) * w  # the rule, from the stored values
@@ -1345,7 +1347,7 @@ def test_ss1wx_success_shape(client, tree, pid, name, lat, lon, _elevation):
     for entry in element["mrf"]:
         assert list(entry) == MRF_KEYS and entry["date"].endswith("T00:00:00+09:00")
     srf_times = [datetime.fromisoformat(e["date"]) for e in element["srf"]]
-    assert all(b - a == timedelta(hours=1) for a, b in zip(srf_times, srf_times[1:]))
+    assert all(b - a == timedelta(hours=1) for a, b in zip(srf_times, srf_times[1:], strict=False))
     assert element["srf"][9]["date"] == "2026-11-22T18:00:00+09:00"
 
 

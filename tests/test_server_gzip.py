@@ -349,7 +349,7 @@ def test_pipelined_requests_are_answered_in_order(live):
         s.sendall(payload)
         with s.makefile("rb") as f:
             got = [read_response(f, method) for _, _, method, _ in asks]
-    for (status, headers, body), (status_, headers_, body_) in zip(got, expected):
+    for (status, headers, body), (status_, headers_, body_) in zip(got, expected, strict=True):
         assert (status, body) == (status_, body_)
         assert {k: v for k, v in headers.items() if k != "date"} == {k: v for k, v in headers_.items() if k != "date"}
     assert [g[0] for g in got] == [200, 200, 200, 404, 200, 405]

@@ -40,7 +40,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from test_server import (  # noqa: F401  (tree and live are fixtures)
+from test_server import (  # noqa: F401  (the fixtures tree and live)
     BERLIN,
     HORNSEA,
     JAPAN_POINTS,
@@ -52,10 +52,10 @@ from test_server import (  # noqa: F401  (tree and live are fixtures)
     WIND,
     assert_error,
     call_app,
-    live,
+    live_fixture,
     live_server,
     raw_get,
-    tree,
+    tree_fixture,
 )
 
 from conftest import write_config

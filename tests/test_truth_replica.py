@@ -336,7 +336,7 @@ def check_europe(rep: Report, op: str, product: str, body: dict, pts: dict[str, 
             t0 = at(e["datetime"])
             t = hours(t0)
             where = f"{p['id']} {e['datetime']}"
-            chk = lambda el, want, tol: rep.check(op, el, e.get(el), want, tol, where)  # noqa: E731
+            chk = lambda el, want, tol, e=e, where=where: rep.check(op, el, e.get(el), want, tol, where)  # noqa: E731
             chk("temp_2m", tr.t(t) - 273.15, TOL["temp"])
             chk("temp_100m", tr.t(t, 100) - 273.15, TOL["temp"])
             chk("temp_200m", tr.t(t, 200) - 273.15, TOL["temp"])
@@ -359,9 +359,9 @@ def check_europe(rep: Report, op: str, product: str, body: dict, pts: dict[str, 
             chk("precipitation", rate, TOL["prec"])
             chk("snowfall", atm.SNOW_SHARE * rate, TOL["prec"])
             chk("precipitation_proba", 100.0 * float(atm.wet(t)), TOL["pop"])
-            wt = stable(lambda c, r, tc: weather_type(c, r, atm.SNOW_SHARE, tc,
-                                                      float(atm.vis(clat, clon, t)),
-                                                      float(atm.cape(clat, clon, t))),
+            wt = stable(lambda c, r, tc, clat=clat, clon=clon, t=t: weather_type(c, r, atm.SNOW_SHARE, tc,
+                                                                                 float(atm.vis(clat, clon, t)),
+                                                                                 float(atm.cape(clat, clon, t))),
                         (tr.tcc(t), TOL["cloud"]), (rate, TOL["prec"]),
                         (tr.t(t) - 273.15, TOL["temp"]))
             chk("weather_type", wt, None)
@@ -376,7 +376,7 @@ def check_europe(rep: Report, op: str, product: str, body: dict, pts: dict[str, 
             if len(entries) * freq_h < size - 1e-9:
                 continue  # the series' end cuts the block
             where = f"{p['id']} +{start:g}h/{size:g}h"
-            rad = lambda el: float(np.mean([x[el] for x in entries]))  # noqa: E731
+            rad = lambda el, entries=entries: float(np.mean([x[el] for x in entries]))  # noqa: E731
             mean = tr.ssrd(start, start + size)
             rep.check(op, "total_solar_radiation", rad("total_solar_radiation"), mean, TOL["rad"], where)
             rep.check(op, "solar_radiation_dir", rad("solar_radiation_dir"),
@@ -410,7 +410,7 @@ def check_srf(rep: Report, op: str, product: str, body: dict, p: dict):
     for e in wx["srf"]:
         t = hours(at(e["date"]))
         where = f"{p['id']} {e['date']}"
-        chk = lambda el, want, tol: rep.check(op, el, e.get(el), want, tol, where)  # noqa: E731
+        chk = lambda el, want, tol, e=e, where=where: rep.check(op, el, e.get(el), want, tol, where)  # noqa: E731
         temp = tr.t(t) - 273.15
         u, v = tr.wind(t)
         speed = math.hypot(u, v)
@@ -426,7 +426,7 @@ def check_srf(rep: Report, op: str, product: str, body: dict, p: dict):
             chk("solrad", tr.ssrd(t, t + 1), TOL["rad"])
         cz = daylight(clat, clon, t + 0.5)
         wx_code = None if abs(cz) < 0.02 else stable(
-            lambda c, r, tc, w: wx_hourly(c, r, tc, cz > 0, w), (tr.tcc(t), TOL["cloud"]),
+            lambda c, r, tc, w, cz=cz: wx_hourly(c, r, tc, cz > 0, w), (tr.tcc(t), TOL["cloud"]),
             (prec, TOL["prec"]), (temp, TOL["temp"]), (speed, TOL["wind"]))
         chk("wx", wx_code, None)
         if "feeltmp" in e:

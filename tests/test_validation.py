@@ -124,6 +124,21 @@ def test_each_corruption_is_refused_with_its_reason(real, name):
     assert validate(outputs, cfg)["ok"] is True  # the original outputs were not touched
 
 
+def test_a_range_with_one_bound_is_checked_on_that_side(real):
+    cfg, outputs, _ = real
+
+    def lower_bound_only(least):
+        def edit(ds):
+            del ds["temp_2m"].attrs["valid_max"]
+            ds["temp_2m"].attrs["valid_min"] = least
+            return ds
+        return edit
+
+    assert validate(_corrupt(outputs, "eu-medium", archive=lower_bound_only(-90.0)), cfg)["ok"] is True
+    report = validate(_corrupt(outputs, "eu-medium", archive=lower_bound_only(60.0)), cfg)
+    assert any("eu-medium: temp_2m outside [60.0, None]" in e for e in report["errors"]), report["errors"]
+
+
 def test_a_null_is_found_in_any_staged_file(tmp_path):
     """Files are parsed in a spread of PARSED_FILES, but a null anywhere is refused. As the
     cycle builds them: two slices write their points' files into the staging tree, each

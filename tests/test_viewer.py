@@ -143,7 +143,7 @@ def test_status_page_shows_the_published_run(browser, sites, published, site):
         history = page.inner_text("#history")
         assert run_id in history and "published" in history
         products = page.locator("#products tr").all_inner_texts()[1:]
-        for row, product in zip(products, ["eu-short", "eu-medium", "eu-wind", "global", "japan"]):
+        for row, product in zip(products, ["eu-short", "eu-medium", "eu-wind", "global", "japan"], strict=True):
             index = json.loads((tree / product / "index.json").read_bytes())
             cells = row.split("\t")  # the third is the product's age (tests/test_freshness.py)
             assert [cells[0], cells[1], cells[3]] == [product, _utc_text(index["basetime"]), str(len(index["points"]))]

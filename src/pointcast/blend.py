@@ -31,9 +31,9 @@ def blend(members: Sequence[tuple[str, xr.Dataset]],
     """
     until = until or {}
     members = [(m, ds.where(ds.time < until[m]) if m in until else ds) for m, ds in members]
-    names = []
+    names: list[str] = []
     for _, ds in members:
-        names += [n for n in ds.data_vars if n not in names]
+        names += [str(n) for n in ds.data_vars if n not in names]
     times = members[0][1].time.values
     out = xr.Dataset(coords=members[0][1].coords)
     used: dict[str, list[str]] = {}
@@ -43,7 +43,7 @@ def blend(members: Sequence[tuple[str, xr.Dataset]],
         template = have[0][1]
         result = None
         first = np.full(len(times), -1, dtype=np.int16)  # the model of each step at the first point
-        for rank, (model, arr) in reversed(list(enumerate(have))):
+        for rank, (_, arr) in reversed(list(enumerate(have))):
             values = arr.transpose(*template.dims).values.astype(np.float64)
             valid = ~np.isnan(values)
             if result is None:  # the last model: nothing under it to fade into
@@ -53,6 +53,7 @@ def blend(members: Sequence[tuple[str, xr.Dataset]],
             else:
                 np.copyto(result, values, where=valid)
             first[valid.reshape(len(times), -1)[:, 0]] = rank
+        assert result is not None  # every variable is some member's
         out[name] = (template.dims, result.astype(np.float32), template.attrs)
         used[name] = [have[i][0] if i >= 0 else "" for i in first]
     return out, used

@@ -13,10 +13,10 @@ the interval that *ends* at the time stamp; products re-express them for the int
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Temporal(str, Enum):
+class Temporal(StrEnum):
     """How a variable behaves in time, which fixes how it is de-accumulated and resampled."""
 
     STATE = "state"  # instantaneous; interpolated smoothly (monotone cubic)
@@ -26,7 +26,7 @@ class Temporal(str, Enum):
     CONSTANT = "constant"  # does not depend on time (orography)
 
 
-class Elevation(str, Enum):
+class Elevation(StrEnum):
     """Correction applied when a point's elevation differs from the model's surface height."""
 
     LAPSE = "lapse"  # temperature-like: standard lapse rate 0.0065 K/m

@@ -80,11 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         run_id = state.result()
         print(f"published run {run_id}: {cfg.output.root}/current -> runs/{run_id}")
         return 0
-    from prefect import serve
+    from prefect import serve as serve_deployments
 
     from pointcast.flows.cycle import deployment
 
-    serve(deployment(cfg))
+    serve_deployments(deployment(cfg))
     return 0
 
 

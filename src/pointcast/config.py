@@ -22,7 +22,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal, overload
 
 import numpy as np
 
@@ -116,7 +116,11 @@ class OutputConfig:
 
     @property
     def cache_dir(self) -> Path:
-        return self.cache if self.cache is not None else self.root / "cache"
+        if self.cache is not None:
+            return self.cache
+        if isinstance(self.root, str):  # the parser always gives a URL root a local cache
+            raise ValueError(f"output root {self.root} is a URL: it needs a local cache directory")
+        return self.root / "cache"
 
 
 @dataclass(frozen=True)
@@ -328,6 +332,10 @@ def _type_name(v: Any) -> str:
     }.get(type(v), type(v).__name__)
 
 
+@overload
+def _table(ctx: _Ctx, parent: dict, key: str, path: tuple[str, ...], *, required: Literal[True]) -> dict: ...
+@overload
+def _table(ctx: _Ctx, parent: dict, key: str, path: tuple[str, ...], *, required: bool) -> dict | None: ...
 def _table(ctx: _Ctx, parent: dict, key: str, path: tuple[str, ...], *, required: bool) -> dict | None:
     v = parent.get(key, _MISSING)
     if v is _MISSING:
@@ -838,7 +846,7 @@ def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, 
                 continue
             if len(cells) != len(header):
                 raise ConfigError(shown, line, "row", f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
-            rec = dict(zip(header, cells))
+            rec = dict(zip(header, cells, strict=True))
             pid = rec["id"]
             if not pid:
                 raise ConfigError(shown, line, "id", "empty id")

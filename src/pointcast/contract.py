@@ -211,7 +211,7 @@ class Table:
         return tuple(e.name for e in self.elements)
 
     @property
-    def units(self) -> dict[str, str]:
+    def units(self) -> dict[str, str | None]:
         """The ``unit`` object of a European forecast (exactly the entry's keys)."""
         return {e.name: e.unit for e in self.elements}
 

@@ -18,7 +18,7 @@ import os
 import signal
 import traceback
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -53,6 +53,7 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], processes: int) -> list[R
                 send.close()
                 running[recv] = (i, child)
             for conn in wait(list(running)):
+                assert isinstance(conn, Connection)  # `wait` hands back the pipe ends it was given
                 i, child = running.pop(conn)
                 try:
                     ok, value = conn.recv()

@@ -8,10 +8,10 @@ module, so that the decoder need not import the models nor the models the decode
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Processing(str, Enum):
+class Processing(StrEnum):
     """How the raw GRIB value at a step relates to the canonical interval value."""
 
     INSTANT = "instant"  # value valid at the step

@@ -317,7 +317,7 @@ def _netcdf(path: Path, data: bytes) -> dict[str, Any]:
     with ds:
         for name, da in ds.data_vars.items():
             try:
-                fields.append(_nc_variable(name, da, ds))
+                fields.append(_nc_variable(str(name), da, ds))
             except Exception as exc:
                 fields.append({"name": name, "known": False, "notes": [f"cannot describe: {exc}"]})
     fmt = "NetCDF3" if engine == "scipy" else "NetCDF4"
@@ -331,7 +331,7 @@ def _nc_variable(name: str, da, ds) -> dict[str, Any]:
     entry: dict[str, Any] = {"variable": name, "name": canonical or name,
                              "known": canonical is not None,
                              "units": da.attrs.get("units"), "long_name": da.attrs.get("long_name"),
-                             "standard_name": std, "dims": dict(zip(da.dims, da.shape))}
+                             "standard_name": std, "dims": dict(zip(da.dims, da.shape, strict=True))}
     if canonical is None:
         notes.append("the catalogue has no variable of this name or standard_name")
     elif da.attrs.get("units") not in (None, variable(canonical).units):

@@ -25,6 +25,7 @@ import logging
 import os
 import secrets
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -192,13 +193,15 @@ def keep_raw(archive: xr.Dataset, series: xr.Dataset, product: str) -> list[str]
     return added
 
 
-def prepare(cfg: Config, inits: dict[str, np.datetime64]) -> tuple[dict[str, xr.Dataset], dict]:
+def prepare(cfg: Config, inits: dict[str, datetime]) -> tuple[dict[str, xr.Dataset], dict]:
     """Before the builds: learn from the observations that arrived since the last cycle and
     are valid before the product's run (``inits``: the earliest init time of its models, so
     that nothing the run verifies is learnt whichever model starts it); save and return each
     product's estimates, and the manifest's account. A bad observation file is logged and
     the cycle goes on with the estimates it has."""
     pp = cfg.postprocess
+    if pp.observations is None:  # the configuration asks for them where the correction is on
+        raise ValueError("postprocess: the correction learns from observations, and none are configured")
     root = Path(cfg.output.root)
     try:
         obs = verify.read_observations([pp.observations], cfg).frame if pp.observations.is_dir() else None
@@ -207,7 +210,7 @@ def prepare(cfg: Config, inits: dict[str, np.datetime64]) -> tuple[dict[str, xr.
     except verify.ObservationError as exc:
         log.error("postprocess: %s; nothing learnt this cycle", exc)
         obs = None
-    account = {"scheme": SCHEME, "weight": pp.weight, "observations": str(pp.observations), "products": {}}
+    account: dict[str, Any] = {"scheme": SCHEME, "weight": pp.weight, "observations": str(pp.observations), "products": {}}
     states = {}
     for pid, pc in cfg.products.items():
         elements = list(targets(pid))

@@ -19,8 +19,10 @@ log = logging.getLogger(__name__)
 
 
 class SourceConfig(Protocol):
-    type: str
-    options: dict[str, Any]
+    @property
+    def type(self) -> str: ...
+    @property
+    def options(self) -> dict[str, Any]: ...
 
 
 def make_source(name: str, cfg: SourceConfig, whole: bool = False) -> Source:

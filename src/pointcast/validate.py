@@ -47,13 +47,13 @@ def archive_facts(ds: xr.Dataset) -> ArchiveFacts:
         least, most = values.min(), values.max()
         if values.dtype.kind == "f" and (np.isnan(least) or np.isnan(most)):
             nan = np.isnan(values)
-            first = dict(zip(var.dims, np.argwhere(nan)[0]))
+            first = dict(zip(var.dims, np.argwhere(nan)[0], strict=True))
             where = ", ".join(f"{d} {ds[d].values[i]}" for d, i in first.items() if d != "init_time")
-            facts.nan[name] = (int(nan.sum()), where)
+            facts.nan[str(name)] = (int(nan.sum()), where)
             if nan.all():
                 continue
             least, most = np.nanmin(values), np.nanmax(values)
-        facts.least[name], facts.most[name] = float(least), float(most)
+        facts.least[str(name)], facts.most[str(name)] = float(least), float(most)
     return facts
 
 
@@ -99,8 +99,9 @@ def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:
                 count, where = found.nan[name]
                 errors.append(f"{pid}: {name} has {count} NaN (first at {where})")
             lo, hi = var.attrs.get("valid_min"), var.attrs.get("valid_max")
-            least, most = found.least.get(name), found.most.get(name)
-            if lo is not None and least is not None and (least < lo or most > hi):
+            least, most = found.least.get(str(name)), found.most.get(str(name))
+            if least is not None and most is not None and ((lo is not None and least < lo)
+                                                           or (hi is not None and most > hi)):
                 errors.append(f"{pid}: {name} outside [{lo}, {hi}]: min {least:.3f}, max {most:.3f}")
         errors += _files(pid, out.files, files, pc.horizon_hours)
         facts[pid] = {"points": len(ids), "lead_times": int(ds.sizes["lead_time"]),
@@ -140,7 +141,7 @@ def _answer(pid: str, rel: str, obj: dict, null: bool, horizon_hours: int) -> li
     """A parsed answer of file ``rel``: nulls (walked only when its bytes hold ``null``),
     the contract's entries, the horizon's steps and the daily extremes."""
     errors = []
-    series = {k: obj.get(k) for k in ("data", "srf", "mrf") if isinstance(obj.get(k), list)}
+    series: dict[str, list] = {k: obj[k] for k in ("data", "srf", "mrf") if isinstance(obj.get(k), list)}
     for key, entries in series.items() if null else ():
         nulls = [(e.get("datetime") or e.get("date"), k) for e in entries for k, v in e.items()
                  if v is None]
@@ -149,7 +150,7 @@ def _answer(pid: str, rel: str, obj: dict, null: bool, horizon_hours: int) -> li
                           f"(first: {nulls[0][1]} at {nulls[0][0]})")
     if not rel.startswith(f"{pid}/hourly/"):  # the global hourly files are no answers (docs/contracts.md)
         errors += [f"{pid}: {rel}: {e}" for e in check_entries(pid, obj)]
-    step = contract.FREQ_MINUTES.get(obj.get("freq"))
+    step = contract.FREQ_MINUTES.get(obj.get("freq", ""))
     if step and "data" in series and len(series["data"]) != horizon_hours * 60 // step:
         errors.append(f"{pid}: {rel}: {len(series['data'])} entries, the {horizon_hours} h "
                       f"horizon at {obj['freq']} needs {horizon_hours * 60 // step}")
@@ -178,14 +179,15 @@ def check_entries(pid: str, obj: dict) -> list[str]:
             errors.append(f"{key} entry keys {wrong} are not the contract's {names}")
             continue
         # Every entry has the table's keys in its order: its values, transposed, are the columns.
-        for element, values in zip(table, zip(*map(dict.values, entries)) if entries else ()):
+        columns = zip(*map(dict.values, entries), strict=True) if entries else ()  # none without entries
+        for element, values in zip(table, columns, strict=False):
             problem = _bad_values(element, values)
             if problem:
                 errors.append(f"{key} {element.name}: {problem}")
     return errors
 
 
-_TYPES = {"number": {int, float}, "integer": {int}, "string": {str}, "date-time": {str}}
+_TYPES: dict[str, set[type]] = {"number": {int, float}, "integer": {int}, "string": {str}, "date-time": {str}}
 
 
 def _bad_values(element: contract.Element, values: tuple) -> str | None:
@@ -232,7 +234,8 @@ def _daily_extremes(pid: str, srf: list[dict], mrf: list[dict]) -> list[str]:
 
 # Products that must agree where they overlap: (product, variable, selection) pairs; a None
 # variable compares every variable the two archives share.
-AGREEMENT = (
+_Side = tuple[str, str | None, dict[str, float]]  # (product, variable, selection)
+AGREEMENT: tuple[tuple[_Side, _Side], ...] = (
     (("eu-short", None, {}), ("eu-medium", None, {})),
     *((("eu-short", contract.EU_DATA[f"{c}_{h}m"].name, {}),
        ("eu-wind", contract.WIND_DATA[c].name, {"height": float(h)}))
@@ -276,8 +279,8 @@ def _consistency(outputs: dict[str, ProductOutput]) -> list[str]:
                 continue
             if one_corrected and sb.get("height") == 10.0:
                 continue
-            a = _at_points(a_ds[na].sel(lead_time=lead, **sa), points)
-            b = _at_points(b_ds[nb].sel(lead_time=lead, **sb), points)
+            a = _at_points(a_ds[na].sel({"lead_time": lead, **sa}), points)
+            b = _at_points(b_ds[nb].sel({"lead_time": lead, **sb}), points)
             if not np.allclose(a, b, atol=0.011, equal_nan=True):
                 errors.append(f"{pa} {na} and {pb} {nb} disagree by up to "
                               f"{np.nanmax(np.abs(a - b)):.3f} over their common lead times")

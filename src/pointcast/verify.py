@@ -81,9 +81,10 @@ PROBABILITIES = ("precipitation_proba", "pop")  # verified against observed prec
 # The archive variable of an element, by product: (name, selection); the European common
 # products archive the API's own names, the windpack its winds by height, the wxdata products
 # their own short names (docs/api.md).
-_EU = {name: (name, {}) for name in (*OBSERVED, "precipitation_proba")}
-_WX = {"temp_2m": ("temp", {}), "precipitation": ("prec", {}), "sea_surface_pressure": ("arpress", {}),
-       "windspd_10m": ("wndspd", {}), "windir_10m": ("wnddir", {}), "humidity": ("rhum", {}), "pop": ("pop", {})}
+_EU: dict[str, tuple[str, dict]] = {name: (name, {}) for name in (*OBSERVED, "precipitation_proba")}
+_WX: dict[str, tuple[str, dict]] = {
+    "temp_2m": ("temp", {}), "precipitation": ("prec", {}), "sea_surface_pressure": ("arpress", {}),
+    "windspd_10m": ("wndspd", {}), "windir_10m": ("wnddir", {}), "humidity": ("rhum", {}), "pop": ("pop", {})}
 ARCHIVE_NAMES: dict[str, dict[str, tuple[str, dict]]] = {
     "eu-short": _EU, "eu-medium": _EU,
     "eu-wind": {"windspd_10m": ("windspd", {"height": 10.0}), "windir_10m": ("windir", {"height": 10.0})},
@@ -176,7 +177,7 @@ def read_tidy(path: Path, keys: Iterable[str]) -> Observations:
                 continue
             if len(cells) != len(header):
                 raise ObservationError(shown, line, f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
-            rec = dict(zip(header, cells))
+            rec = dict(zip(header, cells, strict=True))
             if rec["point"] not in known:
                 raise ObservationError(shown, line, f"unknown point {rec['point']!r} (neither a point id nor a "
                                                     "station of the configured points)")
@@ -369,7 +370,8 @@ class Archive:
             steps.add(diffs[0])
         if len(steps) != 1:
             raise ValueError(f"{product}: archive store versions have different time steps")
-        inits, stores = [], []
+        inits: list[np.datetime64] = []
+        stores = []
         for ds in datasets:
             first = len(inits)
             inits += list(ds[publish.INIT].values)
@@ -399,7 +401,7 @@ class Archive:
                 continue
             da = (ds[var].sel(sel).isel({publish.INIT: runs[mine] - rows[0]}).sel(point=have)
                   .transpose(publish.INIT, publish.POINT, publish.LEAD))
-            cols = [points.index(p) for p in have]
+            cols = np.array([points.index(p) for p in have], dtype=np.intp)
             out[np.ix_(mine, cols, np.arange(da.sizes[publish.LEAD]))] = da.values
         return out if found else None
 
@@ -477,7 +479,7 @@ def match(archive: Archive, obs: pd.DataFrame, element: str, runs: np.ndarray | 
         first, end, inside = _steps(archive, inits, time[b:b + OBS_BLOCK], period[b:b + OBS_BLOCK])
         i, j = np.nonzero(inside)
         pairs.append((i, j + b, first[i, j], end[i, j]))
-    i, j, k0, k1 = (np.concatenate(c) for c in zip(*pairs))
+    i, j, k0, k1 = (np.concatenate(c) for c in zip(*pairs, strict=True))
     if not len(i):
         return None
     points = sorted(set(rows["point"].values[j]))
@@ -562,7 +564,7 @@ def reliability(p_percent: np.ndarray, event: np.ndarray) -> list[dict]:
     """Observed frequency of the event by forecast probability bin (the last bin closed)."""
     out = []
     edges = RELIABILITY_EDGES
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
         inside = (p_percent >= lo) & ((p_percent < hi) if hi < edges[-1] else (p_percent <= hi))
         n = int(inside.sum())
         out.append({"forecast_from": lo, "forecast_to": hi, "n": n,
@@ -576,7 +578,7 @@ def score(m: Matches, element: str) -> dict:
     angular = not probability and OBSERVED[element].kind == DIRECTION
     lo, hi = lead_bin(m.lead_h)
     bins = []
-    for a, b in sorted(set(zip(lo.tolist(), hi.tolist()))):
+    for a, b in sorted(set(zip(lo.tolist(), hi.tolist(), strict=True))):
         sel = lo == a
         f, o, p, c = m.forecast[sel], m.observed[sel], m.persistence[sel], m.corrected[sel]
         has_p, has_c = ~np.isnan(p), ~np.isnan(c)

@@ -94,7 +94,7 @@ class JisMeshGrid(ProductGrid):
     def cell_keys(self, lats, lons) -> np.ndarray:
         lat, lon = _as_float_arrays(lats, lons)
         row, col = _jis_indices(lat, lon)
-        keys = [_jis_code(a, b) for a, b in zip(row.ravel().tolist(), col.ravel().tolist())]
+        keys = [_jis_code(a, b) for a, b in zip(row.ravel().tolist(), col.ravel().tolist(), strict=True)]
         return np.array(keys, dtype=str).reshape(lat.shape)
 
     def parse_key(self, key: str) -> tuple[int, int]:

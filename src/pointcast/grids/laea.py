@@ -89,7 +89,7 @@ class LaeaGrid(ProductGrid):
 
     def cell_keys(self, lats, lons) -> np.ndarray:
         i, j = self.cell_indices(lats, lons)
-        keys = [f"E{a}N{b}" for a, b in zip(i.ravel().tolist(), j.ravel().tolist())]
+        keys = [f"E{a}N{b}" for a, b in zip(i.ravel().tolist(), j.ravel().tolist(), strict=True)]
         return np.array(keys, dtype=str).reshape(i.shape)
 
     def parse_key(self, key: str) -> tuple[int, int]:

@@ -44,7 +44,7 @@ class LatLonGrid(ProductGrid):
 
     def cell_keys(self, lats, lons) -> np.ndarray:
         row, col = self.cell_indices(lats, lons)
-        keys = [f"R{a}C{b}" for a, b in zip(row.ravel().tolist(), col.ravel().tolist())]
+        keys = [f"R{a}C{b}" for a, b in zip(row.ravel().tolist(), col.ravel().tolist(), strict=True)]
         return np.array(keys, dtype=str).reshape(row.shape)
 
     def parse_key(self, key: str) -> tuple[int, int]:

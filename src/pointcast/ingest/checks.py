@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import replace as dc_replace
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from ..gribtable import GribField, Processing
 from .message import Message
@@ -31,7 +31,29 @@ STEP_TYPES = {
 }
 
 
-def _names(row: GribField, msg: Message) -> bool:
+class Header(Protocol):
+    """What a message is checked by: a decoded `Message`, or the header `pointcast inspect`
+    reads."""
+
+    @property
+    def shortName(self) -> str: ...
+    @property
+    def typeOfLevel(self) -> str: ...
+    @property
+    def level(self) -> int: ...
+    @property
+    def stepType(self) -> str: ...
+    @property
+    def edition(self) -> int: ...
+    @property
+    def paramId(self) -> int: ...
+    @property
+    def units(self) -> str: ...
+    @property
+    def parameter(self) -> str: ...
+
+
+def _names(row: GribField, msg: Header) -> bool:
     """Whether ``msg`` is, by its name and level, the field ``row`` names. A row ecCodes
     names nothing for ("unknown") names the parameters of its encodings."""
     return (row.shortName == msg.shortName and row.typeOfLevel == msg.typeOfLevel
@@ -41,12 +63,12 @@ def _names(row: GribField, msg: Message) -> bool:
                  or any(e.parameter == msg.parameter for e in row.encodings)))
 
 
-def matches(row: GribField, msg: Message) -> bool:
+def matches(row: GribField, msg: Header) -> bool:
     """Whether ``msg`` is ``row``'s message: its name, level and statistical processing."""
     return _names(row, msg) and msg.stepType in STEP_TYPES[row.processing]
 
 
-def judge(row: GribField, msg: Message) -> tuple[float, str | None]:
+def judge(row: GribField, msg: Header) -> tuple[float, str | None]:
     """Whether a message ``row`` names is what the row expects: (the factor from its encoding
     to the row's first, None), or (0, why not) naming the key that differs. A row without
     encodings is not checked."""
@@ -100,9 +122,9 @@ def select(messages: list[Message], fields: Sequence[GribField], model: str
             refused[row.var].append(f"{m.where}: stepType {m.stepType!r} ({m.shortName}), the "
                                     f"table expects {' or '.join(map(repr, kinds))}")
     reasons = []
-    for var, why in refused.items():
-        more = f" (and {len(why) - 1} more messages)" if len(why) > 1 else ""
-        reasons.append(f"{var} refused: {why[0]}{more}")
+    for var, whys in refused.items():
+        more = f" (and {len(whys) - 1} more messages)" if len(whys) > 1 else ""
+        reasons.append(f"{var} refused: {whys[0]}{more}")
         log.warning("%s: %s", model or "run", reasons[-1])
         for row in [r for r in rows_msgs if r.var == var]:
             del rows_msgs[row]

@@ -14,7 +14,7 @@ import os
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import xarray as xr
@@ -62,10 +62,10 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     if unused:
         log.info("%s: %d messages not in the encoding table were skipped", model, unused)
     grids = {m.grid for ms in rows_msgs.values() for m in ms}
-    if None in grids or len(grids) != 1:
+    grid = next(iter(grids)) if len(grids) == 1 else None
+    if grid is None:
         raise DecodeError(f"{model}: expected one regular lat/lon grid or one unstructured grid, "
                           f"found {grids}")
-    grid = grids.pop()
     inits = {m.init for ms in rows_msgs.values() for m in ms}
     if len(inits) != 1:
         raise DecodeError(f"{model}: messages of several runs mixed: {sorted(inits)}")
@@ -101,7 +101,7 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
             if level_coords.setdefault(dim, levels) != levels:
                 raise DecodeError(f"{model}: {var} levels {levels} differ from {level_coords[dim]}")
             dims = (dim,) + grid.dims if constant else ("time", dim) + grid.dims
-        var_attrs = {"units": spec.units, "long_name": spec.long_name}
+        var_attrs: dict[str, Any] = {"units": spec.units, "long_name": spec.long_name}
         if first.processing is not Processing.CONSTANT:
             # The steps at which this variable exists: interval values span (previous, step].
             var_attrs["steps_minutes"] = sorted({m.end_minutes for r in rows for m in rows_msgs[r]})
@@ -138,7 +138,8 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
 def _take_cell_centres(messages: list[Message]) -> list[Message]:
     """Keep the cell centres of the unstructured grids among ``messages`` (once per grid UUID)
     and return the other messages."""
-    rest, centres = [], defaultdict(dict)
+    rest: list[Message] = []
+    centres: defaultdict[CellGridKey, dict[str, Message]] = defaultdict(dict)
     for m in messages:
         if isinstance(m.grid, CellGridKey) and m.shortName in CELL_CENTRE_NAMES:
             centres[m.grid][m.shortName] = m

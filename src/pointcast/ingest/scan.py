@@ -62,9 +62,10 @@ def _grid_key(h) -> GridKey | CellGridKey | None:
 # 38-44). Any other byte that differs only costs a miss: a 3-hour and a 6-hour maximum differ
 # in the period's length. The times themselves are then read from the bytes, for a kind of
 # header whose times ecCodes was seen to read the same way.
-_TIMES = {0: ((8, 16),), 1: ((12, 19),)}
-_LOCAL_TIMES = {(78, 254): ((7, 14),)}  # (centre, local definition number): section 2
-_PRODUCT_TIMES = {0: ((18, 22),), 1: ((18, 22),), 8: ((18, 22), (34, 41)), 11: ((18, 22), (37, 44))}
+_Spans = tuple[tuple[int, int], ...]
+_TIMES: dict[int, _Spans] = {0: ((8, 16),), 1: ((12, 19),)}
+_LOCAL_TIMES: dict[tuple[int, int], _Spans] = {(78, 254): ((7, 14),)}  # (centre, local definition number): section 2
+_PRODUCT_TIMES: dict[int, _Spans] = {0: ((18, 22),), 1: ((18, 22),), 8: ((18, 22), (34, 41)), 11: ((18, 22), (37, 44))}
 # Code table 4.4 units in minutes, and where a statistical product's first time range is
 # (section 4: number of ranges, the range's unit and its length).
 _UNIT_MINUTES = {0: 1, 1: 60, 2: 1440, 10: 180, 11: 360, 12: 720}
@@ -80,8 +81,8 @@ _DESCRIBED: dict[bytes, "_Described"] = {}
 # lengths alike, or _DIFFERS when two lengths were described differently (the length is then
 # part of the name, as it is for maxima: those are never blanked); first seen -> its
 # (timeless header, description) in _WINDOW_FIRST until a second length confirms it.
-_WINDOWS: dict[bytes, tuple | None] = {}
-_WINDOW_FIRST: dict[bytes, tuple[bytes, tuple]] = {}
+_WINDOWS: dict[bytes, _Described | None] = {}
+_WINDOW_FIRST: dict[bytes, tuple[bytes, _Described]] = {}
 _DIFFERS = None
 
 
@@ -151,8 +152,8 @@ class _Header:
         """(reference time, start and end of the product in minutes), None where not read here."""
         head, s1, s4 = self.head, self.starts[1], self.starts[4]
         try:
-            init = datetime(int.from_bytes(head[s1 + 12:s1 + 14], "big"), *head[s1 + 14:s1 + 18],
-                            tzinfo=timezone.utc)
+            init = datetime(int.from_bytes(head[s1 + 12:s1 + 14], "big"), head[s1 + 14], head[s1 + 15],
+                            head[s1 + 16], head[s1 + 17], tzinfo=timezone.utc)
         except ValueError:
             return None
         unit = _UNIT_MINUTES.get(head[s4 + 17])
@@ -276,7 +277,6 @@ def fields_of(data: bytes, at: int) -> list[bytes] | None:
 
 
 def _message(path: Path, read, at: int, header: _Header, number: int, field: int) -> Message:
-    where = dict(number=number, field=field, parts=header.parts)
     key = header.timeless()
     known = _DESCRIBED.get(key)
     window = header.lengthless(key) if known is None else None
@@ -291,7 +291,8 @@ def _message(path: Path, read, at: int, header: _Header, number: int, field: int
             raise DecodeError(f"{path}: unreadable GRIB message {number} (field {field}) at "
                               f"byte {at}: {exc}") from exc
         try:
-            msg = dc_replace(_eccodes_message(h, path, at), length=header.length, **where)
+            msg = dc_replace(_eccodes_message(h, path, at), length=header.length, number=number, field=field,
+                              parts=header.parts)
         finally:
             eccodes.codes_release(h)
         times = (msg.init, msg.start_minutes, msg.end_minutes)
@@ -303,11 +304,13 @@ def _message(path: Path, read, at: int, header: _Header, number: int, field: int
             if first[0] != key:
                 _WINDOWS[window] = described if first[1] == described else _DIFFERS
         return msg
+    assert known is not None  # the times are read from the bytes only for a known header
     init, start, end = times
     return Message(path=path, offset=at, length=header.length, shortName=known.shortName,
                    typeOfLevel=known.typeOfLevel, level=known.level, stepType=known.stepType,
                    start_minutes=start, end_minutes=end, init=init, grid=known.grid, edition=2,
-                   paramId=known.paramId, units=known.units, parameter=known.parameter, **where)
+                   paramId=known.paramId, units=known.units, parameter=known.parameter, number=number,
+                   field=field, parts=header.parts)
 
 
 def _eccodes_message(h, path: Path, offset: int) -> Message:

@@ -23,7 +23,7 @@ import numpy as np
 from gribapi import bindings as _grib_bindings, gribapi as _gribapi
 
 from ..gribtable import GribField, Processing
-from .message import DecodeError, Message
+from .message import CellGridKey, DecodeError, GridKey, Message
 from .scan import field_bytes
 
 _grib_ffi, _grib_lib = _grib_bindings.ffi, _grib_bindings.lib
@@ -185,7 +185,9 @@ def _plane(terms: tuple[_Term, ...], reads: dict[int, np.ndarray], out: np.ndarr
     if _missing(terms):
         out[...] = np.nan
         return
-    first = reads[terms[0].now]
+    now = terms[0].now
+    assert now is not None  # not `_missing`
+    first = reads[now]
     if len(terms) == 1 and not terms[0].window:
         out[...] = first
         return
@@ -205,6 +207,7 @@ def _term(t: _Term, reads: dict[int, np.ndarray], into: np.ndarray) -> np.ndarra
     """A term's value: its message's, or the interval's (previous step, step], computed in
     ``into``. An average over the interval is ``now + (now - before) * b / w`` for windows
     ``b`` and ``b + w`` long that share their start (the difference of the two integrals)."""
+    assert t.now is not None  # `_plane` asks for the terms of a plane with every message
     value = reads[t.now]
     if not t.window:
         return value
@@ -222,7 +225,7 @@ def _term(t: _Term, reads: dict[int, np.ndarray], into: np.ndarray) -> np.ndarra
 
 
 def _row_terms(row: GribField, msgs: list[Message], levels: list[int] | None, where: str
-               ) -> dict[tuple[int, int | None], tuple[_Term, list[Message]]]:
+               ) -> dict[tuple[int | None, int | None], tuple[_Term, list[Message]]]:
     """One table row's terms, keyed by (step in minutes or None for a constant field, level or
     None), each with the messages its ``now``/``before`` indices refer to.
 
@@ -237,16 +240,16 @@ def _row_terms(row: GribField, msgs: list[Message], levels: list[int] | None, wh
     if row.processing is Processing.CONSTANT:
         first_step = min(m.end_minutes for m in msgs)
         by_level = {m.level: m for m in msgs if m.end_minutes == first_step}
-        return {(None, key): (_Term(0), [by_level[level]]) for key, level in zip(keys, lv)}
+        return {(None, key): (_Term(0), [by_level[level]]) for key, level in zip(keys, lv, strict=True)}
     by_key = {(m.end_minutes, m.level): m for m in msgs}
     steps = sorted({m.end_minutes for m in msgs})
     differenced = row.processing in (Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START)
     if differenced and row.offset:
         raise DecodeError(f"{row.shortName}: an accumulated field cannot have an offset")
     starts = [min(m.start_minutes for m in msgs if m.end_minutes == s) for s in steps]
-    out = {}
+    out: dict[tuple[int | None, int | None], tuple[_Term, list[Message]]] = {}
     for k, step in enumerate(steps):
-        for key, level in zip(keys, lv):
+        for key, level in zip(keys, lv, strict=True):
             now = by_key.get((step, level))
             if not differenced:
                 out[(step, key)] = (_Term(None if now is None else 0), [] if now is None else [now])
@@ -258,9 +261,8 @@ def _row_terms(row: GribField, msgs: list[Message], levels: list[int] | None, wh
                 term, used = _Term(None), []
             elif k and starts[k - 1] == start and steps[k - 1] > start:
                 before = by_key.get((steps[k - 1], level))
-                ok = now is not None and before is not None
-                term = _Term(0 if ok else None, 1 if ok else None, window, row.processing, row.per_second)
-                used = [now, before] if ok else []
+                used = [now, before] if now is not None and before is not None else []
+                term = _Term(0 if used else None, 1 if used else None, window, row.processing, row.per_second)
             elif start == prev_end or (k and starts[k - 1] == start):
                 term = _Term(None if now is None else 0, None, window, row.processing, row.per_second)
                 used = [now] if now is not None else []
@@ -278,8 +280,8 @@ def _read_key(msg: Message, row: GribField) -> str:
 
 
 def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int] | None,
-              times_min: np.ndarray | None, grid, where: str, uses: dict[str, int],
-              per_block: int) -> tuple:
+              times_min: np.ndarray | None, grid: GridKey | CellGridKey, where: str, uses: dict[str, int],
+              per_block: int) -> tuple[str, tuple, dict]:
     """The plan of one variable as a dask array ``(time, [level,] *grid)``, or ``([level,]
     *grid)`` for a constant field, in blocks of ``per_block`` steps (`block_steps`) of one
     level: (name, chunks, blocks), for ``_array``. The graph is written directly, one task per block (it decodes the
@@ -287,7 +289,7 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
     arrays (stack, subtract, sum), the graph would cost more than the decoding. ``uses`` counts the blocks that read each message, over all variables."""
     used = sorted((str(m.path), m.offset, m.field) for r in rows for m in rows_msgs[r])
     name = f"{var}-" + hashlib.sha1(repr(used).encode()).hexdigest()[:16]
-    terms: dict[tuple[int, int | None], list[tuple[_Term, list[Message], GribField]]] = defaultdict(list)
+    terms: dict[tuple[int | None, int | None], list[tuple[_Term, list[Message], GribField]]] = defaultdict(list)
     for r in rows:
         # Rows with the same levels are components to add (SNOW_GSP + SNOW_CON); rows with
         # other levels extend the level axis (10u, 100u, 200u).
@@ -295,7 +297,7 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
         for key, (term, msgs) in _row_terms(r, rows_msgs[r], own, where).items():
             terms[key].append((term, msgs, r))
     constant = times_min is None
-    steps = [None] if constant else [int(t) for t in times_min]
+    steps: list[int | None] = [None] if times_min is None else [int(t) for t in times_min]
     level_keys = [None] if levels is None else levels
     # Several steps a block: each task then decodes several messages, and the scheduler's
     # cost per task stays small beside the work.
@@ -306,20 +308,19 @@ def _variable(var: str, rows: list[GribField], rows_msgs: dict, levels: list[int
     zeros = (0,) * len(grid.shape)
     blocks = {}
     for c, chunk in enumerate(time_chunks):
-        for l, key in enumerate(level_keys):
+        for l, level in enumerate(level_keys):
             index = (() if constant else (c,)) + (() if levels is None else (l,)) + zeros
             reads: dict[str, tuple[int, _Read]] = {}  # read key -> (position among the inputs, read)
             planes = []
             for step in chunk:
                 plane_terms = []
-                for term, msgs, r in terms.get((step, key), []):
+                for term, msgs, r in terms.get((step, level), []):
                     at = []
                     for m in msgs:
-                        g = m.grid
                         rk = _read_key(m, r)
-                        if rk not in reads:
-                            reads[rk] = (len(reads), _Read(m.path, m.offset, m.length, g.shape,
-                                                           g.north_first, r.scale * m.factor,
+                        if rk not in reads:  # every message is on ``grid`` (`build_dataset`)
+                            reads[rk] = (len(reads), _Read(m.path, m.offset, m.length, grid.shape,
+                                                           grid.north_first, r.scale * m.factor,
                                                            r.offset, m.parts))
                         at.append(reads[rk][0])
                     plane_terms.append(dc_replace(term, now=None if term.now is None else at[term.now],

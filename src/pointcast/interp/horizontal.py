@@ -17,9 +17,10 @@ ground and the elevation corrections.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
 import hashlib
-from typing import ClassVar, Iterator, Sequence
+from typing import Any, ClassVar, Iterator, Sequence, TypeVar
 
 import dask
 import dask.array as da
@@ -151,7 +152,7 @@ def barycentric(tree: cKDTree, plat: np.ndarray, plon: np.ndarray) -> Barycentri
     if n < 3:
         raise ValueError("an unstructured grid needs at least 3 cells")
     cells = tree.data
-    spacing = np.median(tree.query(cells[:: max(1, n // 2000)], k=2)[0][:, 1])
+    spacing = np.median(np.asarray(tree.query(cells[:: max(1, n // 2000)], k=2)[0])[:, 1])
     p = unit_vectors(plat, plon)
     _, near = tree.query(p, k=min(TRIANGLE_CANDIDATES, n))
     sub = np.unique(near)
@@ -194,7 +195,7 @@ def neighbourhood_cells(tree: cKDTree, plat: np.ndarray, plon: np.ndarray, aroun
     chord = 2.0 * np.sin(radius_km / EARTH_RADIUS_KM / 2.0)
     found = tree.query_ball_point(unit_vectors(plat, plon), r=chord)
     cells = [sorted(set(c) | set(tri.tolist())) if ok else []
-             for c, tri, ok in zip(found, around.idx, around.inside)]
+             for c, tri, ok in zip(found, around.idx, around.inside, strict=True)]
     return _pack(cells)
 
 
@@ -309,7 +310,7 @@ def neighbourhood(lats: np.ndarray, lons: np.ndarray, plat: np.ndarray, plon: np
     ry = max(1, int(np.ceil(radius_km / (dlat * KM_PER_DEG))))
     wrap = wraps_around(lons)  # across the antimeridian (or the 0/360 seam)
     cells = []
-    for la, lo in zip(plat, plon):
+    for la, lo in zip(plat, plon, strict=True):
         rx = max(1, int(np.ceil(radius_km / (dlon * KM_PER_DEG * max(np.cos(np.radians(la)), 0.05)))))
         cy = int(round((la - lats[0]) / (lats[1] - lats[0])))
         cx = int(round(((lo - lons[0]) % 360.0) / (lons[1] - lons[0])))
@@ -335,7 +336,7 @@ def _pop_windows(times: np.ndarray, steps_minutes: Sequence[int], init: np.datet
     row = {int(t): k for k, t in enumerate(times.astype("datetime64[ns]").view(np.int64))}
     hour = np.timedelta64(1, "h")
     groups: dict[np.datetime64, list[int]] = {}
-    for i, (start, end) in enumerate(zip(starts, ends)):
+    for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
         label = end if end - start >= hour else init + -((init - end) // hour) * hour
         groups.setdefault(label, []).append(i)
     hours = np.full(len(times), np.nan, dtype=np.float32)
@@ -360,7 +361,7 @@ def _window_chunks(first: np.ndarray, chunks: tuple[int, ...]) -> tuple[int, ...
     bounds = np.flatnonzero(cut)
     wanted = np.cumsum(chunks)[:-1]
     keep = sorted({0, len(first), *(bounds[np.searchsorted(bounds, w)] for w in wanted)})
-    return tuple(int(b - a) for a, b in zip(keep, keep[1:]) if b > a)
+    return tuple(int(b - a) for a, b in zip(keep, keep[1:], strict=False) if b > a)
 
 
 def _pop_block(block: np.ndarray, near_cells: np.ndarray, bounds: np.ndarray, hours: np.ndarray,
@@ -430,12 +431,12 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     """
     s = sampling(ds, points)
     w, nd = s.weights, s.weights.grid_ndim
-    lazy = {}
+    lazy: dict[str, da.Array] = {}
     for name, arr in ds.data_vars.items():
         data = arr.data
         if not isinstance(data, da.Array):
             data = da.from_array(data, chunks=(1,) * (data.ndim - nd) + data.shape[-nd:])
-        lazy[name] = data.map_blocks(w.apply, drop_axis=list(range(data.ndim - nd, data.ndim)),
+        lazy[str(name)] = data.map_blocks(w.apply, drop_axis=list(range(data.ndim - nd, data.ndim)),
                                      new_axis=data.ndim - nd, dtype=np.float32,
                                      chunks=data.chunks[:-nd] + ((len(points),),))
     pop_steps = None
@@ -448,12 +449,13 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                                     chunks=(tp.chunks[0], (len(points),)))
     timed = {name: arr for name, arr in lazy.items() if "time" in ds[name if name != "pop" else "tp"].dims}
     constant = _compute({name: arr for name, arr in lazy.items() if name not in timed})
-    surface, earlier = None, {}
+    surface: np.ndarray | None = None
+    earlier: dict[int, Any] = {}
     budget = BLOCK_BYTES if block_bytes is None else block_bytes
     computed, part, (steps, per_piece) = _time_blocks(timed, ds.sizes["time"], len(points),
                                                       len(heights), budget)
     groups = [(len(points), heights)] if groups is None else groups
-    for block, fields in zip(computed, _computed(timed, computed)):
+    for block, fields in zip(computed, _computed(timed, computed), strict=True):
         for start in range(block.start, block.stop, part):
             rows = slice(start, min(start + part, block.stop))
             out = None
@@ -464,11 +466,11 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                 if surface is None:  # at the first step (`surface_height`), for every block
                     surface = values["orog"] if "orog" in values else surface_height(values, len(points))
                 orog = values["orog"] if "orog" in values else surface
-                for first in range(0, len(points), per_piece):
-                    at = slice(first, min(first + per_piece, len(points)))
-                    made, earlier[first] = _series(
+                for first_point in range(0, len(points), per_piece):
+                    at = slice(first_point, min(first_point + per_piece, len(points)))
+                    made, earlier[first_point] = _series(
                         {name: v[..., at] for name, v in values.items()}, ds, ds.time.values[piece],
-                        points[at], orog[at], heights, _groups_at(groups, at), earlier.get(first))
+                        points[at], orog[at], heights, _groups_at(groups, at), earlier.get(first_point))
                     if piece == rows and at == slice(0, len(points)):
                         out, made = made, None
                         continue
@@ -477,6 +479,7 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                     for name, var in made.data_vars.items():
                         out[name].values[piece.start - rows.start:piece.stop - rows.start, at] = var.values
                     made = None  # not held while the next piece is made
+            assert out is not None  # a part has one step at least
             if pop_steps is not None and "pop" in out:
                 out["pop"].attrs["steps_minutes"] = pop_steps
             yield rows, out
@@ -485,7 +488,7 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
 def _empty_like(piece: xr.Dataset, times: np.ndarray, ids: np.ndarray) -> xr.Dataset:
     """A part of an extraction to fill with its pieces (`extract_blocks`): the variables,
     attributes and coordinates of ``piece`` at the times and points ``ids``."""
-    sizes = {"time": len(times), "point": len(ids)}
+    sizes: dict[Hashable, int] = {"time": len(times), "point": len(ids)}
     out = xr.Dataset(coords={"time": times, "point": ids,
                              **{c: piece[c] for c in piece.coords if c not in sizes}}, attrs=piece.attrs)
     for name, var in piece.data_vars.items():
@@ -505,12 +508,15 @@ def _groups_at(groups: Sequence[tuple[int, Sequence[float]]], at: slice) -> list
     return out
 
 
-def _compute(lazy: dict[str, da.Array]) -> dict[str, np.ndarray]:
+_Key = TypeVar("_Key", bound=Hashable)
+
+
+def _compute(lazy: dict[_Key, da.Array | Delayed]) -> dict[_Key, Any]:
     # The graph is already one task chain per message: optimising its many layers costs more
     # than it saves on threads. On dask.distributed, where every task pays a scheduler round
     # trip, fusing the chains saves more than it costs.
     distributed = dask.config.get("scheduler", None) == "dask.distributed"
-    return dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=distributed)))
+    return dict(zip(lazy, dask.compute(*lazy.values(), optimize_graph=distributed), strict=True))
 
 
 def _computed(timed: dict[str, da.Array], blocks: list[slice]) -> Iterator[dict[str, np.ndarray]]:
@@ -537,7 +543,7 @@ def _computed(timed: dict[str, da.Array], blocks: list[slice]) -> Iterator[dict[
         carried = {key: value for key, value in carried.items()
                    if any(key in later for later in needs[k + 1:])}
         carried.update((key, computed.pop(key)) for key in keep)
-        graphs[k] = needs[k] = None  # done
+        graphs[k], needs[k] = ({}, {}), {}  # done
         yield computed
 
 
@@ -606,7 +612,7 @@ def _series(values: dict[str, np.ndarray], ds: xr.Dataset, times: np.ndarray, po
     correct_elevation(out, points.elevation - orog)
     if "sf" not in out and {"tp", "t2m"} <= set(out.data_vars):
         earlier = snowfall_from_temperature(out, ds, earlier)
-    for name in out.data_vars:
+    for name in map(str, out.data_vars):
         spec = variable(name)
         out[name].attrs.update(units=spec.units, long_name=spec.long_name)
         for key in ("steps_minutes", "starts_minutes"):

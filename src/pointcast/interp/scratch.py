@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+from collections.abc import Hashable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,14 +85,15 @@ class Layout:
     extraction, and each variable's dims, dtype, attributes and columns (`columns`)."""
 
     coords: xr.Dataset  # the coordinates (the whole time axis) and the dataset's attributes
-    variables: dict[str, tuple[tuple[str, ...], np.dtype, dict, slice]]  # name -> dims, dtype, attrs, columns
+    variables: dict[Hashable, tuple[tuple[Hashable, ...], np.dtype, dict, slice]]  # name -> dims, dtype, attrs, columns
 
     @classmethod
     def of(cls, first: xr.Dataset, times: np.ndarray) -> Layout:
         """The layout of an extraction whose first block is ``first``."""
         coords = xr.Dataset(coords={"time": times, **{c: first[c] for c in first.coords if c != "time"}},
                             attrs=first.attrs)
-        variables, start = {}, 0
+        variables: dict[Hashable, tuple[tuple[Hashable, ...], np.dtype, dict, slice]] = {}
+        start = 0
         for name, var in first.data_vars.items():
             if var.dims[0] != "time" or "point" not in var.dims:
                 raise ValueError(f"{name}: a scratch store holds (time, point, ...) series, not {var.dims}")
@@ -109,7 +111,7 @@ class Layout:
         return np.result_type(*(dtype for _, dtype, *_ in self.variables.values()))
 
 
-def column_order(dims: Sequence[str]) -> list[str]:
+def column_order(dims: Sequence[Hashable]) -> list[Hashable]:
     """A variable's dims in the order of its columns: time, its other dims (its heights),
     point."""
     return ["time", *(d for d in dims if d not in ("time", "point")), "point"]
@@ -128,6 +130,8 @@ def write(blocks: Iterable[tuple[slice, xr.Dataset]], times: np.ndarray, parts: 
     heights, in chunks of the blocks' steps and of ``point_chunk`` points. The stores are made
     at the first block (they must not exist)."""
     parts = list(parts)
+    block: xr.Dataset | None
+    sub: xr.Dataset | None
     for rows, block in blocks:
         for part in parts:
             sub = block.isel(point=part.points)
@@ -188,7 +192,7 @@ def load(path: str, points: slice) -> xr.Dataset:
     steps = _in_one_go(array.chunks[0], array.chunks[0] * array.shape[1] * n * array.dtype.itemsize)
     for first in range(0, array.shape[0], steps):
         rows = slice(first, min(first + steps, array.shape[0]))
-        block = array[rows, :, points]
+        block = np.asarray(array[rows, :, points])
         for name, (*_, cols) in layout.variables.items():
             view = views[name][rows]
             view[...] = block[:, cols].reshape(view.shape)

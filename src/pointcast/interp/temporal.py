@@ -88,11 +88,11 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
     vectors = {n: pair for pair in VECTORS if set(pair) <= set(ds.data_vars) for n in pair}
     paired: dict[str, np.ndarray] = {}  # the other component of a vector already resampled
     for name, arr in ds.data_vars.items():
-        kind = VARIABLES[name].temporal
+        kind = VARIABLES[str(name)].temporal
         values = arr.transpose("time", ...).values
         if name in vectors:
             if name not in paired:
-                paired.update(zip(vectors[name], _vector_pchip(ds, *vectors[name], times)))
+                paired.update(zip(vectors[name], _vector_pchip(ds, *vectors[name], times), strict=True))
             res = paired.pop(name)
         elif kind is Temporal.STATE:
             res = _pchip(ds.time.values, values, times)
@@ -110,7 +110,7 @@ def resample(ds: xr.Dataset, times: np.ndarray, lats: np.ndarray, lons: np.ndarr
                 clear_fine = _clear_sky_steps(np.asarray(times, "datetime64[ns]").tobytes(),
                                               np.asarray(lats, float).tobytes(), np.asarray(lons, float).tobytes())
                 res = _clearsky(starts, ends, vals, times, clear_fine, lats, lons)
-        if VARIABLES[name].nonnegative:
+        if VARIABLES[str(name)].nonnegative:
             res = np.where(res < 0, 0, res)
         out[name] = (arr.transpose("time", ...).dims, res.astype(np.float32), arr.attrs)
         out[name].attrs.pop("steps_minutes", None)
@@ -180,9 +180,9 @@ def _pchip(x: np.ndarray, y: np.ndarray, xi: np.ndarray) -> np.ndarray:
         xs = xs_all[rows]
         lo, hi = np.searchsorted(xq, xs[0], "left"), np.searchsorted(xq, xs[-1], "right")
         # Every series alike (the usual case): slices, not a gather and a scatter of them all.
-        cols = slice(None) if len(cols) == flat.shape[1] else cols
-        fit = PchipInterpolator(xs, flat[rows][:, cols], axis=0, extrapolate=False)
-        out[lo:hi, cols] = fit(xq[lo:hi])
+        take: slice | list[int] = slice(None) if len(cols) == flat.shape[1] else cols
+        fit = PchipInterpolator(xs, flat[rows][:, take], axis=0, extrapolate=False)
+        out[lo:hi, take] = fit(xq[lo:hi])
     return out.reshape((len(xi),) + y.shape[1:])
 
 
@@ -278,7 +278,7 @@ def aggregate(ds: xr.Dataset, start: np.datetime64, step: np.timedelta64, count:
     for name, arr in ds.data_vars.items():
         arr = arr.transpose("time", ...)
         block = arr.values[first:first + n * count]
-        kind = VARIABLES[name].temporal
+        kind = VARIABLES[str(name)].temporal
         if kind is Temporal.STATE or n == 1:
             res = block[::n]
         else:

@@ -52,7 +52,7 @@ def profiles(out: xr.Dataset, values: dict, ds: xr.Dataset, orog: np.ndarray,
         if profiled is None:  # no wind at any level
             return
         for name, (rows, columns) in profiled.items():
-            for col, arr in zip(cols, columns):
+            for col, arr in zip(cols, columns, strict=True):
                 fields[name][rows, points, col] = arr
     for name, arr in fields.items():
         out[name] = (("time", "point", "height"), arr)
@@ -103,6 +103,7 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
             wind_v.append(values["v_ml"][:, k])
     if not wind_h:
         return None
+    wind_rows: slice | np.ndarray
     if len(wind_h) == 1:  # only the 10 m wind (JMA MSM surface fields): no profile to follow
         wind_rows = slice(None)
         zs, us, vs = (a[0][..., np.newaxis] for a in (wind_h, wind_u, wind_v))
@@ -130,7 +131,8 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
     # every level published is below the surface): the standard atmosphere's lapse rate from
     # the 2 m temperature.
     t2m = values["t2m"].astype(np.float64)
-    temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t) for t, h in zip(temps, heights)]
+    temps = [np.where(np.isnan(t), t2m - physics.LAPSE_RATE * (h - 2.0), t)
+             for t, h in zip(temps, heights, strict=True)]
     return {"wind_u": (wind_rows, cols_u), "wind_v": (wind_rows, cols_v),
             "air_temperature": (slice(None), temps)}
 
@@ -154,7 +156,7 @@ def _by_rows(compute, rows: np.ndarray, levels: int, points: int) -> list[np.nda
         return compute(rows)
     with ThreadPoolExecutor(min(PROFILE_THREADS, len(parts))) as pool:
         computed = list(pool.map(compute, parts))
-    return [np.concatenate(columns) for columns in zip(*computed)]
+    return [np.concatenate(columns) for columns in zip(*computed, strict=True)]
 
 
 def _sorted_profiles(rows: np.ndarray, heights: list[np.ndarray], *values: list[np.ndarray]):
@@ -199,7 +201,7 @@ def correct_elevation(out: xr.Dataset, dz: np.ndarray) -> None:
     dz = np.where(known, dz, 0.0).astype(np.float32)
     t_before = out["t2m"].values.copy() if "t2m" in out else None
     for name in list(out.data_vars):
-        kind = VARIABLES[name].elevation
+        kind = VARIABLES[str(name)].elevation
         if kind is Elevation.LAPSE:
             out[name].values[:] = physics.lapse_rate_correction(out[name].values, _bcast(dz, out[name]))
         elif kind is Elevation.HYPSOMETRIC and t_before is not None:

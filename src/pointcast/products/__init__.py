@@ -6,6 +6,8 @@ dataset for the archive. The registry maps product ids (config `[products.<id>]`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..contract import BY_PRODUCT
 from .base import Product, ProductOutput
 from .eu_common import EuCommon
@@ -13,7 +15,7 @@ from .eu_wind import EuWind
 from .global_wx import GlobalWx
 from .japan import Japan
 
-_KINDS = {"eu": EuCommon, "wind": EuWind, "global": GlobalWx, "japan": Japan}
+_KINDS: dict[str, Callable[[str, str], Product]] = {"eu": EuCommon, "wind": EuWind, "global": GlobalWx, "japan": Japan}
 PRODUCTS: dict[str, Product] = {pid: _KINDS[op.answer](pid, op.path) for pid, op in BY_PRODUCT.items()}
 """Every product of the contract's operations (`contract.OPERATIONS`), with its path."""
 

@@ -16,10 +16,14 @@ import xarray as xr
 try:
     from .. import _render
 except ImportError:  # installed without a C compiler (setup.py): the same bytes, slower
-    from .. import _render_numpy as _render
+    # mypy types the name by the first import; both modules have the same functions (_render.pyi)
+    from .. import _render_numpy as _render  # type: ignore[no-redef]
 from ..config import ProductConfig
 from ..contract import FREQ_MINUTES
 from ..facts import ArchiveFacts, FileFacts
+
+if TYPE_CHECKING:
+    from ..publish import StagedFiles
 
 
 class Files(dict):
@@ -56,16 +60,17 @@ class RunContext:
 
 class Product(Protocol):
     id: str
-    # The canonical variables its build reads, None for every one its models have: the
-    # cycle resamples and blends only those.
-    variables: tuple[str, ...] | None
+    @property
+    def variables(self) -> tuple[str, ...] | None:
+        """The canonical variables its build reads, None for every one its models have: the
+        cycle resamples and blends only those."""
 
     def heights(self, cfg: ProductConfig) -> list[float]: ...
 
     def expected_files(self, cfg: ProductConfig) -> list[str]: ...
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
-              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+              files: Files | StagedFiles | None = None) -> ProductOutput:
         """The files and archive of the points of ``cfg`` (the cycle builds a product one
         slice of its points at a time: pointcast.build). The files go into ``files`` as they are
         rendered (the cycle passes the run's staging tree, publish.StagedFiles), a new `Files`
@@ -222,7 +227,8 @@ class Records:
     and columns."""
 
     def __init__(self, columns: dict[str, Texts]):
-        texts, offsets = [], []
+        texts: list[bytes] = []
+        offsets: list[int] = []
         for i, (key, column) in enumerate(columns.items()):
             prefix = ("{" if i == 0 else ",").encode() + json.dumps(key).encode() + b":"
             offsets.append(len(texts))

@@ -38,6 +38,8 @@ class Element:
 
     @property
     def unit(self) -> str:
+        if self.spec.unit is None:
+            raise ValueError(f"{self.key}: a numeric element needs a unit")
         return self.spec.unit
 
     @property
@@ -46,6 +48,8 @@ class Element:
 
     @property
     def valid(self) -> tuple[float, float]:
+        if self.spec.valid is None:
+            raise ValueError(f"{self.key}: a numeric element needs a valid range")
         return self.spec.valid
 
     @property
@@ -220,6 +224,8 @@ class EuCommon:
                           {"units": e.unit.replace("°C", "degC"), "long_name": e.long_name,
                            "valid_min": e.valid[0], "valid_max": e.valid[1]})
         labels = DATA["weather_type"].codes
+        if labels is None:
+            raise ValueError("weather_type: a coded element needs its codes")
         index = {label: i for i, label in enumerate(labels)}
         # -1 marks a label that could not be decided (a missing input): validation rejects it.
         coded = np.vectorize(lambda label: index.get(label, -1), otypes=[np.int8])(values["weather_type"])

@@ -15,7 +15,7 @@ between 10 m and 300 m from the ladder object (log-profile rule, docs/api.md).
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -26,6 +26,9 @@ from ..contract import HUB_HEIGHT_RANGE_M, WIND_DATA, WINDPACK_LADDER, height_na
 from .base import (Files, ProductOutput, Records, RunContext, Texts, archive_frame, array, freq_series, iso,
                    numbers, published_direction, put_with_records, render_index, strings, with_arrays)
 from .global_wx import point_time_zone
+
+if TYPE_CHECKING:
+    from ..publish import StagedFiles
 
 LADDER = WINDPACK_LADDER
 UNITS = WIND_DATA.units
@@ -47,7 +50,8 @@ def ladder_answers(obj: dict) -> dict[float, dict]:
         raise ValueError("a column does not hold one row of datetime's length per height")
     head = {k: obj[k] for k in ("latitude", "longitude", "basetime", "updated_time", "freq")}
     return {h: {**head, "hub_height": height_name(h), "unit": obj["unit"],
-                "data": [dict(zip(WIND_DATA.names, row)) for row in zip(times, *(c[k] for c in columns))]}
+                "data": [dict(zip(WIND_DATA.names, row, strict=True))
+                         for row in zip(times, *(c[k] for c in columns), strict=True)]}
             for k, h in enumerate(heights)}
 
 
@@ -70,11 +74,11 @@ class EuWind:
                             *(f"{self.id}/{freq}/{p.id}/{height_name(h)}.json" for h in p.hub_heights))]
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
-              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+              files: Files | StagedFiles | None = None) -> ProductOutput:
         files = Files() if files is None else files
         basetime, updated = iso(ctx.basetime), iso(ctx.generated)
         own = [point_heights(p) for p in cfg.points]
-        for freq, step, ds in freq_series(series[list(self.variables)], cfg, ctx):
+        for freq, step, ds in freq_series(series[list(self.variables)], cfg, ctx):  # noqa: B007 (step: after the loop)
             wind = _wind(ds)
             stamps = strings([iso(t) for t in ds.time.values])
             # Per height: its points (a hub height is often one point's alone), each one's
@@ -121,6 +125,8 @@ class EuWind:
             if e.ref not in CF_NAMES:
                 continue
             # (time, point, height) -> (init_time, point, lead_time, height)
+            if e.unit is None or e.valid is None:
+                raise ValueError(f"{e.name}: an archived element needs a unit and a valid range")
             values = wind[e.ref].transpose(1, 0, 2)[None].astype(np.float32)
             out[e.name] = (("init_time", "point", "lead_time", "height"), values,
                            {"units": e.unit.replace("m/s", "m s-1"), "long_name": e.about,

@@ -108,7 +108,7 @@ class GlobalWx(WxProduct):
         for zone, cols in by_zone.items():
             elements = render_zone([(cfg.points[j].lat, cfg.points[j].lon) for j in cols], start,
                                    {k: v[:, cols] for k, v in hourly.items()}, ZoneInfo(zone))
-            for j, element in zip(cols, elements):
+            for j, element in zip(cols, elements, strict=True):
                 files[f"{self.id}/{cfg.points[j].id}.json"] = element
         texts = {k: numbers(hourly[k], dec) for k, dec in STORED_DECIMALS.items()}
         for j, p in enumerate(cfg.points):

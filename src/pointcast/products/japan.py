@@ -61,7 +61,7 @@ class Japan(WxProduct):
         elements = wx_elements([(p.lat, p.lon) for p in cfg.points], srf_dates, hourly, JAPAN_SRF,
                                day_dates, daily, JAPAN_MRF)
         files = Files() if files is None else files
-        for p, element in zip(cfg.points, elements):
+        for p, element in zip(cfg.points, elements, strict=True):
             files[f"{self.id}/{p.id}.json"] = element
         return ProductOutput(files=files, archive=self._archive(ds, hourly, cfg, ctx))
 

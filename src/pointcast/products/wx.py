@@ -36,6 +36,8 @@ HOURLY_DECIMALS = {e.ref: e.decimals for e in HOURLY}
 
 def archive_attrs(e: contract.Element) -> dict:
     """CF attributes of an element's archive variable."""
+    if e.valid is None:
+        raise ValueError(f"{e.name}: an archived element needs a valid range")
     return {"units": e.unit, "long_name": e.about, "valid_min": e.valid[0], "valid_max": e.valid[1]}
 
 

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import xarray as xr
 import zarr
 from zarr.abc.store import Store
 from zarr.codecs import BloscCodec
+from zarr.core.metadata import ArrayV3Metadata
 
 from .. import faults
 from .backend import ArchiveError, Backend, check_name
@@ -152,7 +153,7 @@ def _creation_encoding(ds: xr.Dataset, point_chunk: int | None) -> dict[str, dic
                 shards[ip] = min(-(-npts // chunks[ip]), per_shard) * chunks[ip]
                 e["shards"] = tuple(shards)
             e["chunks"] = tuple(chunks)
-        enc[name] = e
+        enc[str(name)] = e
     return enc
 
 
@@ -217,7 +218,7 @@ def _fit(arch: xr.Dataset, ds: xr.Dataset) -> xr.Dataset:
 def _init_arrays(group: zarr.Group) -> list[zarr.Array]:
     out = []
     for name, arr in group.arrays():
-        dims = arr.metadata.dimension_names or ()
+        dims = (arr.metadata.dimension_names if isinstance(arr.metadata, ArrayV3Metadata) else None) or ()
         if INIT in dims:
             if dims[0] != INIT:
                 raise ArchiveError(f"array {name!r} does not have init_time as first dimension")
@@ -237,13 +238,13 @@ def _reserve_slot(store: Store, n: int) -> None:
         arr.resize((n + 1, *arr.shape[1:]))
 
 
-def _by_shard(ds: xr.Dataset, shards: dict[str, tuple[int, ...]]) -> xr.Dataset:
+def _by_shard(ds: xr.Dataset, shards: dict[Hashable, tuple[int, ...]]) -> xr.Dataset:
     """``ds`` with each variable named in ``shards`` in dask chunks of its shard: each task of
     the write then reads, encodes and writes one shard (a shard is written whole, and no two
     tasks write one), so a cycle is never in memory whole, whatever its number of points."""
     out = ds.copy()
     for name, shape in shards.items():
-        out[name] = ds[name].chunk(dict(zip(ds[name].dims, shape)))
+        out[name] = ds[name].chunk(dict(zip(ds[name].dims, shape, strict=True)))
     return out
 
 
@@ -254,7 +255,8 @@ def _write_slot(store: Store, ds: xr.Dataset, n: int) -> None:
     slot = slot.drop_encoding()
     slot.attrs = {}
     group = zarr.open_group(store, mode="r", use_consolidated=False)
-    slot = _by_shard(slot, {name: group[name].shards or group[name].chunks for name in slot.variables})
+    arrays = dict(group.arrays())
+    slot = _by_shard(slot, {name: arrays[str(name)].shards or arrays[str(name)].chunks for name in slot.variables})
     with zarr_settings():
         slot.to_zarr(store, region={INIT: slice(n, n + 1)}, mode="r+", consolidated=False,
                      zarr_format=3)
@@ -264,6 +266,8 @@ def _write_init_time(store: Store, value: np.datetime64, n: int) -> None:
     """Step 3: the init_time value of slot ``n`` (until then it reads as NaT)."""
     group = zarr.open_group(store, mode="r+", use_consolidated=False)
     arr = group[INIT]
+    if not isinstance(arr, zarr.Array):
+        raise ArchiveError(f"{INIT} of the archive is a group, not an array")
     # encoded as the store says: its units, calendar and dtype
     decoded = xr.Variable((INIT,), np.array([value], dtype="datetime64[ns]"), encoding={
         "units": arr.attrs.get("units"), "dtype": np.dtype(arr.dtype),

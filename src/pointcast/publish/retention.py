@@ -11,6 +11,7 @@ import logging
 import re
 import shutil
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ _CACHE_RUN_RE = re.compile(r"^\d{10}$")  # <YYYYMMDDHH>
 
 
 def retain_cache(cache: Path | str, keep: int, max_bytes: int | None = None,
-                 in_use: set[tuple[str, str]] = frozenset()) -> list[Path]:
+                 in_use: Collection[tuple[str, str]] = frozenset()) -> list[Path]:
     """Delete cached model runs; return the paths removed.
 
     A cached model run is a directory ``<cache>/<kind>/<model>/<YYYYMMDDHH>/`` (``kind`` is

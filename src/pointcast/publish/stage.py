@@ -51,7 +51,7 @@ def _store(staging: Path | str, product: str) -> Path:
 
 def _along_point(ds: xr.Dataset) -> list[str]:
     """The variables a slice writes: those along ``point`` but its labels."""
-    return [name for name, var in ds.variables.items() if POINT in var.dims and name != POINT]
+    return [str(name) for name, var in ds.variables.items() if POINT in var.dims and name != POINT]
 
 
 class ArchiveStage:
@@ -82,13 +82,13 @@ class ArchiveStage:
             labels[:] = ids
             for name in _along_point(template):
                 var = template[name].variable
-                shape = tuple(n if d == POINT else s for d, s in zip(var.dims, var.shape))
-                chunks = tuple(chunk if d == POINT else s for d, s in zip(var.dims, var.shape))
+                shape = tuple(n if d == POINT else s for d, s in zip(var.dims, var.shape, strict=True))
+                chunks = tuple(chunk if d == POINT else s for d, s in zip(var.dims, var.shape, strict=True))
                 dtype = str if var.dtype.kind in "OSU" else var.dtype
                 fill = np.nan if var.dtype.kind == "f" else None
                 group.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill,
                                    compressors="auto" if dtype is str else (ARCHIVE_CODEC,),
-                                   dimension_names=var.dims)
+                                   dimension_names=[str(d) for d in var.dims])
         self._templates[product] = (template, ids)
 
     def dataset(self, product: str) -> xr.Dataset:
@@ -127,14 +127,15 @@ def write_region(staging: Path | str, product: str, ds: xr.Dataset, points: slic
     at ``points`` is refused."""
     with zarr_settings():
         group = zarr.open_group(_store(staging, product), mode="r+")
-        labels = group[POINT][points]
+        arrays = dict(group.arrays())
+        labels = arrays[POINT][points]
         if not np.array_equal(np.asarray(labels, dtype=object),
                               np.array([str(p) for p in ds[POINT].values], dtype=object)):
             raise ValueError(f"{product}: the slice's points are not the staged store's at "
                              f"{points.start}:{points.stop}")
         for name in _along_point(ds):
             var = ds[name].variable
-            group[name][tuple(points if d == POINT else slice(None) for d in var.dims)] = var.values
+            arrays[name][tuple(points if d == POINT else slice(None) for d in var.dims)] = var.values
 
 
 def remove_stage(staging: Path | str) -> None:

@@ -95,7 +95,7 @@ class TreeWriter:
         self._root = str(self.base)
         self._dirs: set[str] = {str(self.staging)}
         self._pool = ThreadPoolExecutor(max_workers=threads) if threads else None
-        self._slots = threading.BoundedSemaphore(WRITE_QUEUE) if threads else None  # the pool's queue
+        self._slots = threading.BoundedSemaphore(WRITE_QUEUE)  # the pool's queue
         self._errors: list[BaseException] = []
         self._queued = False  # files queued since the last drain
         self._batch: list[tuple[str, bytes]] = []  # files not yet queued, and their bytes

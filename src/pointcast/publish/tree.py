@@ -114,7 +114,7 @@ def carry_product(root: Path | str, writer: TreeWriter, product: str) -> dict | 
         return None
     entry = ((backend.run_manifest(run) or {}).get("products") or {}).get(product)
     files = backend.product_files(run, product) if entry else {}
-    if not files:
+    if entry is None or not files:
         return None
     forms: dict[str, dict[bool, Any]] = {}  # file -> {whether the .gz form: its source}
     for rel, source in files.items():

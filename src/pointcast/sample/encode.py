@@ -220,6 +220,9 @@ class Encoder:
         HHL, the height above sea level (generalVertical)."""
         if self.vertical is None:
             raise ValueError(f"{product.param}: model levels need the vertical grid")
+        if product.level is None:
+            raise ValueError(f"{product.param}: a {product.type_of_level} message needs a level")
+        level = product.level
         nlev, number, uuid = self.vertical
         s = eccodes.codes_set
         s(h, "genVertHeightCoords", 1)
@@ -228,11 +231,11 @@ class Encoder:
         s(h, "numberOfVGridUsed", number)
         eccodes.codes_set_string(h, "uuidOfVGrid", uuid)
         s(h, "scaleFactorOfFirstFixedSurface", 0)
-        s(h, "scaledValueOfFirstFixedSurface", int(product.level))
+        s(h, "scaledValueOfFirstFixedSurface", int(level))
         if product.type_of_level == "generalVerticalLayer":
             s(h, "typeOfSecondFixedSurface", 150)
             s(h, "scaleFactorOfSecondFixedSurface", 0)
-            s(h, "scaledValueOfSecondFixedSurface", int(product.level) + 1)
+            s(h, "scaledValueOfSecondFixedSurface", int(level) + 1)
         else:
             s(h, "typeOfSecondFixedSurface", 101)
 
@@ -244,6 +247,8 @@ class Encoder:
             h = eccodes.codes_clone(self._base)
             self.parameter(h, product)
             if product.type_of_level == "isobaricInhPa":
+                if product.level is None:
+                    raise ValueError(f"{product.param}: an isobaricInhPa message needs a level")
                 eccodes.codes_set(h, "typeOfLevel", "isobaricInhPa")
                 eccodes.codes_set(h, "level", int(product.level))
             elif product.type_of_level in MODEL_LEVEL_TYPES:

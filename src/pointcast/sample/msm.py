@@ -91,7 +91,7 @@ def write_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weathe
                 if variable(p.rows[0].var).units == "%":
                     values = np.minimum(values, JMA_PERCENT_MAX)
                 # The window of the statistics: since the previous step, (k-1, k].
-                start = snap.interval_start // 60 if statistical else 0
+                start = snap.interval_start // 60 if statistical and snap.interval_start is not None else 0
                 chunks.append(enc.message(p, values, end=step, start=start))
             group = file_group(step)
             if step == group[1] or step == last:

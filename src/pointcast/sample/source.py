@@ -74,7 +74,7 @@ class SampleSource:
                              f"west < east and south < north, got {self.area!r}")
         if not (-180 <= area[0] and area[2] <= 180 and -90 <= area[1] and area[3] <= 90):
             raise ValueError(f"sample source: area {self.area!r} is outside -180..180/-90..90")
-        self.area = area  # type: ignore[assignment]
+        self.area = area
         try:
             self._init = parse_init(self.init)
         except ValueError as e:
@@ -146,10 +146,10 @@ class SampleSource:
         try:
             writer.write("README.txt", _readme(model, init, grid, self).encode(),
                          data_file=False)
-            if model.id == "ifs":
-                ifs.write_files(run, model, grid, weather, writer)
-            elif native:
+            if isinstance(grid, CellGrid):  # native: an ICON model in the v1 tree
                 icon.write_v1_files(run, model, grid, weather, writer)
+            elif model.id == "ifs":
+                ifs.write_files(run, model, grid, weather, writer)
             elif model.id in ("icon-eu", "icon-d2"):
                 icon.write_legacy_files(run, model, grid, weather, writer)
             elif model.id == "msm":

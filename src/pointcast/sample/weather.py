@@ -332,6 +332,8 @@ class Weather:
             half = range(1, LEVEL_COUNTS[model.id] + 2)
             self.hhl = {lv: half_level_height(model.id, lv, self.orog) for lv in half}
             span = hub_levels(self.hhl, HUB_HEIGHT_RANGE_M[1])
+            if span is None:
+                raise ValueError(f"{model.id}: the sample's model levels end below {HUB_HEIGHT_RANGE_M[1]} m")
             full = tuple(range(max(1, span[0] - EXTRA_MODEL_LEVELS), span[-1] + 1))
             for lv in full:
                 self.full_agl[lv] = (0.5 * (self.hhl[lv] + self.hhl[lv + 1]) - self.orog

@@ -193,7 +193,7 @@ class PointcastApp:
                 answer = op.handler(self, op, Request(parse_query(query_string, op.params), run))
                 if isinstance(run, Run) and op.kept:
                     run.answers.put(key, answer, answer.size)
-            elif zero_copy:  # asked for again: worth a file of its own
+            elif zero_copy and isinstance(run, Run):  # asked for again: worth a file of its own
                 return cached_response(answer, headers, self.clock(), run.body_files, key)
             return cached_response(answer, headers, self.clock())
         except ApiError as err:
@@ -284,7 +284,7 @@ class PointcastApp:
             await send({"type": "websocket.close", "code": 1008})
 
 
-def create_app(output_root: Path, **options: Any) -> PointcastApp:
+def create_app(output_root: Path | str, **options: Any) -> PointcastApp:
     """The ASGI app serving the published run tree under ``output_root``.
 
     Options: ``max_cache_bytes`` (point file bytes cached per run), ``max_answer_bytes`` (answer

@@ -71,9 +71,9 @@ def parse_query(query_string: bytes, known: Iterable[str] = ()) -> dict[str, lis
         except UnicodeDecodeError:
             pass  # the loop below names the parameter
         else:
-            for segment in text.split("&"):
-                if segment:
-                    name, _, value = segment.partition("=")
+            for part in text.split("&"):
+                if part:
+                    name, _, value = part.partition("=")
                     params.setdefault(name, []).append(value)
             return params
     known = frozenset(known)

@@ -49,7 +49,7 @@ MAX_BODY_BYTES = 1 << 20
 
 ASGI = {"version": "3.0", "spec_version": "2.3"}
 ZERO_COPY = "http.response.zerocopysend"
-EXTENSIONS = {ZERO_COPY: {}} if hasattr(os, "sendfile") and hasattr(socket, "MSG_MORE") else {}
+EXTENSIONS: dict[str, dict] = {ZERO_COPY: {}} if hasattr(os, "sendfile") and hasattr(socket, "MSG_MORE") else {}
 METHODS = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")}
 NO_BODY_STATUSES = frozenset({204, 304})
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -80,7 +80,7 @@ def _status_line(status: int) -> bytes:
 
 STATUS_LINES = {status.value: _status_line(status.value) for status in http.HTTPStatus}
 
-_date = [0, b""]  # the second and its Date header line, made once a second
+_date: list[Any] = [0, b""]  # the second and its Date header line, made once a second
 
 
 def date_line() -> bytes:
@@ -357,8 +357,8 @@ class HttpProtocol(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        body = self._body
-        body = body[0] if len(body) == 1 else b"".join(body)
+        parts = self._body
+        body = parts[0] if len(parts) == 1 else b"".join(parts)
         keep_alive = self._keep_alive_parsed
         if not keep_alive:
             self._stop_reading()
@@ -513,7 +513,7 @@ class HttpProtocol(asyncio.Protocol):
         file, so the order on the wire is kept."""
         fd = file.fileno()
         position = offset is None
-        if position:
+        if offset is None:
             offset = os.lseek(fd, 0, os.SEEK_CUR)
         if count is None:
             count = max(0, os.fstat(fd).st_size - offset)

@@ -35,7 +35,7 @@ _CACHE_HEADERS = {
 
 
 def _obj(required: Iterable[str], closed: bool = False, **properties: Any) -> dict[str, Any]:
-    out = {"type": "object", "required": list(required), "properties": properties}
+    out: dict[str, Any] = {"type": "object", "required": list(required), "properties": properties}
     if closed:
         out["additionalProperties"] = False
     return out
@@ -75,8 +75,8 @@ def _eu(table: contract.Table, extra: dict[str, Any]) -> dict[str, Any]:
 
 def _wx(tables: dict[str, contract.Table]) -> dict[str, Any]:
     """The answer of spec 2.3 / 2.4: a requestId and one wxdata element of srf and mrf entries."""
-    element = _obj(("lat", "lon", "srf", "mrf"), lat=_NUM, lon=_NUM,
-                   **{k: {"type": "array", "items": entry_schema(t)} for k, t in tables.items()})
+    series: dict[str, Any] = {k: {"type": "array", "items": entry_schema(t)} for k, t in tables.items()}
+    element = _obj(("lat", "lon", "srf", "mrf"), lat=_NUM, lon=_NUM, **series)
     return _obj(("requestId", "wxdata"), requestId={"type": "string", "format": "uuid"},
                 wxdata={"type": "array", "minItems": 1, "maxItems": 1, "items": element})
 

@@ -77,7 +77,7 @@ class Operation:
 def _served(op: Operation, request: Request) -> tuple[Run, ProductIndex]:
     """The current run and the operation's product in it, or 404_002."""
     run = request.run()
-    index = run.product(op.product)
+    index = None if op.product is None else run.product(op.product)
     if index is None:
         raise no_data(f"no published forecast for {op.product} in the current run")
     return run, index

@@ -74,6 +74,7 @@ class Lifespan:
             log.error("the app's shutdown failed: %s", reply.get("message", ""))
         elif reply["type"] == "raised":
             log.error("the app raised at shutdown", exc_info=reply["exc"])
+        assert self.task is not None  # made by startup
         await self.task
 
 
@@ -104,8 +105,8 @@ class Server:
         self.connections: set[HttpProtocol] = set()
         self.started = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._hurry: asyncio.Event | None = None
+        self._stop = asyncio.Event()  # each serve makes its own
+        self._hurry = asyncio.Event()
 
     def run(self) -> None:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -175,7 +176,7 @@ def app_from_config(config: str | os.PathLike | None = None) -> PointcastApp:
 
 
 def serve(
-    output_root: Path,
+    output_root: Path | str,
     host: str = "127.0.0.1",
     port: int = 8080,
     api_keys: Iterable[ApiKeyConfig] = (),

@@ -33,8 +33,8 @@ class WindLadder:
         obj = json.loads(data)
         if not isinstance(obj, dict):
             raise ValueError("not a JSON object")
-        header = [obj.get(k) for k in ("basetime", "updated_time", "freq")]
-        if not all(isinstance(x, str) for x in header):
+        basetime, updated, freq = (obj.get(k) for k in ("basetime", "updated_time", "freq"))
+        if not (isinstance(basetime, str) and isinstance(updated, str) and isinstance(freq, str)):
             raise ValueError("basetime, updated_time and freq must be strings")
         times = obj.get("datetime")
         if not isinstance(times, list) or not all(isinstance(t, str) for t in times):
@@ -56,7 +56,7 @@ class WindLadder:
                 raise ValueError(f"{e.name} is not finite")
             column.setflags(write=False)
             columns[e.ref] = column
-        return cls(*header, tuple(float(h) for h in heights), times, columns, digest)
+        return cls(basetime, updated, freq, tuple(float(h) for h in heights), times, columns, digest)
 
     @property
     def size(self) -> int:
@@ -70,7 +70,9 @@ class WindLadder:
             raise ValueError(f"the ladder object has no {metres:g} m row") from None
 
 
-def _round(values: np.ndarray, decimals: int) -> list[float]:
+def _round(values: np.ndarray, decimals: int | None) -> list[float]:
+    if decimals is None:  # the contract gives every number its decimals
+        raise ValueError("a wind number without its published decimals")
     return (np.round(values, decimals) + 0.0).tolist()  # + 0.0: no -0.0
 
 
@@ -96,7 +98,7 @@ def wind_at(ladder: WindLadder, height: HubHeight, z1: float, z2: float | None =
         between = {"windspd": np.hypot(u, v), "windir": published_direction(u, v),  # calm: exactly 0
                    "u_windspd": u, "v_windspd": v}
         values = [_round(between[e.ref], e.decimals) for e in WIND_DATA.elements[1:]]
-    data = [dict(zip(WIND_DATA.names, row)) for row in zip(ladder.datetimes, *values)]
+    data = [dict(zip(WIND_DATA.names, row, strict=True)) for row in zip(ladder.datetimes, *values, strict=True)]
     obj = {
         "basetime": ladder.basetime,
         "updated_time": ladder.updated_time,

@@ -238,7 +238,7 @@ def _fields(model_id: str, *, vis: bool, fine: bool) -> tuple[GribField, ...]:
 # real ICON-EU messages in ../shared/data/real-grib (CLCL 0/6/22, ASOB_S 0/4/9) decode as below.
 # A message with another parameter or units is refused at decode (``ingest.judge``).
 _MS = "m s**-1"
-ENCODINGS: dict[tuple[str, str], _E] = {
+ENCODINGS: dict[tuple[str | None, str], _E] = {
     ("T_2M", "heightAboveGround"): _E(167, "K", "0/0/0"),
     ("TD_2M", "heightAboveGround"): _E(168, "K", "0/0/6"),
     ("PS", "surface"): _E(134, "Pa", "0/3/0"),

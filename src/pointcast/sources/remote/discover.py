@@ -10,11 +10,12 @@ looked for, and the run's notes say which was skipped and which is used.
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..base import ModelSpec, RunRef, Upstream, floor_run
+from ..base import Mirror, ModelSpec, RunRef, Upstream, floor_run
 from .files import RemoteFile, run_files
 from .progress import logger as _logger
 from .transport import MAX_BACKOFF_S, Missing, SourceUnavailable, exists, retrying
@@ -37,6 +38,11 @@ def _published(src: HttpSettings, client, up: Upstream, files: list[RemoteFile],
     one-file-per-field layout, one file of each parameter: a parameter the tree does not
     publish must not hide the others."""
     seen: set[str] = set()
+
+    def probe(path: str, mirror: Mirror) -> str:
+        exists(client, f"{mirror.url}/{path}")
+        return mirror.name
+
     for f in files:
         if f.param in seen:
             continue
@@ -44,7 +50,7 @@ def _published(src: HttpSettings, client, up: Upstream, files: list[RemoteFile],
         try:
             return retrying(
                 f"probe {f.index_path or f.path}", up.mirrors, deadline,
-                lambda m: exists(client, f"{m.url}/{f.index_path or f.path}") or m.name,
+                functools.partial(probe, f.index_path or f.path),
                 retry_seconds=src.retry_seconds, wait_minutes=src.wait_minutes, retry_missing=False)
         except Missing:
             if not f.param:  # a file holds every field of its steps: one is enough

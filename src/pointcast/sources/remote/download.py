@@ -115,7 +115,7 @@ def download_files(src: HttpSettings, client, pool: ThreadPoolExecutor, model: M
         outcomes = list(pool.map(one, todo))
         now = time.monotonic()
         again: list[tuple[tuple[RemoteFile, Path], Failed]] = []
-        for item, out in zip(todo, outcomes):
+        for item, out in zip(todo, outcomes, strict=True):
             if not isinstance(out, Failed):
                 done[item[0].path] = out
             elif out.everywhere and (item[0].optional  # a run can go without it
@@ -155,7 +155,8 @@ def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
         return dest, 0, ""
 
     def attempt(mirror: Mirror) -> tuple[str, bytes, str | None, list]:
-        index_text, ranges = None, [(0, None)]
+        index_text = None
+        ranges: list[tuple[int, int | None]] = [(0, None)]
         if f.index_path:
             index_text = get(client, f"{mirror.url}/{f.index_path}").text
             ranges = wanted_ranges(model, up, layout, index_text)

@@ -86,7 +86,8 @@ def cell_centre_files(layout: Layout, init: datetime) -> dict[str, RemoteFile]:
     for row in CELL_CENTRE_ROWS:
         extra = layout.path_vars(row, None, 0)
         if extra is not None:
-            out[row.param] = RemoteFile(extra.pop("path", layout.path).format(
-                init=init, step=0, minute=0, **extra), None, 0.0, row.param)
+            param = row.param or row.shortName
+            out[param] = RemoteFile(extra.pop("path", layout.path).format(
+                init=init, step=0, minute=0, **extra), None, 0.0, param=param)
     return out
 

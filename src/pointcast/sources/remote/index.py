@@ -31,7 +31,7 @@ def parse_index(text: str, kind: str) -> list[dict[str, Any]]:
         # A field of a multi-field message ("3.1", "3.2": NCEP's UGRD and VGRD) shares its
         # message's offset: its range is the whole message, up to the next other offset.
         offsets = sorted({e["_offset"] for e in entries})
-        ends = dict(zip(offsets, offsets[1:] + [None]))
+        ends = dict(zip(offsets, offsets[1:] + [None], strict=True))
         for e in entries:
             end = ends[e["_offset"]]
             e["_length"] = None if end is None else end - e["_offset"]

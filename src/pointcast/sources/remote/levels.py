@@ -46,22 +46,23 @@ def plan_model_levels(layout: Layout, model: ModelSpec, init: datetime,
     (``config.HUB_HEIGHT_RANGE_M``) at every cell. The other rows (U, V) get the files of
     those full levels at every step."""
     rows = [r for r in model.fields if r.levels == RUN_LEVELS]
-    if not rows or layout.path_vars is None:
+    path_vars = layout.path_vars
+    if not rows or path_vars is None:
         return None
     heights = [r for r in rows if r.var == "hhl"]
     if len(heights) != 1:
         raise ValueError(f"{model.id}: rows of levels chosen per run need one 'hhl' row")
 
     def file(row: GribField, level: int, minute: int) -> RemoteFile | None:
-        extra = layout.path_vars(row, level, minute)
+        extra = path_vars(row, level, minute)
         if extra is None:
             return None
         return RemoteFile(extra.pop("path", layout.path).format(
             init=init, step=minute // 60, minute=minute % 60, **extra), None, minute / 60)
 
     def hhl_files(levels: list[int]) -> list[RemoteFile]:
-        files = [file(heights[0], lv, 0) for lv in levels]
-        if None in files:
+        files = [f for lv in levels if (f := file(heights[0], lv, 0)) is not None]
+        if len(files) != len(levels):
             raise ValueError(f"{model.id}: layout {layout.name!r} names no HHL file")
         return files
 
@@ -71,7 +72,7 @@ def plan_model_levels(layout: Layout, model: ModelSpec, init: datetime,
     full, above = None, nlev + 1  # the half levels fetched so far lie below ``above``
     while full is None and above > 1:
         batch = list(range(above - 1, max(above - 1 - HHL_BATCH, 0), -1))
-        for lv, path in zip(batch, get(hhl_files(batch))):
+        for lv, path in zip(batch, get(hhl_files(batch)), strict=True):
             got, hhl[lv] = _hhl(path, lv)
             if got != nlev:
                 raise SourceUnavailable(f"{path}: HHL of {got} half levels, half level 1 has "
