@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import pointcast  # noqa: F401  (PROJ before ecCodes)
-
 from pointcast.config import DaskConfig, load_config
 
 from . import decode, http

@@ -29,9 +29,9 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # its default 20 s start-up allowance fails the whole bench.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
-import pointcast  # noqa: E402,F401  (PROJ before ecCodes)
 from prefect import flow  # noqa: E402
 
+import pointcast  # noqa: E402,F401  (PROJ before ecCodes)
 from pointcast.config import load_config  # noqa: E402
 
 from .workload import clear_outputs, settle  # noqa: E402

@@ -14,7 +14,7 @@ import functools
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dask
@@ -31,7 +31,7 @@ def fetched_files(cfg: Config, model_id: str) -> list[Path]:
     """The files of the configured run of ``model_id`` (written by the sample source once)."""
     model = MODELS[model_id]
     source = make_source(cfg.models[model_id].source, cfg.source_for(model_id))
-    run = source.discover(model, datetime.now(timezone.utc))
+    run = source.discover(model, datetime.now(UTC))
     return list(source.fetch(run, model, cfg.output.cache_dir).files)
 
 

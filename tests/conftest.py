@@ -6,7 +6,7 @@ import fcntl
 import os
 import shutil
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -75,8 +75,8 @@ def _link(src: str, dst: str) -> None:
 def sample_runs(init: str, scale: int) -> Path:
     """The ``sample`` directory of a cache holding the sample runs `write_config`'s products
     use, as their cycle fetches them (pointcast.flows.cycle's discover and fetch)."""
-    from pointcast.flows.cycle import discover, fetch
     from pointcast.config import load_config
+    from pointcast.flows.cycle import discover, fetch
 
     done = SAMPLES / f"{init.replace(':', '')}-{scale}"
     SAMPLES.mkdir(exist_ok=True)
@@ -86,7 +86,7 @@ def sample_runs(init: str, scale: int) -> Path:
             shutil.rmtree(done, ignore_errors=True)
             cfg = load_config(write_config(done, init=init, scale=scale, samples=False))
             for m in sorted({m for pc in cfg.products.values() for m in pc.models}):
-                fetch.fn(cfg, discover.fn(cfg, m, datetime.now(timezone.utc), timedelta(0)))
+                fetch.fn(cfg, discover.fn(cfg, m, datetime.now(UTC), timedelta(0)))
             (done / "complete").touch()
     return done / "output" / "cache" / "sample"
 

@@ -88,7 +88,7 @@ class Mirror:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/{prefix}".rstrip("/")
 
-    def __enter__(self) -> "Mirror":
+    def __enter__(self) -> Mirror:
         mirror = self
 
         class Handler(_Handler):
@@ -212,8 +212,8 @@ def publish_sample(tree: Path, cache: Path, model_id: str, init: str, *, scale: 
     upstream lays them out (DWD: ``icon_layout`` "v1" or "legacy"). Returns the data files
     placed, in step order."""
     import pointcast  # noqa: F401  (PROJ before ecCodes)
-    from pointcast.sources import MODELS
     from pointcast.sample import SampleSource
+    from pointcast.sources import MODELS
 
     model = MODELS[model_id]
     src = SampleSource(scale=scale, init=init, horizon_hours=horizon_hours,

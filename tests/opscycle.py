@@ -111,7 +111,7 @@ def served_run(root: Path) -> str:
     return run.name
 
 
-def b_published(world: "World", root: Path) -> None:
+def b_published(world: World, root: Path) -> None:
     """Run B served and archived after run A in every store of the SHORT products."""
     assert served_run(root) == world.run_b
     assert archived(root) == {p: [A, B] for p in SHORT}
@@ -235,8 +235,8 @@ class World:
 
     def publish(self, cfg: Path):
         """Run B's publish stage in this process (no Prefect), as the cycle's last task does."""
-        from pointcast.flows.cycle import publish_run
         from pointcast.config import load_config
+        from pointcast.flows.cycle import publish_run
 
         return publish_run.fn(load_config(cfg), *pickle.loads(self.publish_args.read_bytes()))
 
@@ -244,8 +244,9 @@ class World:
 def make_world(base: Path, products: tuple[str, ...] = tuple(PRODUCTS)) -> World:
     """Publish run A in the template root and run B elsewhere (filling the cache), keeping
     what B's publish stage was given."""
-    import pointcast.flows.cycle as flow
     from prefect import task
+
+    import pointcast.flows.cycle as flow
 
     cache = base / "cache"
     template = small_config(base / "template", cache, products=products)

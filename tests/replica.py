@@ -43,13 +43,13 @@ import json
 import math
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import eccodes
 import numpy as np
 
-UTC = timezone.utc
+UTC = UTC
 G = 9.80665
 RD = 287.04749  # J kg-1 K-1 (MetPy's dry-air gas constant)
 GAMMA = 0.0065  # K m-1: the atmosphere's lapse rate at every height

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -274,10 +274,10 @@ def test_relative_config_path_and_csv_name(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "value,expected",
     [
-        ('"2026-11-22T00:00Z"', datetime(2026, 11, 22, 0, 0, tzinfo=timezone.utc)),
-        ('"2026-11-22T06:00:00+01:00"', datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)),
-        ('"2026-11-22T12:00"', datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)),
-        ("2026-11-22T18:00:00Z", datetime(2026, 11, 22, 18, 0, tzinfo=timezone.utc)),  # TOML datetime
+        ('"2026-11-22T00:00Z"', datetime(2026, 11, 22, 0, 0, tzinfo=UTC)),
+        ('"2026-11-22T06:00:00+01:00"', datetime(2026, 11, 22, 5, 0, tzinfo=UTC)),
+        ('"2026-11-22T12:00"', datetime(2026, 11, 22, 12, 0, tzinfo=UTC)),
+        ("2026-11-22T18:00:00Z", datetime(2026, 11, 22, 18, 0, tzinfo=UTC)),  # TOML datetime
     ],
 )
 def test_sample_init_iso(tmp_path, value, expected):
@@ -584,8 +584,8 @@ def test_times_are_read_one_way():
     tokyo = "2026-11-22T09:00+09:00"
     for read in (utc_time, parse_init, _utc_time, parse_time):
         t = read(tokyo)
-        assert t == datetime(2026, 11, 22, 0, 0, tzinfo=timezone.utc) and t.tzinfo is timezone.utc
-        assert read("2026-11-22T00:00").tzinfo is timezone.utc
+        assert t == datetime(2026, 11, 22, 0, 0, tzinfo=UTC) and t.tzinfo is UTC
+        assert read("2026-11-22T00:00").tzinfo is UTC
     with pytest.raises(ValueError):
         utc_time("yesterday")
     assert parse_time("yesterday") is None and parse_time(None) is None

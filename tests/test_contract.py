@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +23,7 @@ from pointcast.validate import check_entries
 from test_cycle import SPEC_UNITS
 
 HERE = Path(__file__).resolve().parent
-BASETIME = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
+BASETIME = datetime(2026, 11, 20, 0, tzinfo=UTC)
 
 # The spec's tables, field by field: (name, type as the spec writes it). "number" admits an integer
 # (the spec's own "number (integer in practice)" for humidity; rhum and pop are integer %, docs/api.md).

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from opscycle import A, B, ROOT, SHORT, archived, b_published, make_world, prefect_env, served_run
+from opscycle import ROOT, SHORT, A, B, archived, b_published, make_world, prefect_env, served_run
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import math
 import re
 import threading
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -15,14 +15,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from conftest import write_config
 from pointcast import codes, viewer
 from pointcast.config import load_config
 from pointcast.products.eu_common import ORDER, UNITS
 from pointcast.products.eu_wind import ladder_answers
-
-from conftest import write_config
-
-
 
 SPEC_UNITS = {
     "datetime": "UTC", "weather_type": "NA", "humidity": "%", "snowfall": "kg/m2/h",
@@ -425,8 +422,8 @@ def test_japan_archive_and_http(published):
 
 
 def test_schedule_deployment_runs_every_3_hours(published):
-    from pointcast.flows.cycle import deployment
     from pointcast.config import load_config
+    from pointcast.flows.cycle import deployment
 
     cfg, _, _ = published
     dep = deployment(load_config(cfg))
@@ -440,14 +437,14 @@ def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefec
     """ICON-D2's 03 UTC run is the basetime; IFS's run of the day before at 00 UTC (a
     fallback) reaches 360 h from its own start, 333 h from the basetime: short of eu-medium's
     336 h. The cycle looks again, from the basetime, and takes the 00 UTC run of the day."""
-    from datetime import timedelta, timezone
+    from datetime import timedelta
 
     from pointcast.flows.cycle import _reaching_basetime
     from pointcast.sources import IFS, run_steps
     from pointcast.sources.base import RunRef
 
     cfg = load_config(Path(__file__).resolve().parents[1] / "config" / "pointcast.toml")
-    utc = timezone.utc
+    utc = UTC
     basetime, old = datetime(2026, 1, 15, 3, tzinfo=utc), datetime(2026, 1, 14, 0, tzinfo=utc)
     runs = {"icon-d2": RunRef("icon-d2", basetime, (timedelta(0),), "sample", True, True),
             "ifs": RunRef("ifs", old, run_steps(IFS, old), "sample", True, True)}

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from pathlib import Path
 
 import eccodes
-import pytest
 import numpy as np
+import pytest
 
 from pointcast import ingest
 from pointcast.gribtable import Processing
 from pointcast.ingest import scan
-from pointcast.ingest.values import _Read, _Term, _block
+from pointcast.ingest.values import _block, _Read, _Term
 
 
 def write(path: Path, messages: list[dict], values: np.ndarray | None = None) -> Path:
@@ -187,13 +188,13 @@ def test_a_multi_field_msm_file_decodes_every_field(tmp_path):
     """JMA's Lsurf file is one GRIB2 message of many fields (the sample writes it so): every
     field is indexed (message 1, fields 1..n) and decodes to what ecCodes, with its own
     multi-field support on, reads from that field."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    from pointcast.sources import MSM
     from pointcast.sample import SampleSource
+    from pointcast.sources import MSM
 
     src = SampleSource(scale=32, init="2026-01-15T00:00Z", horizon_hours=2)
-    run = src.discover(MSM, datetime(2026, 1, 15, 17, tzinfo=timezone.utc))
+    run = src.discover(MSM, datetime(2026, 1, 15, 17, tzinfo=UTC))
     (path,) = src.fetch(run, MSM, tmp_path).files
     ingest.forget_descriptions()
     msgs = ingest.index_file(path)

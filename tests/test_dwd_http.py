@@ -10,7 +10,7 @@ import json
 import re
 import shutil
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -25,7 +25,7 @@ from pointcast.sources import ICON_D2, ICON_EU
 from pointcast.sources.remote import HttpSource, cell_centre_files, run_files
 from pointcast.sourcing import make_source
 
-UTC = timezone.utc
+UTC = UTC
 H_EU, H_D2 = 3, 2  # hours of the sample runs (the tests are about transport)
 
 

@@ -7,11 +7,9 @@ with the barycentric weights of ``interp``, which are checked on their own too.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
-
-import pointcast  # noqa: F401  (PROJ before ecCodes)
 
 import eccodes
 import numpy as np
@@ -19,15 +17,16 @@ import pytest
 import xarray as xr
 from scipy.spatial import cKDTree
 
+import pointcast  # noqa: F401  (PROJ before ecCodes)
 from pointcast import blend, interp
 from pointcast.config import load_config
 from pointcast.ingest import DecodeError, decode
+from pointcast.sample import LandMask, SampleSource, Weather, cell_grid
 from pointcast.sources import ICON_D2, ICON_EU, IFS
 from pointcast.sources.icon import NATIVE_GRIDS, v1_path
 from pointcast.sourcing import make_source
-from pointcast.sample import LandMask, SampleSource, Weather, cell_grid
 
-UTC = timezone.utc
+UTC = UTC
 INIT = "2026-11-20T00:00Z"
 NOW = datetime(2026, 11, 20, 5, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parent.parent

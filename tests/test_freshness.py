@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -22,8 +22,8 @@ from test_model_drop import sample_run, truncate
 from test_viewer import browser, needs_chromium  # noqa: F401 (browser: the module's fixture)
 
 INIT_A, INIT_B = "2026-11-20T00:00Z", "2026-11-20T12:00Z"
-BASE_A = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
-BASE_B = datetime(2026, 11, 20, 12, tzinfo=timezone.utc)
+BASE_A = datetime(2026, 11, 20, 0, tzinfo=UTC)
+BASE_B = datetime(2026, 11, 20, 12, tzinfo=UTC)
 NOW = BASE_B + timedelta(hours=1)  # the served clock: eu-short 1 h old, the carried products 13 h
 PERIOD_H = 3  # [schedule] every_hours, the default
 PRODUCTS = {"eu-short": """
@@ -203,10 +203,11 @@ def test_outcome_of_a_manifest_with_degraded_elements(tmp_path):
         record_cycle(tmp_path, {**outcome, "status": "fine"})
 
 
-def _served(root: Path, clock=NOW.timestamp()):
+def _served(root: Path):
+    """The real server on ``root``, its clock fixed at ``NOW``."""
     from pointcast.server import Server, create_app
 
-    return Server(create_app(root, clock=lambda: clock), "127.0.0.1", 0)
+    return Server(create_app(root, clock=NOW.timestamp), "127.0.0.1", 0)
 
 
 def _families(text: str) -> dict:

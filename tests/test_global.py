@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 import zoneinfo
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -15,10 +15,8 @@ import xarray as xr
 
 from pointcast import codes
 from pointcast.grids import GLOBAL_5KM, grid_for
-from pointcast.products.global_wx import (MRF_DAYS, SRF_HOURS, STORED_DECIMALS, point_time_zone, read_hourly,
-                                          render_zone)
+from pointcast.products.global_wx import MRF_DAYS, SRF_HOURS, STORED_DECIMALS, point_time_zone, read_hourly, render_zone
 from pointcast.products.wx import HOURLY_DECIMALS, WHOLE_DAY
-
 from test_cycle import run_dir, serving
 
 SRF_FIELDS = ["date", "wx", "temp", "prec", "arpress", "wndspd", "wnddir", "rhum", "solrad"]
@@ -109,7 +107,7 @@ def _element(start: str, zone: str, hourly=None) -> dict:
 
 def _hours_of(element: dict, hourly, start: str, zone: str) -> dict[str, list[int]]:
     """Indices of the hours (from `start`) that start on each local date of `zone`."""
-    t0 = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
+    t0 = datetime.fromisoformat(start).replace(tzinfo=UTC)
     out: dict[str, list[int]] = {}
     for i in range(len(hourly["wx"])):
         out.setdefault((t0 + timedelta(hours=i)).astimezone(ZoneInfo(zone)).date().isoformat(), []).append(i)
@@ -118,8 +116,8 @@ def _hours_of(element: dict, hourly, start: str, zone: str) -> dict[str, list[in
 
 def _shares(midnight: datetime, zone: str, start: str, n: int) -> np.ndarray:
     """The part of each hour (from `start`, UTC) inside the local day from `midnight`."""
-    t0 = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
-    day0 = midnight.astimezone(timezone.utc)
+    t0 = datetime.fromisoformat(start).replace(tzinfo=UTC)
+    day0 = midnight.astimezone(UTC)
     day1 = datetime.combine(midnight.date() + timedelta(days=1), time(0), tzinfo=ZoneInfo(zone))
     out = np.zeros(n)
     for i in range(n):
@@ -208,7 +206,7 @@ def test_daily_aggregation_across_a_daylight_saving_change(start, zone, lengths)
         assert day["wx"] == int(codes.wx_daily(hourly["wx"][idx, 0]))
     assert len(offsets) == 2  # the change is inside the 14 days
     srf_offsets = {datetime.fromisoformat(e["date"]).utcoffset() for e in element["srf"]}
-    t0 = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
+    t0 = datetime.fromisoformat(start).replace(tzinfo=UTC)
     for i, e in enumerate(element["srf"]):
         assert datetime.fromisoformat(e["date"]) == t0 + timedelta(hours=i)
     assert srf_offsets <= offsets
@@ -220,7 +218,7 @@ def test_daily_aggregation_across_a_daylight_saving_change(start, zone, lengths)
 def test_fractional_and_extreme_offsets(zone, offset):
     start = "2026-11-20T00:00"
     element = _element(start, zone)
-    assert element["srf"][0]["date"] == (datetime(2026, 11, 20, tzinfo=timezone.utc)
+    assert element["srf"][0]["date"] == (datetime(2026, 11, 20, tzinfo=UTC)
                                          .astimezone(ZoneInfo(zone)).isoformat())
     assert all(e["date"].endswith(offset) for e in element["srf"] + element["mrf"])
     first = datetime.fromisoformat(element["srf"][0]["date"])
@@ -231,7 +229,7 @@ def test_every_zone_renders_14_local_days():
     """Every IANA zone zoneinfo knows, from a basetime at each zone's local midnight or later."""
     hourly = _hourly()
     start = np.datetime64("2026-11-20T00:00", "ns")
-    t0 = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    t0 = datetime(2026, 11, 20, tzinfo=UTC)
     for name in sorted(zoneinfo.available_timezones()):
         zone = ZoneInfo(name)
         element = json.loads(render_zone([(0.0, 0.0)], start, hourly, zone)[0])

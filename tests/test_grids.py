@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +12,6 @@ import pytest
 from pyproj import Geod
 
 from pointcast import grids
-from fractions import Fraction
-
 from pointcast.grids import (
     EUROPE_2KM,
     EUROPE_COVERAGE,

@@ -7,7 +7,7 @@ from them to hub heights is the sample's known profile."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from urllib.parse import unquote
 
@@ -17,11 +17,11 @@ import pytest
 from mirror import Mirror, publish_sample, spanning_levels
 from pointcast import interp
 from pointcast.ingest import decode
+from pointcast.sample import LandMask, Weather, flat_half_level_heights, hours_since_epoch
 from pointcast.sources import ICON_EU, icon
 from pointcast.sources.remote import HttpSource, SourceUnavailable
-from pointcast.sample import LandMask, Weather, flat_half_level_heights, hours_since_epoch
 
-UTC = timezone.utc
+UTC = UTC
 INIT = datetime(2026, 11, 20, tzinfo=UTC)
 HOURS = 1
 LEVELS = 60  # another count than today's 74

@@ -9,7 +9,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[1]
 
 # A product-like rendering: numbers at three precisions with gaps, labels, a point's file.

@@ -23,18 +23,18 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 import uvloop
-from test_server import BERLIN, HORNSEA, MADRID, MEDIUM, PARIS, ROME, SHORT, SS1WX, WIND, publish_run
 
 from conftest import write_config
 from pointcast import publish
 from pointcast.config import api_key_sha256
+from test_server import BERLIN, HORNSEA, MADRID, MEDIUM, PARIS, ROME, SHORT, SS1WX, WIND, publish_run
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,8 @@ SWAP_EVERY = 0.5  # seconds between publications
 WARM_UP = 10.0  # seconds before the RSS baseline is taken
 RSS_GROWTH_LIMIT = 32 * 1024 * 1024  # bytes above the post-warm-up baseline
 KEY = "load-test-key-7f3a"
-RUNS = {"20261122T00Z": (datetime(2026, 11, 22, 0, tzinfo=timezone.utc), 10.0),
-        "20261122T03Z": (datetime(2026, 11, 22, 3, tzinfo=timezone.utc), 14.0)}
+RUNS = {"20261122T00Z": (datetime(2026, 11, 22, 0, tzinfo=UTC), 10.0),
+        "20261122T03Z": (datetime(2026, 11, 22, 3, tzinfo=UTC), 14.0)}
 # the requests of the mix: every operation, precomputed and interpolated heights, several
 # points, sub-hourly steps, the catalog and a 404_002 (a point without forecast)
 REQUESTS = [
@@ -205,7 +205,7 @@ def test_200_connections_for_60_s_while_runs_are_published(served):
                     t0 = time.perf_counter()
                     try:
                         status, headers, body = await asyncio.wait_for(keep_alive_get(reader, writer, targets[index]), 30)
-                    except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
+                    except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError, ValueError) as exc:
                         failures.append(f"{REQUESTS[index]}: {exc!r}")
                         return
                     latencies.append(time.perf_counter() - t0)

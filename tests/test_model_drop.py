@@ -8,7 +8,7 @@ from __future__ import annotations
 import bz2
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import eccodes
@@ -62,7 +62,7 @@ def sample_run(cfg_path: Path, model: str) -> list[Path]:
 
     cfg = load_config(cfg_path)
     src = make_source(cfg.models[model].source, cfg.source_for(model))
-    run = src.discover(MODELS[model], datetime.now(timezone.utc))
+    run = src.discover(MODELS[model], datetime.now(UTC))
     return list(src.fetch(run, MODELS[model], cfg.output.cache_dir).files)
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import write_config
-from test_cycle import _STAMPS, serving
 
+from conftest import write_config
 from pointcast import publish, viewer
 from pointcast.config import ConfigError, load_config
+from test_cycle import _STAMPS, serving
 
 PRODUCTS = ("eu-medium", "eu-short", "eu-wind", "global", "japan")
 # What differs between two runs of the same cycle, or between two answers: masked.

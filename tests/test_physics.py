@@ -4,8 +4,7 @@ import metpy.calc as mpcalc
 import numpy as np
 import pytest
 import xarray as xr
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from metpy.units import units
 
 from pointcast import physics

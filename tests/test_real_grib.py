@@ -13,12 +13,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import pointcast  # noqa: F401  (PROJ before ecCodes, see pointcast/__init__.py)
-
 import eccodes
 import numpy as np
 import pytest
 
+import pointcast  # noqa: F401  (PROJ before ecCodes, see pointcast/__init__.py)
 from pointcast.ingest import DecodeError, decode, index_file, judge, matches
 from pointcast.sources import GFS, ICON_EU, IFS
 from pointcast.sources.gfs import idx_wanted

@@ -10,7 +10,7 @@ import re
 import shutil
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +21,10 @@ from mirror import Mirror, add_foreign_message, publish_sample
 from pointcast.config import ConfigError, load_config
 from pointcast.ingest import decode
 from pointcast.sources import GFS, IFS, MODELS, MSM
-from pointcast.sources.remote import (HttpSource, SourceUnavailable, byte_ranges, parse_index,
-                                      run_files)
+from pointcast.sources.remote import HttpSource, SourceUnavailable, byte_ranges, parse_index, run_files
 from pointcast.sourcing import make_source
 
-UTC = timezone.utc
+UTC = UTC
 H = 12  # hours of the sample runs in the mirror (kept short: the tests are about transport)
 
 

@@ -10,7 +10,7 @@ import bz2
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,17 +21,26 @@ import pytest
 from pointcast import physics
 from pointcast.catalogue import VARIABLES
 from pointcast.gribtable import RUN_LEVELS, Processing
-from pointcast.sources import ICON_D2, ICON_EU, IFS, MODELS, MSM, run_steps
-from pointcast.sources import msm as msm_module
+from pointcast.sample import (
+    DEFAULT_AREA,
+    SYNTHETIC_NOTE,
+    LandMask,
+    SampleSource,
+    Weather,
+    cos_zenith,
+    flat_half_level_heights,
+    hours_since_epoch,
+    lows,
+    products_of,
+    relative_humidity,
+    sample_grid,
+)
+from pointcast.sources import ICON_D2, ICON_EU, IFS, MODELS, MSM, ifs, msm as msm_module, run_steps
 from pointcast.sources.base import RunRef
-from pointcast.sources import ifs
 from pointcast.sources.ifs import steps_for_run
 from pointcast.sourcing import make_source
-from pointcast.sample import (DEFAULT_AREA, SYNTHETIC_NOTE, LandMask, SampleSource,
-                              Weather, cos_zenith, hours_since_epoch, lows, products_of,
-                              flat_half_level_heights, relative_humidity, sample_grid)
 
-UTC = timezone.utc
+UTC = UTC
 INIT = "2026-01-15T00:00Z"  # winter: snow in the north, sunrise inside the 12 hours
 NOW = datetime(2026, 1, 15, 17, 40, tzinfo=UTC)
 HORIZON = 12

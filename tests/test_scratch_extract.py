@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timezone
-
-import pointcast  # noqa: F401  (PROJ before ecCodes)
+from datetime import UTC, datetime
 
 import dask.array as da
 import numpy as np
@@ -17,8 +15,8 @@ import pytest
 import xarray as xr
 import zarr
 
-from pointcast import interp, physics
-from pointcast import ingest
+import pointcast  # noqa: F401  (PROJ before ecCodes)
+from pointcast import ingest, interp, physics
 from pointcast.ingest import decode
 from pointcast.interp import horizontal, scratch
 from pointcast.publish.retention import retain_scratch
@@ -42,7 +40,7 @@ def runs(tmp_path_factory):
     block) over 36 h, and ICON-D2 (quarter-hour precipitation in hourly windows, model
     levels) over 6 h, decoded."""
     cache = tmp_path_factory.mktemp("cache")
-    now = datetime(2026, 11, 20, 5, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 20, 5, tzinfo=UTC)
     out = {}
     for model, hours, box in ((MSM, 36, (33.0, 40.0, 132.0, 140.0)), (ICON_D2, 6, (47.0, 54.0, 6.0, 14.0))):
         src = SampleSource(scale=16, init="2026-11-20T00:00Z", horizon_hours=hours)

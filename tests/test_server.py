@@ -17,15 +17,14 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from email.utils import format_datetime, parsedate_to_datetime
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pointcast.grids import grid_for
 from pointcast.server import OPERATIONS, ApiError, Server, app as server_app, create_app
@@ -53,7 +52,7 @@ MADRID = "40.4168,-3.7038"  # in Europe, no configured point there
 HORNSEA = "53.885,1.791"
 NEW_YORK = "40.7128,-74.006"  # outside the European coverage
 
-UPDATED = datetime(2026, 11, 22, 3, 41, 7, tzinfo=timezone.utc)
+UPDATED = datetime(2026, 11, 22, 3, 41, 7, tzinfo=UTC)
 
 # eu-wind: id, name, lat, lon, hub heights, roughness length z0 (m) of the fixture's log profile
 WIND_POINTS = [
@@ -100,7 +99,7 @@ def publish_run(root: Path, run_id: str, basetime: datetime, *, next_update: dat
     """Write one run in the layout of docs/contracts.md (index.json + point files)."""
     run = root / "runs" / run_id
     updated = basetime + timedelta(hours=3, minutes=41, seconds=7)
-    next_update = next_update or datetime.now(timezone.utc) + timedelta(hours=3)
+    next_update = next_update or datetime.now(UTC) + timedelta(hours=3)
     for product in PRODUCTS:
         grid = grid_for(product)
         base = run / "json" / product
@@ -319,7 +318,7 @@ def live_server(root: Path, api_keys=(), **options):
 @pytest.fixture(scope="module", name="tree")
 def tree_fixture(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("output")
-    publish_run(root, "20261122T00Z", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
+    publish_run(root, "20261122T00Z", datetime(2026, 11, 22, 0, tzinfo=UTC))
     point_current(root, "20261122T00Z")
     return root
 
@@ -623,7 +622,7 @@ def test_caching_headers(client, tree):
     assert r.headers["last-modified"] == "Sun, 22 Nov 2026 03:46:07 GMT"  # the publication, not updated_time
     directive, _, max_age = r.headers["cache-control"].partition(", ")
     assert directive == "public" and max_age.startswith("max-age=")
-    expected = datetime.fromisoformat(index["next_update"]) - datetime.now(timezone.utc)
+    expected = datetime.fromisoformat(index["next_update"]) - datetime.now(UTC)
     assert abs(int(max_age.removeprefix("max-age=")) - expected.total_seconds()) < 60
     etag = r.headers["etag"]
     assert etag.startswith('"') and etag.endswith('"') and not etag.startswith("W/")
@@ -636,8 +635,8 @@ def test_caching_headers(client, tree):
 
 def test_max_age_is_never_negative(tmp_path):
     root = tmp_path / "out"
-    past = datetime.now(timezone.utc) - timedelta(hours=1)
-    publish_run(root, "old", datetime(2026, 11, 22, tzinfo=timezone.utc), next_update=past)
+    past = datetime.now(UTC) - timedelta(hours=1)
+    publish_run(root, "old", datetime(2026, 11, 22, tzinfo=UTC), next_update=past)
     point_current(root, "old")
     r = call_app(create_app(root), "GET", MEDIUM, f"latlon={PARIS}&freq=1H".encode())
     assert r[0] == 200 and r[1][b"cache-control"] == b"public, max-age=0"
@@ -732,7 +731,7 @@ def test_swapping_current_serves_the_new_run(tmp_path):
         assert_error(get(client, MEDIUM, query), 404, "404_002", "no forecast run published yet")
         assert_error(client.get("/catalog"), 404, "404_002", "no forecast run published yet")
 
-        publish_run(root, "run-a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc), temp=10.0)
+        publish_run(root, "run-a", datetime(2026, 11, 22, 0, tzinfo=UTC), temp=10.0)
         point_current(root, "run-a")
         a = get(client, MEDIUM, query)
         assert a.status_code == 200
@@ -740,7 +739,7 @@ def test_swapping_current_serves_the_new_run(tmp_path):
         assert app._run.run_id == "run-a" and app._run.cached_files == 2  # the file and its deflate form
 
         # the next run is written completely, then current is swapped
-        publish_run(root, "run-b", datetime(2026, 11, 22, 3, tzinfo=timezone.utc), temp=20.0)
+        publish_run(root, "run-b", datetime(2026, 11, 22, 3, tzinfo=UTC), temp=20.0)
         assert get(client, MEDIUM, query).headers["etag"] == a.headers["etag"]
         point_current(root, "run-b")
         b = get(client, MEDIUM, query)
@@ -762,8 +761,8 @@ def test_a_repeated_query_is_answered_from_its_runs_kept_answer(tmp_path, monkey
     """The operation runs once per run and query text; the request's own headers (gzip,
     If-None-Match, max-age) and ss1wx's requestId are still applied to every answer."""
     root = tmp_path / "out"
-    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc), temp=10.0)
-    publish_run(root, "b", datetime(2026, 11, 22, 3, tzinfo=timezone.utc), temp=20.0)
+    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=UTC), temp=10.0)
+    publish_run(root, "b", datetime(2026, 11, 22, 3, tzinfo=UTC), temp=20.0)
     parsed = []
     monkeypatch.setattr(server_app, "parse_query",
                         lambda query, known=(): parsed.append(query) or parse_query(query, known))
@@ -806,7 +805,7 @@ def test_an_answer_asked_for_again_is_sent_from_its_body_file(tmp_path, monkeypa
     monkeypatch.setattr(server_run, "MAX_BODY_FILES", 2)
     monkeypatch.setattr(responses, "ZERO_COPY_BYTES", 256)  # the fixture's answers are small
     root = tmp_path / "out"
-    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
+    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=UTC))
     point_current(root, "a")
     queries = [f"latlon={PARIS}&freq=15min{'&' * k}" for k in range(3)]
     plain = create_app(root)  # called without the extension: joined bytes every time
@@ -834,7 +833,7 @@ def test_kept_answers_stay_within_their_own_bound(tmp_path, monkeypatch):
     """Answers are charged with every byte they hold, within a bound of their own: new query
     texts evict the oldest answers, never the files."""
     root = tmp_path / "out"
-    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
+    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=UTC))
     point_current(root, "a")
     parsed = []
     monkeypatch.setattr(server_app, "parse_query",
@@ -854,7 +853,7 @@ def test_kept_answers_stay_within_their_own_bound(tmp_path, monkeypatch):
 
 def test_error_answers_are_not_kept(tmp_path, monkeypatch):
     root = tmp_path / "out"
-    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
+    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=UTC))
     point_current(root, "a")
     app = create_app(root)
     for _ in range(2):
@@ -865,7 +864,7 @@ def test_error_answers_are_not_kept(tmp_path, monkeypatch):
 
 def test_missing_product_or_point_file_is_404_002(tmp_path):
     root = tmp_path / "out"
-    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=UTC))
     point_current(root, "r")
     (run / "json" / "eu-short" / "index.json").unlink()
     (run / "json" / "eu-medium" / "15min" / "rome.json").unlink()
@@ -879,7 +878,7 @@ def test_missing_product_or_point_file_is_404_002(tmp_path):
 
 def test_point_cache_is_bounded(tmp_path):
     root = tmp_path / "out"
-    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=UTC))
     point_current(root, "r")
     size = (run / "json" / "eu-medium" / "1H" / "paris.json").stat().st_size
     app = create_app(root, max_cache_bytes=int(size * 2.5))
@@ -890,7 +889,7 @@ def test_point_cache_is_bounded(tmp_path):
 
 def test_index_ids_are_the_only_source_of_paths(tmp_path):
     root = tmp_path / "out"
-    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=UTC))
     point_current(root, "r")
     index_path = run / "json" / "eu-medium" / "index.json"
     index = json.loads(index_path.read_text())
@@ -1198,7 +1197,7 @@ def test_windpack_parses_each_file_once(tree, monkeypatch):
 
 def test_windpack_missing_or_broken_files_are_404_002(tmp_path, caplog):
     root = tmp_path / "out"
-    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=UTC))
     point_current(root, "r")
     wind = run / "json" / "eu-wind"
     (wind / "1H" / "paris.json").unlink()
@@ -1237,7 +1236,7 @@ def test_windpack_missing_or_broken_files_are_404_002(tmp_path, caplog):
 
 def test_windpack_gzip_files(tmp_path):
     root = tmp_path / "out"
-    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=UTC))
     point_current(root, "r")
     app = create_app(root)
     hubs = ("80m", "90m", "113m")
@@ -1479,7 +1478,7 @@ def test_ss1wx_no_run_or_no_product_is_404_002(tmp_path):
     assert answer(*TOKYO) == (404, {"status": 404, "code": "404_002", "message": "no forecast run published yet"})
     assert answer(*SEOUL)[1]["code"] == "403_001"  # coverage is checked before the run
     assert answer("91", "0")[1]["code"] == "400_003"
-    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=UTC))
     point_current(root, "r")
     japan = run / "json" / "japan"
     (japan / "sapporo.json").unlink()
@@ -1499,7 +1498,7 @@ def test_ss1wx_no_run_or_no_product_is_404_002(tmp_path):
 def test_ss1wx_gzip_and_spaced_files(tmp_path):
 
     root = tmp_path / "out"
-    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=timezone.utc))
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=UTC))
     point_current(root, "r")
     plain = call_app(create_app(root), "GET", SS1WX, f"lat={TOKYO[0]}&lon={TOKYO[1]}".encode())
     path = run / "json" / "japan" / "tokyo.json"
@@ -1555,8 +1554,8 @@ def test_ss1wx_head(client):
 
 def test_ss1wx_new_run_new_tag(tmp_path):
     root = tmp_path / "out"
-    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=timezone.utc), temp=10.0)
-    publish_run(root, "b", datetime(2026, 11, 22, 3, tzinfo=timezone.utc), temp=20.0)
+    publish_run(root, "a", datetime(2026, 11, 22, 0, tzinfo=UTC), temp=10.0)
+    publish_run(root, "b", datetime(2026, 11, 22, 3, tzinfo=UTC), temp=20.0)
     app = create_app(root)
     query = f"lat={TOKYO[0]}&lon={TOKYO[1]}".encode()
     point_current(root, "a")

@@ -20,13 +20,18 @@ import subprocess
 import threading
 import time
 import zlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import httpx
 import numpy as np
 import pytest
+
+from pointcast.grids import grid_for
+from pointcast.products.global_wx import STORED_DECIMALS, render_zone
+from pointcast.server import create_app
+from pointcast.server.compress import Deflated, Piece, accepts_gzip, gzip_chunks
 from test_server import (
     BERLIN,
     HORNSEA,
@@ -42,11 +47,6 @@ from test_server import (
     point_current,
     publish_run,
 )
-
-from pointcast.grids import grid_for
-from pointcast.products.global_wx import STORED_DECIMALS, render_zone
-from pointcast.server import create_app
-from pointcast.server.compress import Deflated, Piece, accepts_gzip, gzip_chunks
 
 GLOBAL = "/api/v2/global/wx"
 RUN = "20261122T00Z"
@@ -102,9 +102,9 @@ def publish_global(run: Path, updated: datetime, next_update: datetime) -> None:
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
     root = tmp_path_factory.mktemp("gzip-output")
-    run = publish_run(root, RUN, datetime(2026, 11, 22, 0, tzinfo=timezone.utc))
-    publish_global(run, datetime(2026, 11, 22, 3, 41, 7, tzinfo=timezone.utc),
-                   datetime.now(timezone.utc) + timedelta(hours=3))
+    run = publish_run(root, RUN, datetime(2026, 11, 22, 0, tzinfo=UTC))
+    publish_global(run, datetime(2026, 11, 22, 3, 41, 7, tzinfo=UTC),
+                   datetime.now(UTC) + timedelta(hours=3))
     point_current(root, RUN)
     return root
 

@@ -28,8 +28,7 @@ import httpx
 import pytest
 import requests
 import schemathesis
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import (
@@ -40,6 +39,15 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+
+from conftest import write_config
+from pointcast import cli, viewer
+from pointcast.config import ApiKeyConfig, ConfigError, api_key_sha256, load_config
+from pointcast.contract import ERROR_CODES
+from pointcast.server import OPERATIONS, ApiError, create_app
+from pointcast.server.access import Access, TokenBucket
+from pointcast.server.grammar import parse_coordinate, parse_hubheight, parse_pairs
+from pointcast.server.openapi import PARAMETERS, openapi_document
 from test_server import (  # noqa: F401  (the fixtures tree and live)
     BERLIN,
     HORNSEA,
@@ -57,15 +65,6 @@ from test_server import (  # noqa: F401  (the fixtures tree and live)
     raw_get,
     tree_fixture,
 )
-
-from conftest import write_config
-from pointcast import cli, viewer
-from pointcast.config import ApiKeyConfig, ConfigError, api_key_sha256, load_config
-from pointcast.contract import ERROR_CODES
-from pointcast.server import OPERATIONS, ApiError, create_app
-from pointcast.server.access import Access, TokenBucket
-from pointcast.server.grammar import parse_coordinate, parse_hubheight, parse_pairs
-from pointcast.server.openapi import PARAMETERS, openapi_document
 
 GLOBAL = "/api/v2/global/wx"
 SPEC_PATHS = {MEDIUM, SHORT, WIND, GLOBAL, SS1WX}  # the five forecast operations

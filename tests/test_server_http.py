@@ -21,12 +21,11 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from test_server_gzip import read_response
 
 from conftest import write_config
 from pointcast.server import Server, create_app
 from pointcast.server.http import MAX_BODY_BYTES, MAX_TARGET_BYTES, ZERO_COPY
-
+from test_server_gzip import read_response
 
 FILE_DATA = bytes(range(256)) * 16_384  # 4 MiB, every offset's byte known
 

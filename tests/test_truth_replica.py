@@ -34,18 +34,18 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import replica
 from conftest import ROOT
 from mirror import Mirror
-import replica
 from replica import Atmosphere, relative_humidity
 
-UTC = timezone.utc
+UTC = UTC
 INIT = datetime(2026, 11, 20, 0, tzinfo=UTC)
 NOW = datetime(2026, 11, 20, 2, 30, tzinfo=UTC)
 PREFIXES = {"ecmwf": "ecmwf", "noaa": "noaa", "dwd": "dwd", "jma": "jma"}
@@ -69,8 +69,8 @@ def hours(when: datetime) -> float:
 EPSILON = 0.6219569  # MetPy's molecular weight ratio of water vapour to dry air
 
 
-@functools.lru_cache(maxsize=None)
-def truth(lat: float, lon: float, elevation: float) -> "Truth":
+@functools.cache
+def truth(lat: float, lon: float, elevation: float) -> Truth:
     return Truth(lat, lon, elevation)
 
 

@@ -144,8 +144,8 @@ def test_a_null_is_found_in_any_staged_file(tmp_path):
     cycle builds them: two slices write their points' files into the staging tree, each
     finds its own `FileFacts` (the null, a missing file), and the run's mapping adopts their
     names."""
-    from pointcast.publish import TreeWriter
     from pointcast.facts import PARSED_FILES, FileFacts
+    from pointcast.publish import TreeWriter
     from pointcast.validate import _files, file_facts
 
     (tmp_path / "staging").mkdir()
@@ -186,8 +186,8 @@ def test_a_nan_in_one_slice_fails_the_staged_run(real, tmp_path):
     the second slice's rows, found by that slice alone, fails it, naming where it is."""
     from dataclasses import replace
 
-    from pointcast.publish import ArchiveStage, write_region
     from pointcast.facts import ArchiveFacts
+    from pointcast.publish import ArchiveStage, write_region
     from pointcast.validate import archive_facts
 
     cfg, outputs, _ = real
@@ -221,8 +221,8 @@ def test_the_agreement_sample_is_read_chunk_by_chunk_in_the_points_order(real, t
     so it agrees as the whole one does, and one point changed shows by exactly its change."""
     from dataclasses import replace
 
-    from pointcast.publish import ArchiveStage, write_region
     from pointcast.facts import ArchiveFacts
+    from pointcast.publish import ArchiveStage, write_region
     from pointcast.validate import archive_facts
 
     cfg, outputs, _ = real

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -25,7 +25,6 @@ import xarray as xr
 from pointcast import verify
 from pointcast.cli import main
 from pointcast.config import load_config
-
 from test_cycle import serving
 
 INITS = ("2026-10-19T00:00Z", "2026-10-22T00:00Z", "2026-10-25T00:00Z", "2026-10-28T00:00Z")
@@ -94,7 +93,7 @@ def truth(root: Path, init: np.datetime64, rng: np.random.Generator) -> list[tup
 def tidy_text(rows, zone: ZoneInfo | None = None) -> str:
     lines = ["point,time,variable,value"]
     for pid, when, value in rows:
-        t = datetime.fromisoformat(str(when)[:19]).replace(tzinfo=timezone.utc)
+        t = datetime.fromisoformat(str(when)[:19]).replace(tzinfo=UTC)
         lines.append(f"{pid},{(t.astimezone(zone) if zone else t).isoformat()},temp_2m,{value:.1f}")
     return "\n".join(lines) + "\n"
 
@@ -269,7 +268,7 @@ def test_correction_removes_the_bias_on_later_runs(world):
                                                         "windspd_10m_corrected"]
     assert pp["products"]["eu-short"]["pairs_learnt"] == 72 * len(POINTS)  # the third run's observations
     cfg = load_config(base / "pointcast.toml")
-    later = verify.run(cfg, [base / "obs"], since=datetime(2026, 10, 22, tzinfo=timezone.utc)).results[0]
+    later = verify.run(cfg, [base / "obs"], since=datetime(2026, 10, 22, tzinfo=UTC)).results[0]
     entries = bins(later)
     for b in entries:
         assert abs(b["bias"] + OFFSET_K) <= 0.1  # the raw forecast keeps its bias
@@ -475,8 +474,8 @@ def test_products_of_one_blend_share_the_correction_and_the_windpack_stays_raw(t
     """eu-short and eu-medium (one blended series) are corrected alike, each cell with the
     estimate learnt from the most pairs, so they agree where they overlap; the windpack is not
     corrected, and validation passes with its 10 m wind raw beside eu-short's corrected one."""
-    from pointcast.flows.cycle import cycle
     from pointcast import postprocess
+    from pointcast.flows.cycle import cycle
 
     cfg = write_config(tmp_path, INITS[0])
     (tmp_path / "obs").mkdir()

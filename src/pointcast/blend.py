@@ -10,12 +10,12 @@ interval's amount comes from exactly one model and totals stay consistent.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import xarray as xr
 
-from .catalogue import Temporal, VARIABLES
+from .catalogue import VARIABLES, Temporal
 
 SEAM = np.timedelta64(3, "h")
 

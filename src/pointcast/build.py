@@ -25,20 +25,19 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from . import blend as blend_stage
-from . import interp, publish
+from . import blend as blend_stage, interp, publish
 from .catalogue import VARIABLES
 from .config import Config, DaskConfig, ProductConfig
+from .facts import ArchiveFacts, FileFacts
 from .forked import fork_map
 from .heap import release_freed
 from .ingest import decode
+from .plan import blend_heights, builders, distributed, slices
 from .products import PRODUCTS
 from .products.base import Files, ProductOutput, RunContext, iso
-from .facts import ArchiveFacts, FileFacts
-from .validate import archive_facts, file_facts
-from .plan import blend_heights, builders, distributed, slices
 from .sources import MODELS
 from .sources.base import FetchedRun
+from .validate import archive_facts, file_facts
 
 # The first time a process decodes a time, xarray imports the duck-array libraries it knows
 # that are installed (pint, which MetPy brings, is slow to import). Every build slice opens the
@@ -140,9 +139,9 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
     start = np.datetime64(basetime.replace(tzinfo=None), "ns")
     hours = max(cfg.products[pid].horizon_hours for pid in pids)
     axis = interp.base_axis(start, start + np.timedelta64(hours, "h") - interp.BASE_STEP)
-    wanted = [PRODUCTS[pid].variables for pid in pids]
+    wanted = [w for w in (PRODUCTS[pid].variables for pid in pids) if w is not None]
     # Only the variables the products read, and t2m: the manifest's account of the seams.
-    keep = None if None in wanted else {"t2m", *(v for w in wanted for v in w)}
+    keep = None if len(wanted) < len(pids) else {"t2m", *(v for w in wanted for v in w)}
     members = []
     for m in (m for m in pc.models if m in extracted):
         ds = extracted[m]
@@ -299,7 +298,7 @@ def _ranges(mask: np.ndarray) -> list[list[float]]:
     """[[from, to), ...] in hours of the runs of True in ``mask`` (steps of `interp.BASE_STEP`)."""
     step = interp.BASE_STEP / np.timedelta64(1, "h")
     edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
-    return [[float(a * step), float(b * step)] for a, b in zip(edges[::2], edges[1::2])]
+    return [[float(a * step), float(b * step)] for a, b in zip(edges[::2], edges[1::2], strict=True)]
 
 
 def stage_archives(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet, heights: list[float],

@@ -52,9 +52,16 @@ import math
 
 import numpy as np
 
-from .contract import CALM_CODE, MISSING_CODE, WEATHER_TYPES
 # The other code tables are the contract's too; their names stay importable from here, beside the rules.
-from .contract import FEELIDX_LABELS, MISSING_NUMBER, WX_DAILY_CODES, WX_HOURLY_CODES  # noqa: F401
+from .contract import (  # noqa: F401
+    CALM_CODE,
+    FEELIDX_LABELS,
+    MISSING_CODE,
+    MISSING_NUMBER,
+    WEATHER_TYPES,
+    WX_DAILY_CODES,
+    WX_HOURLY_CODES,
+)
 
 CALM_SPEED = 0.3
 """Upper bound of Beaufort force 0, m/s."""

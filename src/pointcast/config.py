@@ -19,10 +19,11 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import Any, Iterator, Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -535,7 +536,7 @@ def utc_time(value: str | datetime) -> datetime:
     as UTC; ValueError when ``value`` is no ISO 8601 time. Every time pointcast reads (the
     configuration's, the CLI's, the observation files', the run tree's) is read this one way."""
     t = datetime.fromisoformat(value) if isinstance(value, str) else value
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def parse_init(v: Any) -> datetime | None:
@@ -592,7 +593,7 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
     layout = _str(ctx, tbl, "icon_layout", path, "v1")
     if layout not in ("v1", "legacy"):
         raise ctx.error(path + ("icon_layout",), f"expected 'v1' or 'legacy', got {layout!r}")
-    out = {"scale": scale, "area": area, "init": init, "icon_layout": layout}
+    out: dict[str, Any] = {"scale": scale, "area": area, "init": init, "icon_layout": layout}
     if "horizon_hours" in tbl:
         v = tbl["horizon_hours"]
         if not _number(v) or not math.isfinite(v) or v < 0:

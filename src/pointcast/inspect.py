@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bz2
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from .ingest import fields_of, judge, matches
 from .sources import MODELS
 from .sources.base import ModelSpec
 
-UTC = timezone.utc
+UTC = UTC
 CENTRE_MODELS = {"ecmf": ("ifs",), "kwbc": ("gfs",), "rjtd": ("msm",),
                  "edzw": ("icon-eu", "icon-d2")}
 STEP_WORDS = {"instant": "instantaneous", "accum": "accumulated", "avg": "average",

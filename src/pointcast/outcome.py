@@ -26,7 +26,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-
 log = logging.getLogger(__name__)
 
 CYCLES_DIR = "cycles"

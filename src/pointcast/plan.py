@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,6 +27,7 @@ from .grids import grid_for
 from .products import PRODUCTS
 from .products.base import ProductOutput, RunContext, iso
 from .sources.base import FetchedRun, RunRef
+
 
 @dataclass(frozen=True)
 class PointsList:
@@ -97,7 +99,7 @@ def blends(cfg: Config) -> dict[tuple, list[str]]:
 
 
 def without(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str],
-            runs: dict[str, RunRef]) -> Config:
+            runs: Mapping[str, RunRef]) -> Config:
     """``cfg`` with the dropped models taken out of the products. A product that lost a model
     is built from the models left when the last of them reaches the end of its horizon from
     its basetime (the first one's run): that model then serves to its own horizon (its
@@ -289,7 +291,7 @@ def needed(cfg: Config) -> dict[str, timedelta]:
             for m in models}
 
 
-def buildable(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str], runs: dict[str, RunRef]) -> Config:
+def buildable(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str], runs: Mapping[str, RunRef]) -> Config:
     """`without`, and the cycle's failure when no product can be built (`nothing_published`)."""
     cfg = without(cfg, dropped, unbuilt, runs)
     if not cfg.products:

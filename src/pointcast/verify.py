@@ -24,7 +24,7 @@ import secrets
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -116,7 +116,7 @@ class Observations:
     flagged_at: list[str] = field(default_factory=list)  # "<file>:<line>: ..." of the first few
 
     @staticmethod
-    def concat(parts: Sequence["Observations"]) -> "Observations":
+    def concat(parts: Sequence[Observations]) -> Observations:
         frames = [p.frame for p in parts if len(p.frame)]
         frame = pd.concat(frames, ignore_index=True) if frames else _frame([])
         return Observations(frame, sum(p.flagged for p in parts),
@@ -239,7 +239,7 @@ def read_isd_lite(path: Path) -> Observations:
         if v[0] != year:
             raise ObservationError(shown, line, f"year {v[0]} in the file of {year}")
         try:
-            time = datetime(v[0], v[1], v[2], v[3], tzinfo=timezone.utc)
+            time = datetime(v[0], v[1], v[2], v[3], tzinfo=UTC)
         except ValueError as exc:
             raise ObservationError(shown, line, f"invalid date or hour: {exc}") from None
         temp, dew, slp, wdir, wspd, sky, p1, p6 = v[4:]
@@ -353,7 +353,7 @@ class Archive:
     stores: list[tuple[xr.Dataset, np.ndarray]]  # (dataset, indices into ``inits``)
 
     @classmethod
-    def open(cls, root: Path, product: str) -> "Archive | None":
+    def open(cls, root: Path, product: str) -> Archive | None:
         datasets = []
         for path in publish.archive_stores(root, product):
             ds = publish.open_committed(path)
@@ -616,7 +616,7 @@ def verify_product(archive: Archive, obs: pd.DataFrame, since: np.datetime64 | N
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 # --------------------------------------------------------------------------------------------
@@ -768,7 +768,7 @@ def run(cfg: Config, paths: Sequence[Path], since: datetime | None = None,
                 raise ObservationError(f, 1, "no observation of this file lies within an archived run")
         outside = int((~inside).sum())
         frame = frame[inside]
-        to64 = (lambda t: None if t is None else np.datetime64(t.astimezone(timezone.utc).replace(tzinfo=None), "ns"))
+        to64 = (lambda t: None if t is None else np.datetime64(t.astimezone(UTC).replace(tzinfo=None), "ns"))
         results = [verify_product(a, frame, to64(since), to64(until)) for a in archives.values()]
     finally:
         for a in archives.values():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from prefect import allow_failure, flow, get_run_logger, task
@@ -142,7 +142,7 @@ def _record_published(flow, flow_run, state) -> None:
         return
     run_id = state.result()
     manifest = json.loads((Path(root) / publish.RUNS / run_id / "manifest.json").read_bytes())
-    record_cycle(root, published_outcome(manifest, flow_run.start_time, datetime.now(timezone.utc)))
+    record_cycle(root, published_outcome(manifest, flow_run.start_time, datetime.now(UTC)))
 
 
 def _record_failed(flow, flow_run, state) -> None:
@@ -153,8 +153,8 @@ def _record_failed(flow, flow_run, state) -> None:
     except Exception as exc:  # noqa: BLE001 (the failure is the flow's, reported by Prefect)
         _logger().error("the cycle's outcome is not recorded: %s", exc)
         return
-    started = flow_run.start_time or datetime.now(timezone.utc)
-    record_cycle(root, failed_outcome(state.message or state.name, started, datetime.now(timezone.utc)))
+    started = flow_run.start_time or datetime.now(UTC)
+    record_cycle(root, failed_outcome(state.message or state.name, started, datetime.now(UTC)))
 
 
 def _finished(manifest: dict) -> State | str:
@@ -169,7 +169,7 @@ def _finished(manifest: dict) -> State | str:
 
 @flow(name="pointcast-cycle", log_prints=True, on_completion=[_record_published],
       on_failure=[_record_failed], on_crashed=[_record_failed])
-def cycle(config_path: str, now: datetime | None = None) -> str:
+def cycle(config_path: str, now: datetime | None = None) -> str | State:
     """One forecast cycle. Returns the published run id; raises (publishing nothing) on failure.
     A run published lacking something ends the flow run in the state "Degraded" (`_finished`);
     either way the outcome goes to ``<root>/cycles/last.json`` (``pointcast.outcome``).
@@ -177,7 +177,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
     The tasks and their order only: what runs when, and what is dropped, carried or degraded,
     is decided by the stages (`pointcast.steps`, `pointcast.plan`)."""
     cfg = load_config(Path(config_path))
-    now = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+    now = (now or datetime.now(UTC)).replace(microsecond=0)
     log = _logger()
     dropped: dict[str, str] = {}  # model -> why it is dropped this cycle
     unbuilt: dict[str, str] = {}  # product -> why it cannot be built this cycle
@@ -205,7 +205,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str:
         learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
         # Every product of the run says it was generated now (updated_time, the manifest's
         # created); the run is published once all are built and validated (published_at).
-        generated = datetime.now(timezone.utc).replace(microsecond=0)
+        generated = datetime.now(UTC).replace(microsecond=0)
         # The products write their files into the run's staging tree as they render them: a
         # run of many points never holds its JSON in memory (publish.TreeWriter); beside it,
         # the products' archives of the run, written by the slices that build them.

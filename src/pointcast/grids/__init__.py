@@ -49,9 +49,19 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from .base import Coverage, ProductGrid
-from .coverages import (EUROPE_COVERAGE, GLOBAL_COVERAGE, GLOBAL_RES_DEG, JAPAN_COVERAGE,
-                        JAPAN_EXCLUDE_ASIA, JAPAN_EXCLUDE_SOUTHERN_KURILS, JAPAN_EXCLUDED_AREAS,
-                        NORTH_SEA_IHO, EuropeCoverage, GlobalCoverage, JapanCoverage)
+from .coverages import (
+    EUROPE_COVERAGE,
+    GLOBAL_COVERAGE,
+    GLOBAL_RES_DEG,
+    JAPAN_COVERAGE,
+    JAPAN_EXCLUDE_ASIA,
+    JAPAN_EXCLUDE_SOUTHERN_KURILS,
+    JAPAN_EXCLUDED_AREAS,
+    NORTH_SEA_IHO,
+    EuropeCoverage,
+    GlobalCoverage,
+    JapanCoverage,
+)
 from .jis import JisMeshGrid, jis_mesh_code
 from .laea import LaeaGrid, laea_to_lonlat, lonlat_to_3035
 from .latlon import LatLonGrid

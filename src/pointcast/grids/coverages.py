@@ -11,10 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from .base import _as_float_arrays
-from .land import _GLM_STEP, _land_any_blocks
 from .laea import laea_to_lonlat, lonlat_to_3035
+from .land import _GLM_STEP, _land_any_blocks
 from .raster import RasterCoverage
-
 
 # --- the North Sea, IHO "Limits of Oceans and Seas", Special Publication 23, 3rd ed. 1953 ----
 #

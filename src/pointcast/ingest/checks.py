@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace as dc_replace
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from ..gribtable import GribField, Processing
 from .message import Message

@@ -13,7 +13,7 @@ import functools
 import os
 import shutil
 from dataclasses import dataclass, replace as dc_replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import eccodes
@@ -74,7 +74,7 @@ _RANGE_AT = {8: (41, 48, 49), 11: (44, 51, 52)}
 _PROCESSING_AT = {8: 46, 11: 49}
 HEADER_BYTES = 4096  # read at once: sections 0-4 are a few hundred bytes
 # Timeless header -> _Described.
-_DESCRIBED: dict[bytes, "_Described"] = {}
+_DESCRIBED: dict[bytes, _Described] = {}
 # Averages and accumulations since the run start (IFS, ICON) are a window longer at every
 # step, and each length would be a miss (a third of ICON-D2's messages), each asked of ecCodes.
 # Their timeless header with the length blanked too -> the description ecCodes gave for two
@@ -153,7 +153,7 @@ class _Header:
         head, s1, s4 = self.head, self.starts[1], self.starts[4]
         try:
             init = datetime(int.from_bytes(head[s1 + 12:s1 + 14], "big"), head[s1 + 14], head[s1 + 15],
-                            head[s1 + 16], head[s1 + 17], tzinfo=timezone.utc)
+                            head[s1 + 16], head[s1 + 17], tzinfo=UTC)
         except ValueError:
             return None
         unit = _UNIT_MINUTES.get(head[s4 + 17])
@@ -338,7 +338,7 @@ def _eccodes_message(h, path: Path, offset: int) -> Message:
                    typeOfLevel=names[1], level=get(h, "level"), stepType=step_type,
                    start_minutes=start, end_minutes=get(h, "endStep"),
                    init=datetime(date // 10000, date // 100 % 100, date % 100, time_ // 100,
-                                 time_ % 100, tzinfo=timezone.utc),
+                                 time_ % 100, tzinfo=UTC),
                    grid=grid, edition=edition, paramId=param_id, units=units,
                    parameter=parameter)
 

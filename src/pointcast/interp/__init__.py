@@ -8,8 +8,18 @@ the like stay where callers look for them.
 """
 
 from . import horizontal, scratch, temporal, vertical
-from .horizontal import (EARTH_RADIUS_KM, SAMPLINGS, PointSet, barycentric, extract, extract_blocks, neighbourhood,
-                         neighbourhood_cells, sampling, unit_vectors)
+from .horizontal import (
+                         EARTH_RADIUS_KM,
+                         SAMPLINGS,
+                         PointSet,
+                         barycentric,
+                         extract,
+                         extract_blocks,
+                         neighbourhood,
+                         neighbourhood_cells,
+                         sampling,
+                         unit_vectors,
+)
 from .temporal import BASE_STEP, aggregate, base_axis, init_time, intervals, resample
 
 __all__ = [

@@ -16,19 +16,19 @@ ground and the elevation corrections.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Hashable
-from dataclasses import dataclass
 import hashlib
-from typing import Any, ClassVar, Iterator, Sequence, TypeVar
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
 
 import dask
 import dask.array as da
+import numpy as np
+import xarray as xr
 from dask.core import flatten, get_dependencies
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
-import numpy as np
-import xarray as xr
 from scipy.spatial import Delaunay, cKDTree
 
 from .. import physics

@@ -19,11 +19,10 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numcodecs
 import numpy as np

@@ -16,14 +16,14 @@ After resampling, interval values belong to the interval that *starts* at their 
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import xarray as xr
 from scipy.interpolate import PchipInterpolator
 
 from .. import physics
-from ..catalogue import VECTORS, Temporal, VARIABLES
+from ..catalogue import VARIABLES, VECTORS, Temporal
 
 BASE_STEP = np.timedelta64(15, "m")
 

@@ -12,15 +12,15 @@ correction moves it from the model's ground to the point's (``correct_elevation`
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 import os
-from typing import Sequence
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import xarray as xr
 
 from .. import physics
-from ..catalogue import Elevation, VARIABLES
+from ..catalogue import VARIABLES, Elevation
 
 # Fields that only feed the vertical profile; the point dataset carries the profile's result.
 PROFILE_INPUTS = {"u", "v", "t_pl", "u_pl", "v_pl", "z_pl", "u_ml", "v_ml", "hhl", "orog"}

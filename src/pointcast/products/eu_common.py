@@ -7,9 +7,8 @@ entry's datetime, as rates (kg/m2/h), means (W/m2) or maxima; states are instant
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import xarray as xr
@@ -17,8 +16,20 @@ import xarray as xr
 from .. import codes, contract, physics
 from ..catalogue import VARIABLES
 from ..config import ProductConfig
-from .base import (Files, ProductOutput, Records, RunContext, archive_frame, freq_series, iso,
-                   numbers, published_direction, put_with_records, render_index, strings)
+from .base import (
+    Files,
+    ProductOutput,
+    Records,
+    RunContext,
+    archive_frame,
+    freq_series,
+    iso,
+    numbers,
+    published_direction,
+    put_with_records,
+    render_index,
+    strings,
+)
 from .global_wx import point_time_zone
 
 HEIGHTS = (10.0, 100.0, 200.0)
@@ -30,7 +41,7 @@ class Element:
     """A numeric European element (`contract.EU_DATA`) and how it is computed."""
 
     spec: contract.Element
-    compute: Callable[["Fields"], np.ndarray]
+    compute: Callable[[Fields], np.ndarray]
 
     @property
     def key(self) -> str:
@@ -95,7 +106,7 @@ class Fields:
         return np.minimum(self["fdir"], self["ssrd"])
 
 
-def _wind(component: str, height: float) -> Callable[["Fields"], np.ndarray]:
+def _wind(component: str, height: float) -> Callable[[Fields], np.ndarray]:
     if component == "u_windspd":
         return lambda f: f.wind(height)[0]
     if component == "v_windspd":
@@ -154,7 +165,8 @@ def elements(ds: xr.Dataset, step: np.timedelta64,
         if inputs is not None:
             inputs[e.spec.ref] = frozenset(f.read)
     f.read = set()
-    out["weather_type"] = codes.weather_type(*(out[ref] for ref in LABEL_FROM), f[codes.CAPE])
+    cloud, precipitation, snowfall, temp, visibility = (out[ref] for ref in LABEL_FROM)
+    out["weather_type"] = codes.weather_type(cloud, precipitation, snowfall, temp, visibility, f[codes.CAPE])
     if inputs is not None:
         inputs["weather_type"] = frozenset(f.read).union(*(inputs[ref] for ref in LABEL_FROM))
     return out

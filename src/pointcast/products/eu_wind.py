@@ -23,8 +23,23 @@ import xarray as xr
 from .. import physics
 from ..config import ProductConfig
 from ..contract import HUB_HEIGHT_RANGE_M, WIND_DATA, WINDPACK_LADDER, height_name
-from .base import (Files, ProductOutput, Records, RunContext, Texts, archive_frame, array, freq_series, iso,
-                   numbers, published_direction, put_with_records, render_index, strings, with_arrays)
+from .base import (
+    Files,
+    ProductOutput,
+    Records,
+    RunContext,
+    Texts,
+    archive_frame,
+    array,
+    freq_series,
+    iso,
+    numbers,
+    published_direction,
+    put_with_records,
+    render_index,
+    strings,
+    with_arrays,
+)
 from .global_wx import point_time_zone
 
 if TYPE_CHECKING:

@@ -31,10 +31,22 @@ import xarray as xr
 from ..config import ProductConfig
 from ..contract import GLOBAL_MRF, GLOBAL_SRF
 from ..interp import aggregate
-from .base import (Files, ProductOutput, RunContext, archive_frame, array, iso, numbers, render_index,
-                   with_arrays)
-from .wx import (FINE_PREC, HOUR, HOURLY, HOURLY_DECIMALS, WxProduct, archive_attrs, daily_fields, day_shares,
-                 hourly_fields, local_days, local_times, whole_first_day, wx_elements)
+from .base import Files, ProductOutput, RunContext, archive_frame, array, iso, numbers, render_index, with_arrays
+from .wx import (
+    FINE_PREC,
+    HOUR,
+    HOURLY,
+    HOURLY_DECIMALS,
+    WxProduct,
+    archive_attrs,
+    daily_fields,
+    day_shares,
+    hourly_fields,
+    local_days,
+    local_times,
+    whole_first_day,
+    wx_elements,
+)
 
 SRF_HOURS = 72
 MRF_DAYS = 14

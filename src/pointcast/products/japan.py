@@ -21,8 +21,18 @@ from ..config import ProductConfig
 from ..contract import HOURLY_POP, JAPAN_MRF, JAPAN_SRF
 from ..interp import aggregate
 from .base import Files, ProductOutput, RunContext, archive_frame, render_index
-from .wx import (HOUR, WxProduct, archive_attrs, daily_fields, day_shares, hourly_fields, local_days, local_times,
-                 whole_first_day, wx_elements)
+from .wx import (
+    HOUR,
+    WxProduct,
+    archive_attrs,
+    daily_fields,
+    day_shares,
+    hourly_fields,
+    local_days,
+    local_times,
+    whole_first_day,
+    wx_elements,
+)
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 SRF_HOURS = 72

@@ -11,7 +11,7 @@ of the day from midnight to midnight, an hour cut by a midnight counted by its s
 
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -96,7 +96,7 @@ def hourly_fields(ds: xr.Dataset, lats: np.ndarray, lons: np.ndarray) -> dict[st
 def local_times(times: np.ndarray, zone: ZoneInfo) -> list[datetime]:
     """UTC datetime64 values as aware datetimes in `zone` (its offset in force at each)."""
     seconds = times.astype("datetime64[s]").astype(np.int64).tolist()
-    return [datetime.fromtimestamp(s, timezone.utc).astimezone(zone) for s in seconds]
+    return [datetime.fromtimestamp(s, UTC).astimezone(zone) for s in seconds]
 
 
 def local_days(local: list[datetime], ndays: int) -> tuple[list[np.ndarray], list[str]]:
@@ -110,8 +110,8 @@ def local_days(local: list[datetime], ndays: int) -> tuple[list[np.ndarray], lis
     zone = local[0].tzinfo
     end = datetime.combine(first + timedelta(days=ndays), time(0), tzinfo=zone)
     # As instants: aware datetimes of one zone compare by their wall clocks.
-    if not len(days[-1]) or (local[days[-1][-1]].astimezone(timezone.utc) + timedelta(hours=1)
-                             < end.astimezone(timezone.utc)):
+    if not len(days[-1]) or (local[days[-1][-1]].astimezone(UTC) + timedelta(hours=1)
+                             < end.astimezone(UTC)):
         raise ValueError(f"the series ends before local day {ndays} is complete")
     dates = [datetime.combine(local[idx[0]].date(), time(0), tzinfo=zone).isoformat() for idx in days]
     return days, dates

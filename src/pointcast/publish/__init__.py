@@ -27,20 +27,51 @@ One module a job:
 Every function taking a ``root`` accepts a local path or a URL and picks the backend itself.
 """
 
-from .archive import (ARCHIVE_CODEC, CHUNK_BYTES, HEIGHT, INIT, LEAD, POINT, SHARD_BYTES,
-                      append_archive, archive_stores, open_committed, zarr_settings)
-from .backend import (CURRENT, FAILED, JSON_DIR, RUNS, STAGING_PREFIX, VERIFICATION_DIR, ZARR_DIR, ArchiveError,
-                      Backend, PublishError, PublishRefused, is_url)
+from .archive import (
+                      ARCHIVE_CODEC,
+                      CHUNK_BYTES,
+                      HEIGHT,
+                      INIT,
+                      LEAD,
+                      POINT,
+                      SHARD_BYTES,
+                      append_archive,
+                      archive_stores,
+                      open_committed,
+                      zarr_settings,
+)
+from .backend import (
+                      CURRENT,
+                      FAILED,
+                      JSON_DIR,
+                      RUNS,
+                      STAGING_PREFIX,
+                      VERIFICATION_DIR,
+                      ZARR_DIR,
+                      ArchiveError,
+                      Backend,
+                      PublishError,
+                      PublishRefused,
+                      is_url,
+)
 from .cycle import APPENDS, cleaned_up, publish_cycle
 from .durable import fsync_dir, replace_bytes, write_bytes
 from .retention import retain, retain_cache
 from .roots import backend_for
 from .stage import ArchiveStage, remove_stage, write_region
-from .staging import (GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWriter, gzip_bytes,
-                      write_json_tree)
-from .tree import (HISTORY_ERRORS, HISTORY_RUNS, add_viewer, carry_product, current_run, dump_json,
-                   new_run_dir, publish_run, run_history, to_json_types)
-
+from .staging import GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWriter, gzip_bytes, write_json_tree
+from .tree import (
+                      HISTORY_ERRORS,
+                      HISTORY_RUNS,
+                      add_viewer,
+                      carry_product,
+                      current_run,
+                      dump_json,
+                      new_run_dir,
+                      publish_run,
+                      run_history,
+                      to_json_types,
+)
 
 __all__ = [
     "APPENDS", "ARCHIVE_CODEC", "CHUNK_BYTES", "CURRENT", "FAILED", "GZIP_LEVEL", "HEIGHT", "HISTORY_ERRORS",

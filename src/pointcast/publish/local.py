@@ -28,9 +28,22 @@ from zarr.storage import LocalStore
 
 from .. import faults, viewer
 from ..locks import locked
-from .backend import (CURRENT, FAILED, JSON_DIR, MANIFEST, NAME_RE, RUNS, STAGING_PREFIX,
-                      TRASH_PREFIX, ZARR_DIR, Backend, PublishError, PublishRefused, store_name,
-                      store_version)
+from .backend import (
+    CURRENT,
+    FAILED,
+    JSON_DIR,
+    MANIFEST,
+    NAME_RE,
+    RUNS,
+    STAGING_PREFIX,
+    TRASH_PREFIX,
+    ZARR_DIR,
+    Backend,
+    PublishError,
+    PublishRefused,
+    store_name,
+    store_version,
+)
 from .durable import fsync_dir, remove_tree, write_bytes
 
 log = logging.getLogger(__name__)

@@ -35,8 +35,21 @@ import fsspec
 from zarr.storage import FsspecStore
 
 from .. import faults, locks
-from .backend import (CURRENT, FAILED, JSON_DIR, MANIFEST, NAME_RE, RUNS, STAGING_PREFIX, ZARR_DIR,
-                      Backend, PublishError, PublishRefused, store_name, store_version)
+from .backend import (
+    CURRENT,
+    FAILED,
+    JSON_DIR,
+    MANIFEST,
+    NAME_RE,
+    RUNS,
+    STAGING_PREFIX,
+    ZARR_DIR,
+    Backend,
+    PublishError,
+    PublishRefused,
+    store_name,
+    store_version,
+)
 
 log = logging.getLogger(__name__)
 

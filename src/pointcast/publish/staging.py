@@ -202,7 +202,7 @@ class TreeWriter:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def files(self) -> "StagedFiles":
+    def files(self) -> StagedFiles:
         return StagedFiles(self)
 
 

@@ -44,8 +44,19 @@ import hashlib
 from ..gribtable import CELL_CENTRES, Processing
 from ..sources.base import ModelSpec, RunRef
 from ..sources.icon import LEVEL_COUNTS, NOT_IN_V1, legacy_path, v1_path
-from .encode import (H2, H10, MODEL_LEVEL_TYPES, SFC, Encoder, Product, Writer, products_of,
-                     quantity, set_parameter, to_raw)
+from .encode import (
+    H2,
+    H10,
+    MODEL_LEVEL_TYPES,
+    SFC,
+    Encoder,
+    Product,
+    Writer,
+    products_of,
+    quantity,
+    set_parameter,
+    to_raw,
+)
 from .grids import CellGrid, SampleGrid
 from .weather import Weather, integrate
 

@@ -17,7 +17,7 @@ import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ ICON_LAYOUTS = ("v1", "legacy")
 # and IFS covers Japan beyond MSM's horizon).
 DEFAULT_AREA = (-25.0, 20.0, 150.0, 72.0)
 
-UTC = timezone.utc
+UTC = UTC
 
 @dataclass
 class SampleSource:
@@ -86,7 +86,7 @@ class SampleSource:
                              f"got {self.icon_layout!r}")
 
     @classmethod
-    def from_options(cls, name: str, options: Mapping[str, Any]) -> "SampleSource":
+    def from_options(cls, name: str, options: Mapping[str, Any]) -> SampleSource:
         known = {"scale", "area", "init", "horizon_hours", "icon_layout"}
         unknown = sorted(set(options) - known - {"type"})
         if unknown:

@@ -14,7 +14,6 @@ import numpy as np
 from ..sources.icon import LEVEL_COUNTS, SLEVE_DECAY, VERTICAL_GRIDS
 from .grids import R_EARTH
 
-
 # Mountain ranges as Gaussian ridges: lat, lon, height (m), sigma along/across (km), azimuth of
 # the ridge axis (deg clockwise from north).
 RIDGES: tuple[tuple[float, float, float, float, float, float], ...] = (
@@ -114,7 +113,7 @@ class LandMask:
         self.frac025 = gaussian_filter(frac, sigma=1.0, mode=("nearest", "wrap"))
 
     @classmethod
-    def load(cls, cache_root: Path | None = None) -> "LandMask":
+    def load(cls, cache_root: Path | None = None) -> LandMask:
         global _LAND_MASK
         if _LAND_MASK is not None:
             return _LAND_MASK
@@ -226,7 +225,7 @@ def orography(lat: np.ndarray, lon: np.ndarray, land: np.ndarray, landfrac: np.n
     return np.where(land, h, 0.0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def flat_half_level_heights(model_id: str) -> tuple[float, ...]:
     """Heights (m) of the half levels 1..N+1 of ``model_id`` over flat terrain at sea level,
     N = ``icon.LEVEL_COUNTS``: ICON's level distribution ``a(k) = H (2/pi arccos(((k-1)/M)

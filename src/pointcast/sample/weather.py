@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ from ..sources.icon import LEVEL_COUNTS, hub_levels
 from .grids import R_EARTH, CellGrid, SampleGrid
 from .terrain import LandMask, half_level_height, mountain_ridges, orography
 
-UTC = timezone.utc
+UTC = UTC
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 OMEGA = 7.292e-5  # s-1

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
-from ..contract import (HUB_HEIGHT_RANGE_M, HUB_HEIGHT_SYNTAX, MAX_NUMBER_CHARS, NUMBER_SYNTAX,
-                        PAIR_SEPARATORS)
+from ..contract import HUB_HEIGHT_RANGE_M, HUB_HEIGHT_SYNTAX, MAX_NUMBER_CHARS, NUMBER_SYNTAX, PAIR_SEPARATORS
 from .errors import invalid, missing, out_of_range, outside_coverage
 
 HUB_HEIGHT_RANGE = tuple(map(Decimal, HUB_HEIGHT_RANGE_M))  # metres, both bounds included, exact

@@ -11,7 +11,7 @@ at that moment and the clock's time."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +112,7 @@ class _Freshness(Collector):
             manifest = self.current_run().manifest
         except ApiError:  # nothing published: no product to report
             manifest = {}
-        now = datetime.fromtimestamp(self.clock(), timezone.utc)
+        now = datetime.fromtimestamp(self.clock(), UTC)
         for pid, (seconds, too_old) in sorted(product_ages(manifest, now, self.default_hours).items()):
             entry = manifest["products"][pid]
             age.add_metric([pid], seconds)

@@ -16,7 +16,7 @@ import os
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import Protocol
 
@@ -25,9 +25,21 @@ from ..contract import FREQS, height_name, max_pairs
 from ..publish import VERIFICATION_DIR
 from .compress import Deflated, Piece
 from .errors import ApiError, invalid, no_data, not_found, out_of_range, outside_coverage
-from .grammar import (Grid, HubHeight, Pair, check_coverage, check_hubheight_range, check_pair_ranges,
-                      parse_coordinate, parse_hubheight, parse_lat_slash_lon, parse_pairs, parse_query, parse_time_zone,
-                      single)
+from .grammar import (
+    Grid,
+    HubHeight,
+    Pair,
+    check_coverage,
+    check_hubheight_range,
+    check_pair_ranges,
+    parse_coordinate,
+    parse_hubheight,
+    parse_lat_slash_lon,
+    parse_pairs,
+    parse_query,
+    parse_time_zone,
+    single,
+)
 from .metrics import product_ages
 from .responses import JSON_TYPE, Answer, Response
 from .run import PRODUCT_ID, ProductIndex, Run, parse_time, read_run_file
@@ -54,7 +66,11 @@ class Served(Protocol):
     the operations: they do not import it back)."""
 
     openapi: tuple[Piece, bytes]  # the document and its ETag
-    openapi_deflated: Deflated
+    clock: Callable[[], float]  # now, in seconds since the epoch (the products' ages)
+    schedule_hours: int  # `[schedule] every_hours`: a product older than two periods is stale
+
+    @property
+    def openapi_deflated(self) -> Deflated: ...
 
     def grid(self, product: str) -> Grid: ...
 
@@ -275,7 +291,7 @@ def handle_catalog(app: Served, op: Operation, request: Request) -> Answer:
         run.catalog = _catalog(run)
     heads, tails, etag, updated, next_update = run.catalog
     manifest = run.manifest
-    ages = product_ages(manifest, datetime.fromtimestamp(app.clock(), timezone.utc), app.schedule_hours)
+    ages = product_ages(manifest, datetime.fromtimestamp(app.clock(), UTC), app.schedule_hours)
     parts: list[bytes] = [b'{"run_id":' + json.dumps(run.run_id).encode() + b',"products":[']
     tag = hashlib.blake2b(etag, digest_size=16)
     for i, (product, head) in enumerate(heads):

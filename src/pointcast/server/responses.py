@@ -15,7 +15,7 @@ import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .compress import Deflated, Piece, accepts_gzip, gzip_chunks
 from .errors import ApiError
@@ -74,7 +74,7 @@ def error_response(err: ApiError) -> Response:
 
 @functools.lru_cache(maxsize=64)  # a run's few times, formatted once
 def _http_date(dt: datetime) -> bytes:
-    return email.utils.format_datetime(dt.astimezone(timezone.utc), usegmt=True).encode()
+    return email.utils.format_datetime(dt.astimezone(UTC), usegmt=True).encode()
 
 
 def _etag_matches(header: bytes, etag: bytes) -> bool:

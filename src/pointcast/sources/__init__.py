@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from . import ifs as _ifs, msm as _msm
 from .base import FetchedRun, ModelSpec, RegularGrid, RunRef, Source
 from .gfs import GFS
 from .icon import ICON_D2, ICON_EU
 from .ifs import IFS
 from .msm import MSM
-from . import ifs as _ifs
-from . import msm as _msm
 
 MODELS: dict[str, ModelSpec] = {"ifs": IFS, "icon-eu": ICON_EU, "icon-d2": ICON_D2, "msm": MSM, "gfs": GFS}
 

@@ -8,10 +8,11 @@ ECMWF open data, DWD open data ...) is a place runs of those models come from.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from ..gribtable import GribField
 
@@ -134,7 +135,7 @@ def hours(*values: float) -> tuple[timedelta, ...]:
 
 def floor_run(model: ModelSpec, when: datetime) -> datetime:
     """The start of ``model``'s last run at or before ``when`` (a time without a zone is UTC)."""
-    utc = timezone.utc
+    utc = UTC
     t = (when.replace(tzinfo=utc) if when.tzinfo is None else when.astimezone(utc)).replace(
         minute=0, second=0, microsecond=0)
     for _ in range(24):

@@ -71,7 +71,6 @@ themselves (``10fg3``/``10fg``), and true components add up (ICON ``SNOW_GSP`` +
 from __future__ import annotations
 
 from datetime import timedelta
-
 from typing import Any
 
 from ..gribtable import Encoding as _E, GribField, Processing

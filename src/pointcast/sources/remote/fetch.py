@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +32,7 @@ from .transport import SourceUnavailable
 if TYPE_CHECKING:
     from .settings import HttpSettings
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
@@ -58,15 +58,15 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
             done = json.loads(marker.read_text())
         except (OSError, ValueError):
             done = {}
-        absent = set(done.get("absent", [])) | set(done.get("hourly_only", []))
+        left_out = set(done.get("absent", [])) | set(done.get("hourly_only", []))
         paths = tuple(Path(cache) / "http" / p for p in done.get("grid", [])) \
-            + tuple(run_dir / p for p in record["files"] if p not in absent) \
+            + tuple(run_dir / p for p in record["files"] if p not in left_out) \
             + tuple(run_dir / p for p in done.get("levels", []))
         if {k: done.get(k) for k in record} == record and all(p.exists() for p in paths):
             hourly = set(done.get("hourly_only", []))
             return FetchedRun(run=run, files=paths, notes=(
                 f"{what}: {len(paths)} files from the cache ({done.get('mirrors')})",
-                *_absent_notes(what, [f for f in files if f.path in absent and f.path not in hourly]),
+                *_absent_notes(what, [f for f in files if f.path in left_out and f.path not in hourly]),
                 *_hourly_notes(what, model, files, hourly)))
     logger = _logger()
     centres = cell_centre_files(layout, init)
@@ -94,8 +94,8 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
             levels = () if plan is None else plan.hhl + tuple(get(list(plan.files)))
             got, absent = download([(f, run_dir / f.path) for f in files])
             hourly = hourly_only(model, files, absent)
-            _check_absent(what, layout, files, [f for f in absent if f.path not in hourly])
             absent = [f for f in absent if f.path not in hourly]
+            _check_absent(what, layout, files, absent)
             paths = tuple(got[f.path] for f in files if f.path in got and f.path not in hourly)
             grid = _cell_centres(centres, paths[0], Path(cache) / "http" / "grids", download)
     finally:

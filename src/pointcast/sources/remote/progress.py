@@ -33,8 +33,7 @@ class FetchProgress:
         self._next_log = 0.1
         self._bar = None
         if bar and total and sys.stderr.isatty():
-            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
                                  TextColumn("{task.completed}/{task.total} files"),

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import httpx
 
@@ -72,7 +72,8 @@ class HttpSettings:
         if unknown:
             raise ValueError(f"source {self.name!r} (http): model {model.id!r} has no layout "
                              f"{sorted(unknown)} (layouts: {sorted(names)})")
-        layouts = tuple(replace(lay, **dict(self.layouts.get(lay.name, {})))
+        # the overrides are path templates (str fields of Layout), checked where the config is read
+        layouts = tuple(replace(lay, **cast(dict[str, Any], self.layouts.get(lay.name, {})))
                         for lay in up.layouts)
         return replace(up, mirrors=mirrors, layouts=layouts)
 
