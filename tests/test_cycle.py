@@ -436,24 +436,42 @@ def test_schedule_deployment_runs_every_3_hours(published):
 def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefect_harness):
     """ICON-D2's 03 UTC run is the basetime; IFS's run of the day before at 00 UTC (a
     fallback) reaches 360 h from its own start, 333 h from the basetime: short of eu-medium's
-    336 h. The cycle looks again, from the basetime, and takes the 00 UTC run of the day."""
+    336 h. The cycle looks again, from the basetime, and takes the 00 UTC run of the day
+    (the real discover task on the sample source)."""
+    import logging
+    from dataclasses import replace
     from datetime import timedelta
 
-    from pointcast.flows.cycle import _reaching_basetime
+    from prefect.states import Completed
+    from prefect.utilities.annotations import quote
+
+    from pointcast import steps
+    from pointcast.flows.cycle import discover
     from pointcast.sources import IFS, run_steps
     from pointcast.sources.base import RunRef
 
     cfg = load_config(Path(__file__).resolve().parents[1] / "config" / "pointcast.toml")
-    utc = UTC
-    basetime, old = datetime(2026, 1, 15, 3, tzinfo=utc), datetime(2026, 1, 14, 0, tzinfo=utc)
-    runs = {"icon-d2": RunRef("icon-d2", basetime, (timedelta(0),), "sample", True, True),
-            "ifs": RunRef("ifs", old, run_steps(IFS, old), "sample", True, True)}
-    found = _reaching_basetime(cfg, runs, basetime + timedelta(hours=2),
-                               {"ifs": timedelta(hours=336), "icon-d2": timedelta(0)}, {})
-    assert list(found) == ["ifs"] and found["ifs"].init == datetime(2026, 1, 15, 0, tzinfo=utc)
+    cfg = replace(cfg, products={"eu-medium": replace(cfg.products["eu-medium"], models=("icon-d2", "ifs"))})
+    basetime, old = datetime(2026, 1, 15, 3, tzinfo=UTC), datetime(2026, 1, 14, 0, tzinfo=UTC)
+    first = {"icon-d2": RunRef("icon-d2", basetime, (timedelta(0),), "sample", True, True),
+             "ifs": RunRef("ifs", old, run_steps(IFS, old), "sample", True, True)}
+    asked = []
+
+    def again(now):
+        def look(m, needed, until, whole):
+            asked.append((m, until, whole))
+            return discover(quote(cfg), m, now, needed, until, whole, return_state=True)
+        return look
+
+    log = logging.getLogger("test")
+    runs = steps.discover_runs(cfg, lambda m, needed: Completed(data=first[m]), again(basetime + timedelta(hours=2)),
+                               {}, log)
+    assert asked == [("ifs", basetime + timedelta(hours=336), False)]
+    assert runs["ifs"].init == datetime(2026, 1, 15, 0, tzinfo=UTC) and runs["icon-d2"] == first["icon-d2"]
     # A run that reaches is not looked for again.
-    runs["ifs"] = found["ifs"]
-    assert _reaching_basetime(cfg, runs, basetime, {"ifs": timedelta(hours=336)}, {}) == {}
+    first["ifs"], asked[:] = runs["ifs"], []
+    assert steps.discover_runs(cfg, lambda m, needed: Completed(data=first[m]), again(basetime), {}, log) == first
+    assert asked == []
 
 
 GOLDEN = Path(__file__).parent / "data" / "golden" / "sample-cycle.sha256"
