@@ -5,5 +5,6 @@ without a C compiler the install goes on and products.base uses the same steps i
 
 from setuptools import Extension, setup
 
+# -g0: no debug information, so the built extension holds no path of the machine that built it.
 setup(ext_modules=[Extension("pointcast._render", ["src/pointcast/_render.c"],
-                             extra_compile_args=["-O2"], optional=True)])
+                             extra_compile_args=["-O2", "-g0"], optional=True)])
