@@ -29,7 +29,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (Debian: apt-get install chromium; "
                                                           ".ci/run installs it): the viewer's browser tests need it")
 ARTIFACTS = Path(os.environ.get("POINTCAST_TEST_ARTIFACTS",
-                                Path(__file__).resolve().parent.parent / "output" / "test-artifacts" / "viewer"))
+                                Path(__file__).resolve().parents[2] / "output" / "test-artifacts" / "viewer"))
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # (product, point) whose meteogram is loaded; charts drawn -> series expected (without time)

@@ -446,7 +446,7 @@ def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefec
     from pointcast.sources import IFS, run_steps
     from pointcast.sources.base import RunRef
 
-    cfg = load_config(Path(__file__).resolve().parents[1] / "config" / "pointcast.toml")
+    cfg = load_config(Path(__file__).resolve().parents[2] / "config" / "pointcast.toml")
     utc = timezone.utc
     basetime, old = datetime(2026, 1, 15, 3, tzinfo=utc), datetime(2026, 1, 14, 0, tzinfo=utc)
     runs = {"icon-d2": RunRef("icon-d2", basetime, (timedelta(0),), "sample", True, True),
@@ -459,7 +459,7 @@ def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefec
     assert _reaching_basetime(cfg, runs, basetime, {"ifs": timedelta(hours=336)}, {}) == {}
 
 
-GOLDEN = Path(__file__).parent / "data" / "golden" / "sample-cycle.sha256"
+GOLDEN = Path(__file__).parent.parent / "data" / "golden" / "sample-cycle.sha256"
 _STAMPS = re.compile(rb'"(updated_time|next_update)":"[^"]*"')
 
 
