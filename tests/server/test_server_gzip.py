@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo
 import httpx
 import numpy as np
 import pytest
-from test_server import (
+from served import (
     BERLIN,
     HORNSEA,
     MEDIUM,

@@ -10,7 +10,7 @@
 - API keys (stored hashed), 401_001 / 401_002, the per-key token bucket (429_001 with
   Retry-After), no key in the logs, no file path from request text.
 
-The hand-built run tree, the live server and the raw socket client are those of test_server.py.
+The hand-built run tree, the live server and the raw socket client are those of tests/support/served.py.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from test_server import (  # noqa: F401  (tree and live are fixtures)
+from served import (  # noqa: F401  (the fixtures tree and live)
     BERLIN,
     HORNSEA,
     JAPAN_POINTS,
@@ -52,10 +52,10 @@ from test_server import (  # noqa: F401  (tree and live are fixtures)
     WIND,
     assert_error,
     call_app,
-    live,
+    live_fixture,
     live_server,
     raw_get,
-    tree,
+    tree_fixture,
 )
 
 from conftest import write_config

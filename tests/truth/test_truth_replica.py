@@ -668,7 +668,7 @@ def test_decode_reads_the_replica_as_the_atmosphere(model, tmp_path):
 def compare_all(root: Path) -> Report:
     """Every element of the five operations served from the published tree at ``root``
     against the truth."""
-    from test_server import live_server
+    from served import live_server
 
     rep = Report()
     eu = {f"{p['lat']},{p['lon']}": p for p in points("europe.csv")}
