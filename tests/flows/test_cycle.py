@@ -245,7 +245,7 @@ def test_a_horizon_no_model_reaches_costs_that_product_only(tmp_path, prefect_ha
     """No IFS run reaches eu-medium's 400 h horizon: IFS, which ends every blend, is dropped;
     eu-short and eu-wind are built from the ICON models (they reach 72 h) and global from
     GFS; eu-medium and japan, which nothing else reaches, are absent (no run was served
-    before in this root: tests/test_degraded.py has them carried). The cycle ends Degraded."""
+    before in this root: tests/flows/test_degraded.py has them carried). The cycle ends Degraded."""
     from pointcast.flows.cycle import cycle
 
     bad = _variant(write_config(tmp_path), "too-long.toml", "horizon_hours = 336", "horizon_hours = 400")
