@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +25,15 @@ _OWN_SAMPLES = "POINTCAST_TEST_SAMPLES" not in os.environ
 SAMPLES = Path(os.environ.setdefault("POINTCAST_TEST_SAMPLES",
                                      os.path.join(tempfile.gettempdir(), f"pointcast-test-samples-{os.getpid()}")))
 ROOT = Path(__file__).resolve().parent.parent
+# The tests are grouped by stage (tests/<stage>/, no __init__.py: plain modules, every basename
+# unique); the harnesses and the helpers several stages share are in tests/support/. Test modules
+# import one another and those by bare name (`from test_cycle import serving`, `import replica`),
+# while pytest's default "prepend" import mode puts only the directory of each file it collects on
+# sys.path, as it collects it: all of them go there now, before collection. A subprocess that
+# imports a test module puts `TEST_PATH` on its own sys.path.
+TEST_PATH = [str(ROOT / "tests"), *sorted(str(d) for d in (ROOT / "tests").iterdir()
+                                          if d.is_dir() and d.name != "data" and not d.name.startswith((".", "_")))]
+sys.path[:0] = [d for d in TEST_PATH if d not in sys.path]
 REAL_GRIB = ROOT.parent / "shared" / "data" / "real-grib"
 INIT = "2026-11-20T00:00Z"
 

@@ -3,7 +3,7 @@
 ``setup.py`` builds ``_render.c`` where a C compiler is at hand and skips it where none is
 (the extension is optional), so ``pip install .`` works anywhere. This module has the same
 three functions with the same arguments, results and errors; the products then write the same
-bytes, only slower (tests/test_render.py runs every rendering test on both).
+bytes, only slower (tests/products/test_render.py runs every rendering test on both).
 """
 
 from __future__ import annotations

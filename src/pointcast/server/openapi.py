@@ -5,7 +5,7 @@ missing value), every freq and error code comes from the contract the products r
 the validation checks against, so the document says what is published. Each element of the
 API's tables is a required property and entries admit no other key, so a missing, renamed or
 mistyped element breaks the schema. The ``format`` names of the parameters are ours: they tell
-a test generator (tests/test_server_hardening.py) which values are worth trying.
+a test generator (tests/server/test_server_hardening.py) which values are worth trying.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ words and its time range is of the row's kind (``idx_wanted``: ``acc`` for accum
 ``ave`` for averages, neither for instantaneous fields). Data: NOAA, public domain.
 
 ``shortName``/``typeOfLevel`` are what ecCodes 2.50 decodes from NCEP's encoding (checked by
-writing each message with centre kwbc and reading it back, ``tests/test_sample_source.py``):
+writing each message with centre kwbc and reading it back, ``tests/sources/test_sample_source.py``):
 
 * TMP/DPT at 2 m -> ``2t``/``2d``; PRES surface -> ``sp``; PRMSL -> ``prmsl`` (paramId 260074,
   not ECMWF's ``msl``).

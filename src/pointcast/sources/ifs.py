@@ -7,7 +7,7 @@ Runs at 00/06/12/18 UTC. Steps: 0-144 h every 3 h, then 150-360 h every 6 h for 
 full 00/12 UTC set, so ``IFS.horizon`` is 360 h.
 
 The table below is written from what ecCodes 2.50 *decodes* from ECMWF's GRIB2 encoding
-(``shortName``, ``typeOfLevel``), checked by ``tests/test_sample_source.py`` against the files
+(``shortName``, ``typeOfLevel``), checked by ``tests/sources/test_sample_source.py`` against the files
 the sample source writes. Points worth knowing:
 
 * 100 m and 200 m winds decode as their own parameters (``100u``/``100v``, ``200u``/``200v``),

@@ -39,7 +39,7 @@ multi-field support on; wgrib2 lists the fields as 1.1, 1.2 ... The decoder read
 
 Elements of Lsurf (JMA names as wgrib2 prints them) and what ecCodes 2.50 decodes from them
 (checked by writing JMA's encoding with centre ``rjtd`` and reading it back, see
-``tests/test_sample_source.py``):
+``tests/sources/test_sample_source.py``):
 
   JMA    disc/cat/num           level              decoded shortName / typeOfLevel / level -> var
   PRMSL  0/3/1                  mean sea level     prmsl / meanSea / 0  -> msl

@@ -1,4 +1,4 @@
-"""DWD ICON-EU and ICON-D2 over HTTP end to end, against a loopback mirror (tests/mirror.py)
+"""DWD ICON-EU and ICON-D2 over HTTP end to end, against a loopback mirror (tests/support/mirror.py)
 serving the sample source's runs in DWD's v1 tree (native unstructured grids, one message per
 file, CLAT/CLON and the constants at step 0) and in the legacy bz2 lat/lon tree: discovery,
 the files fetched, the cell centres fetched once per grid, retries, the fallback to the legacy

@@ -22,7 +22,7 @@ from pointcast.ingest import DecodeError, decode, index_file, judge, matches
 from pointcast.sources import GFS, ICON_EU, IFS
 from pointcast.sources.gfs import idx_wanted
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real-grib"
+REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real-grib"
 
 pytestmark = pytest.mark.skipif(not REAL.is_dir(),
                                 reason=f"no real GRIB samples at {REAL}")

@@ -34,7 +34,7 @@ import uvloop
 from conftest import write_config
 from pointcast import publish
 from pointcast.config import api_key_sha256
-from test_server import BERLIN, HORNSEA, MADRID, MEDIUM, PARIS, ROME, SHORT, SS1WX, WIND, publish_run
+from served import BERLIN, HORNSEA, MADRID, MEDIUM, PARIS, ROME, SHORT, SS1WX, WIND, publish_run
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def normalised(body: bytes) -> bytes:
 
 
 def run_files(run_id: str, basetime: datetime, temp: float, scratch: Path) -> dict[str, bytes]:
-    """A run's JSON tree (relative path -> bytes), written by test_server's fixture writer."""
+    """A run's JSON tree (relative path -> bytes), written by the server tests' fixture writer (served.py)."""
     tree = publish_run(scratch, run_id, basetime, temp=temp) / "json"
     return {p.relative_to(tree).as_posix(): p.read_bytes() for p in sorted(tree.rglob("*")) if p.is_file()}
 

@@ -29,7 +29,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (Debian: apt-get install chromium; "
                                                           ".ci/run installs it): the viewer's browser tests need it")
 ARTIFACTS = Path(os.environ.get("POINTCAST_TEST_ARTIFACTS",
-                                Path(__file__).resolve().parent.parent / "output" / "test-artifacts" / "viewer"))
+                                Path(__file__).resolve().parents[2] / "output" / "test-artifacts" / "viewer"))
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # (product, point) whose meteogram is loaded; charts drawn -> series expected (without time)
@@ -145,7 +145,7 @@ def test_status_page_shows_the_published_run(browser, sites, published, site):
         products = page.locator("#products tr").all_inner_texts()[1:]
         for row, product in zip(products, ["eu-short", "eu-medium", "eu-wind", "global", "japan"], strict=True):
             index = json.loads((tree / product / "index.json").read_bytes())
-            cells = row.split("\t")  # the third is the product's age (tests/test_freshness.py)
+            cells = row.split("\t")  # the third is the product's age (tests/flows/test_freshness.py)
             assert [cells[0], cells[1], cells[3]] == [product, _utc_text(index["basetime"]), str(len(index["points"]))]
         # the map: every point of the first product, each coloured by its first temperature
         index = json.loads((tree / "eu-short" / "index.json").read_bytes())

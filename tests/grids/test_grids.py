@@ -513,7 +513,7 @@ def test_japan_raster_shape_and_cache_name(tmp_path, monkeypatch):
 def test_shipped_japan_points_have_distinct_cells():
     from pointcast.config import load_points
 
-    pts = load_points(Path(__file__).resolve().parents[1] / "config" / "points" / "japan.csv")
+    pts = load_points(Path(__file__).resolve().parents[2] / "config" / "points" / "japan.csv")
     keys = JAPAN_1KM.cell_keys([p.lat for p in pts], [p.lon for p in pts])
     assert len(set(keys)) == len(pts)
     assert JAPAN_1KM.covers_many([p.lat for p in pts], [p.lon for p in pts]).all()

@@ -17,7 +17,7 @@ from conftest import REAL_GRIB
 from pointcast.ingest import decode, index_file, judge, matches
 from pointcast.sources import GFS, ICON_D2, ICON_EU, IFS, MSM
 
-DATA = Path(__file__).resolve().parent / "data" / "pygrib"
+DATA = Path(__file__).resolve().parents[1] / "data" / "pygrib"
 
 _ECMWF_OPEN_DATA = ("ECMWF open data, IFS HRES oper/scda streams: parameter list of "
                     "https://www.ecmwf.int/en/forecasts/datasets/open-data and of the "

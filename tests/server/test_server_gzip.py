@@ -32,7 +32,7 @@ from pointcast.grids import grid_for
 from pointcast.products.global_wx import STORED_DECIMALS, render_zone
 from pointcast.server import create_app
 from pointcast.server.compress import Deflated, Piece, accepts_gzip, gzip_chunks
-from test_server import (
+from served import (
     BERLIN,
     HORNSEA,
     MEDIUM,

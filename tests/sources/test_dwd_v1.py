@@ -29,7 +29,7 @@ from pointcast.sourcing import make_source
 UTC = UTC
 INIT = "2026-11-20T00:00Z"
 NOW = datetime(2026, 11, 20, 5, tzinfo=UTC)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FLAT = [("berlin", 52.52, 13.40), ("paris", 48.85, 2.35), ("warsaw", 52.23, 21.01),
         ("hamburg", 53.55, 9.99)]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from conftest import TEST_PATH
 from pointcast.config import Point, ProductConfig
 from pointcast.validate import check_entries
 from test_cycle import SPEC_UNITS
@@ -71,7 +72,7 @@ def render_eu_short() -> dict:
 RENAMED = """
 import json, sys
 from pathlib import Path
-sys.path.insert(0, {tests!r})
+sys.path[:0] = {tests!r}
 from pointcast import contract
 contract.EU_DATA = contract.EU_DATA.renamed("humidity", "relative_humidity")  # the one change
 from pointcast.server import create_app
@@ -90,7 +91,7 @@ def test_renaming_an_element_in_the_contract_renames_it_everywhere(tmp_path):
     assert "humidity" in before["unit"] and all("humidity" in e for e in before["data"])
     (tmp_path / "before.json").write_text(json.dumps(before))
     (tmp_path / "root").mkdir()
-    run = subprocess.run([sys.executable, "-c", RENAMED.format(tests=str(HERE)), str(tmp_path / "before.json"),
+    run = subprocess.run([sys.executable, "-c", RENAMED.format(tests=TEST_PATH), str(tmp_path / "before.json"),
                           str(tmp_path / "root")], capture_output=True, text=True, timeout=120, cwd=HERE)
     assert run.returncode == 0, run.stderr
     after = json.loads(run.stdout)

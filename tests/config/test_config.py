@@ -20,7 +20,7 @@ from pointcast.config import (
     utc_time,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "config" / "pointcast.toml"
 
 

@@ -242,7 +242,7 @@ def test_a_horizon_no_model_reaches_costs_that_product_only(tmp_path, prefect_ha
     """No IFS run reaches eu-medium's 400 h horizon: IFS, which ends every blend, is dropped;
     eu-short and eu-wind are built from the ICON models (they reach 72 h) and global from
     GFS; eu-medium and japan, which nothing else reaches, are absent (no run was served
-    before in this root: tests/test_degraded.py has them carried). The cycle ends Degraded."""
+    before in this root: tests/flows/test_degraded.py has them carried). The cycle ends Degraded."""
     from pointcast.flows.cycle import cycle
 
     bad = _variant(write_config(tmp_path), "too-long.toml", "horizon_hours = 336", "horizon_hours = 400")
@@ -450,7 +450,7 @@ def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefec
     from pointcast.sources import IFS, run_steps
     from pointcast.sources.base import RunRef
 
-    cfg = load_config(Path(__file__).resolve().parents[1] / "config" / "pointcast.toml")
+    cfg = load_config(Path(__file__).resolve().parents[2] / "config" / "pointcast.toml")
     cfg = replace(cfg, products={"eu-medium": replace(cfg.products["eu-medium"], models=("icon-d2", "ifs"))})
     basetime, old = datetime(2026, 1, 15, 3, tzinfo=UTC), datetime(2026, 1, 14, 0, tzinfo=UTC)
     first = {"icon-d2": RunRef("icon-d2", basetime, (timedelta(0),), "sample", True, True),
@@ -474,7 +474,7 @@ def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefec
     assert asked == []
 
 
-GOLDEN = Path(__file__).parent / "data" / "golden" / "sample-cycle.sha256"
+GOLDEN = Path(__file__).parent.parent / "data" / "golden" / "sample-cycle.sha256"
 _STAMPS = re.compile(rb'"(updated_time|next_update)":"[^"]*"')
 
 

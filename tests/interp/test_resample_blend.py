@@ -266,7 +266,7 @@ def test_the_weather_type_reads_one_kind_of_cape_for_the_whole_horizon():
     assert kinds == {"ifs": ["cape_mu"], "icon-eu": ["cape_ml"], "icon-d2": ["cape_ml"],
                      "gfs": ["cape_sb"], "msm": []}
     assert codes.CAPE == "cape_mu"
-    cfg = load_config(Path(__file__).resolve().parents[1] / "config" / "live.toml")
+    cfg = load_config(Path(__file__).resolve().parents[2] / "config" / "live.toml")
     assert all(pc.models[-1] == "ifs" for pid, pc in cfg.products.items() if pid.startswith("eu-"))
 
 

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ROOT
 from opscycle import EU_POINTS, JAPAN_POINTS, served_run
-from test_server import live_server
+from served import live_server
 
 INIT = "2026-11-20T00:00Z"
 GLOBAL_POINTS = ("id,name,lat,lon,elevation,hub_heights\n"

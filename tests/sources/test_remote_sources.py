@@ -1,4 +1,4 @@
-"""The HTTP source end to end against a loopback mirror (tests/mirror.py) serving the sample
+"""The HTTP source end to end against a loopback mirror (tests/support/mirror.py) serving the sample
 source's runs in each upstream's real layout: ECMWF open data (``.index``), NOAA GFS (wgrib2
 ``.idx``), JMA MSM (whole files); discovery, grouped byte ranges, retries, deadlines, rejected
 downloads, the cache, and one real Prefect cycle fed from the mirror."""

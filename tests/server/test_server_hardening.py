@@ -10,7 +10,7 @@
 - API keys (stored hashed), 401_001 / 401_002, the per-key token bucket (429_001 with
   Retry-After), no key in the logs, no file path from request text.
 
-The hand-built run tree, the live server and the raw socket client are those of test_server.py.
+The hand-built run tree, the live server and the raw socket client are those of tests/support/served.py.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from pointcast.server import OPERATIONS, ApiError, create_app
 from pointcast.server.access import Access, TokenBucket
 from pointcast.server.grammar import parse_coordinate, parse_hubheight, parse_pairs
 from pointcast.server.openapi import PARAMETERS, openapi_document
-from test_server import (  # noqa: F401  (the fixtures tree and live)
+from served import (  # noqa: F401  (the fixtures tree and live)
     BERLIN,
     HORNSEA,
     JAPAN_POINTS,

@@ -1,6 +1,6 @@
 """The truth test: the shipped ``config/live.toml``, with nothing changed but
 each source's ``mirrors``, run against a loopback replica of the real upstream trees
-(``tests/replica.py``: ECMWF open data, NOAA GFS, DWD's v1 tree, JMA MSM as RISH serves it)
+(``tests/support/replica.py``: ECMWF open data, NOAA GFS, DWD's v1 tree, JMA MSM as RISH serves it)
 filled with a known atmosphere; every element of the five operations is compared with the
 exact answer at the product cell centres (``grids.grid_for``) and the points' elevations.
 
@@ -668,7 +668,7 @@ def test_decode_reads_the_replica_as_the_atmosphere(model, tmp_path):
 def compare_all(root: Path) -> Report:
     """Every element of the five operations served from the published tree at ``root``
     against the truth."""
-    from test_server import live_server
+    from served import live_server
 
     rep = Report()
     eu = {f"{p['lat']},{p['lon']}": p for p in points("europe.csv")}

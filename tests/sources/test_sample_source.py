@@ -459,7 +459,7 @@ def test_icon_d2_quarter_hours_share_the_hourly_file_in_minutes(runs):
     assert [(m.end, m.step_units) for m in read(t2m)] == [(180, 0)]  # minutes, as DWD
 
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real-grib"
+REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real-grib"
 
 
 def _keys(path: Path, keys: tuple[str, ...]) -> dict:
