@@ -127,7 +127,8 @@ def unreachable(tmp_path_factory, prefect_harness):
     write(site, "gone")
     done = run_cli(cfg)
     root = site / "output"
-    return {"root": root, "first": first, "done": done, "run": served_run(root)}
+    again = cycle(str(cfg), return_state=True)  # the same model runs: already published
+    return {"root": root, "first": first, "done": done, "run": served_run(root), "again": again}
 
 
 def test_an_unreachable_horizon_model_costs_only_the_products_it_alone_reaches(unreachable):
@@ -150,6 +151,10 @@ def test_an_unreachable_horizon_model_costs_only_the_products_it_alone_reaches(u
         assert products[pid]["carried_from"] == unreachable["first"], pid
         assert "needs ifs, which is dropped" in products[pid]["carried_because"]
     assert "reach +120 h of its 336 h" in products["eu-medium"]["carried_because"]
+    # A cycle finding that run published already ends as the one that published it: Degraded.
+    again = unreachable["again"]
+    assert again.is_completed() and again.name == "Degraded" and again.result() == run
+    assert "ifs dropped" in again.message and "eu-medium carried from" in again.message
     validation = json.loads((root / "runs" / run / "validation.json").read_text())
     assert validation["ok"] and sorted(validation["products"]) == ["eu-short", "eu-wind", "global"]
     # The global forecast beyond 120 h comes from GFS: 14 whole days, no missing value.

@@ -7,7 +7,6 @@ wires them, so the same stages run identically from tests, the CLI and the deplo
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +25,7 @@ from pointcast.outcome import (
     failed_outcome,
     published_outcome,
     record_cycle,
+    run_manifest,
     shortfalls,
 )
 from pointcast.products.base import RunContext
@@ -138,11 +138,9 @@ def _record_published(flow, flow_run, state) -> None:
     """The flow's on_completion hook: the outcome of the run it published (or found published),
     from that run's manifest (``pointcast.outcome``), for the server's /metrics."""
     root = load_config(Path(flow_run.parameters["config_path"])).output.root
-    if publish.is_url(root):  # no server reads an object-store root (``record_cycle``)
-        return
-    run_id = state.result()
-    manifest = json.loads((Path(root) / publish.RUNS / run_id / "manifest.json").read_bytes())
-    record_cycle(root, published_outcome(manifest, flow_run.start_time, datetime.now(UTC)))
+    manifest = run_manifest(root, state.result())
+    if manifest is not None:  # no server reads an object-store root (``record_cycle``)
+        record_cycle(root, published_outcome(manifest, flow_run.start_time, datetime.now(UTC)))
 
 
 def _record_failed(flow, flow_run, state) -> None:
@@ -189,7 +187,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str | State:
     run_id = plan.run_id(cfg, plan.runs_used(cfg, runs))
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
-        return run_id
+        return _finished(run_manifest(cfg.output.root, run_id) or {"run_id": run_id})
 
     runs, fetched = steps.fetch_runs(plan.runs_used(cfg, runs), lambda run: fetch(quote(cfg), run, return_state=True),
                                      dropped, log)
