@@ -238,30 +238,42 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
             written[pid] = out.files.written()
     finally:
         dirs = writer.close()
-    gaps = {pid: input_gaps(PRODUCTS[pid].inputs(), series, _horizon_end(cfg.products[pid], ctx),
-                            degradable(cfg.products[pid].models))
+    # Once for the blend's products, which share its series and models.
+    expected = degradable(cfg.products[pids[0]].models)
+    missing = missing_inputs(series, {v for pid in pids for deps in PRODUCTS[pid].inputs().values()
+                                      for v in deps} & expected)
+    gaps = {pid: input_gaps(PRODUCTS[pid].inputs(), missing,
+                            int((series.time.values < _horizon_end(cfg.products[pid], ctx)).sum()))
             for pid in pids}
     return facts, found, written, seams, dirs, gaps
 
 
-def input_gaps(inputs: dict[str, frozenset[str]], series, end: np.datetime64,
-               expected: frozenset[str]) -> dict[str, dict[str, np.ndarray]]:
-    """Where no model of the blend supplies an element's inputs (``inputs``: `Product.inputs`)
-    at some point of the series, of those it is expected to (``expected``: `degradable`):
-    {element: {input: steps of the series before ``end`` where it is missing}}, for the
-    elements that miss one. The element is then missing there, or (the weather type without
-    visibility or CAPE) decided without it."""
-    steps = series.time.values < end
-    missing: dict[str, np.ndarray] = {}
-    for name in {v for deps in inputs.values() for v in deps} & expected:
+def missing_inputs(series, names: set[str] | frozenset[str]) -> dict[str, np.ndarray]:
+    """Each of ``names`` (canonical variables) -> the steps of the blended ``series`` at which
+    some point lacks it (every step where no model of the blend has it)."""
+    missing = {}
+    for name in names:
         if name not in series:
-            missing[name] = np.ones(int(steps.sum()), dtype=bool)
+            missing[name] = np.ones(series.sizes["time"], dtype=bool)
         else:
             arr = series[name]
-            missing[name] = np.isnan(arr.values).any(axis=tuple(i for i, d in enumerate(arr.dims)
-                                                                 if d != "time"))[steps]
-    return {element: {v: missing[v] for v in sorted(deps & missing.keys()) if missing[v].any()}
-            for element, deps in inputs.items() if any(missing[v].any() for v in deps & missing.keys())}
+            missing[name] = np.isnan(arr.values).any(axis=tuple(i for i, d in enumerate(arr.dims) if d != "time"))
+    return missing
+
+
+def input_gaps(inputs: dict[str, frozenset[str]], missing: dict[str, np.ndarray],
+               steps: int) -> dict[str, dict[str, np.ndarray]]:
+    """Where no model of the blend supplies an element's inputs (``inputs``: `Product.inputs`),
+    of those it is expected to (``missing``: `missing_inputs` of the variables `degradable`
+    names), over the first ``steps`` of the series (the product's horizon): {element: {input:
+    the steps where it is missing}}, for the elements that miss one. The element is then
+    missing there, or (the weather type without visibility or CAPE) decided without it."""
+    out = {}
+    for element, deps in inputs.items():
+        by_input = {v: missing[v][:steps] for v in sorted(deps & missing.keys()) if missing[v][:steps].any()}
+        if by_input:
+            out[element] = by_input
+    return out
 
 
 def degradable(models: tuple[str, ...]) -> frozenset[str]:

@@ -55,16 +55,6 @@ def describe(lacks: Mapping[str, Mapping]) -> str:
     return "; ".join(parts) or "complete"
 
 
-def run_manifest(root: Path | str, run_id: str) -> dict | None:
-    """The manifest of the published run ``run_id`` under a local output root (None under an
-    object-store root, which no server of this kind reads)."""
-    from .publish import RUNS, is_url
-
-    if is_url(root):
-        return None
-    return json.loads((Path(root) / RUNS / run_id / "manifest.json").read_bytes())
-
-
 def published_outcome(manifest: Mapping[str, Any], started: datetime, finished: datetime) -> dict:
     """The outcome of a cycle that published (or found already published) the run of ``manifest``."""
     lacks = shortfalls(manifest)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -118,10 +118,9 @@ def without(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str],
         if not models:
             unbuilt.setdefault(pid, f"needs {gone}")
             continue
-        end = runs[models[0]].init + timedelta(hours=pc.horizon_hours)
-        last = runs[models[-1]]
-        if last.init + max(last.steps) < end:
-            reach = (last.init + max(last.steps) - runs[models[0]].init) / timedelta(hours=1)
+        end, last_end = _reach(pc, models, runs)
+        if last_end < end:
+            reach = (last_end - runs[models[0]].init) / timedelta(hours=1)
             unbuilt.setdefault(pid, f"needs {gone} (the models left, {', '.join(models)}, reach "
                                     f"+{reach:g} h of its {pc.horizon_hours} h)")
             continue
@@ -146,11 +145,18 @@ def short_of_horizon(cfg: Config, runs: dict[str, RunRef], dropped: dict[str, st
         stand_in = last != pc.models[-1]
         if first == last and not stand_in:
             continue
-        end = runs[first].init + timedelta(hours=pc.horizon_hours)
-        if runs[last].init + max(runs[last].steps) < end:
+        end, last_end = _reach(pc, models, runs)
+        if last_end < end:
             until, whole = out.get(last, (end, False))
             out[last] = (max(until, end), whole or stand_in)
     return out
+
+
+def _reach(pc: ProductConfig, models: Sequence[str], runs: Mapping[str, RunRef]) -> tuple[datetime, datetime]:
+    """(when the product's horizon ends, counted from its basetime: the run of the first of
+    ``models``; when the run of the last of them ends)."""
+    last = runs[models[-1]]
+    return runs[models[0]].init + timedelta(hours=pc.horizon_hours), last.init + max(last.steps)
 
 
 def nothing_published(cfg: Config, unbuilt: dict[str, str]) -> str:

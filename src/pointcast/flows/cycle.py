@@ -25,7 +25,6 @@ from pointcast.outcome import (
     failed_outcome,
     published_outcome,
     record_cycle,
-    run_manifest,
     shortfalls,
 )
 from pointcast.products.base import RunContext
@@ -138,9 +137,11 @@ def _record_published(flow, flow_run, state) -> None:
     """The flow's on_completion hook: the outcome of the run it published (or found published),
     from that run's manifest (``pointcast.outcome``), for the server's /metrics."""
     root = load_config(Path(flow_run.parameters["config_path"])).output.root
-    manifest = run_manifest(root, state.result())
-    if manifest is not None:  # no server reads an object-store root (``record_cycle``)
-        record_cycle(root, published_outcome(manifest, flow_run.start_time, datetime.now(UTC)))
+    if publish.is_url(root):  # no server reads an object-store root (``record_cycle``)
+        return
+    run_id = state.result()
+    manifest = publish.backend_for(root).run_manifest(run_id) or {"run_id": run_id}
+    record_cycle(root, published_outcome(manifest, flow_run.start_time, datetime.now(UTC)))
 
 
 def _record_failed(flow, flow_run, state) -> None:
@@ -187,7 +188,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str | State:
     run_id = plan.run_id(cfg, plan.runs_used(cfg, runs))
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
-        return _finished(run_manifest(cfg.output.root, run_id) or {"run_id": run_id})
+        return _finished(publish.backend_for(cfg.output.root).run_manifest(run_id) or {"run_id": run_id})
 
     runs, fetched = steps.fetch_runs(plan.runs_used(cfg, runs), lambda run: fetch(quote(cfg), run, return_state=True),
                                      dropped, log)
