@@ -127,6 +127,12 @@ class Message:
     field: int = 1
     parts: tuple[tuple[int, int], ...] | None = None
     factor: float = 1.0  # raw in the message's encoding x factor = raw in the row's (decode)
+    # An ensemble member's message (product templates 4.1, 4.11 ...): its perturbationNumber
+    # (0 the control), typeOfEnsembleForecast (code table 4.6: 0/1 control, 2/3 perturbed)
+    # and numberOfForecastsInEnsemble. None for a deterministic message.
+    member: int | None = None
+    ensemble_type: int | None = None
+    ensemble_size: int | None = None
 
     @property
     def where(self) -> str:

@@ -107,6 +107,9 @@ class _Described:
     units: str
     parameter: str
     times_from_bytes: bool
+    member: int | None = None
+    ensemble_type: int | None = None
+    ensemble_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -297,7 +300,8 @@ def _message(path: Path, read, at: int, header: _Header, number: int, field: int
             eccodes.codes_release(h)
         times = (msg.init, msg.start_minutes, msg.end_minutes)
         described = _Described(msg.shortName, msg.typeOfLevel, msg.stepType, msg.grid, msg.level,
-                               msg.paramId, msg.units, msg.parameter, header.times() == times)
+                               msg.paramId, msg.units, msg.parameter, header.times() == times,
+                               msg.member, msg.ensemble_type, msg.ensemble_size)
         _DESCRIBED[key] = described
         if window is not None and window not in _WINDOWS:
             first = _WINDOW_FIRST.setdefault(window, (key, described))
@@ -310,7 +314,8 @@ def _message(path: Path, read, at: int, header: _Header, number: int, field: int
                    typeOfLevel=known.typeOfLevel, level=known.level, stepType=known.stepType,
                    start_minutes=start, end_minutes=end, init=init, grid=known.grid, edition=2,
                    paramId=known.paramId, units=known.units, parameter=known.parameter, number=number,
-                   field=field, parts=header.parts)
+                   field=field, parts=header.parts, member=known.member, ensemble_type=known.ensemble_type,
+                   ensemble_size=known.ensemble_size)
 
 
 def _eccodes_message(h, path: Path, offset: int) -> Message:
@@ -340,7 +345,15 @@ def _eccodes_message(h, path: Path, offset: int) -> Message:
                    init=datetime(date // 10000, date // 100 % 100, date % 100, time_ // 100,
                                  time_ % 100, tzinfo=UTC),
                    grid=grid, edition=edition, paramId=param_id, units=units,
-                   parameter=parameter)
+                   parameter=parameter, member=_long(h, "perturbationNumber"),
+                   ensemble_type=_long(h, "typeOfEnsembleForecast"),
+                   ensemble_size=_long(h, "numberOfForecastsInEnsemble"))
+
+
+def _long(h, key: str) -> int | None:
+    """An integer key ecCodes may not define for a message (None then): the ensemble keys
+    exist in the ensemble product templates only."""
+    return int(eccodes.codes_get_long(h, key)) if eccodes.codes_is_defined(h, key) else None
 
 
 def _key(h, key: str) -> str | None:
