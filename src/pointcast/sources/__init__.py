@@ -14,19 +14,23 @@ from datetime import datetime, timedelta
 
 from . import ifs as _ifs, msm as _msm
 from .base import FetchedRun, ModelSpec, RegularGrid, RunRef, Source
+from .ens import ENS
+from .gefs import GEFS
 from .gfs import GFS
 from .icon import ICON_D2, ICON_EU
+from .icon_eps import ICON_EU_EPS
 from .ifs import IFS
 from .msm import MSM
 
-MODELS: dict[str, ModelSpec] = {"ifs": IFS, "icon-eu": ICON_EU, "icon-d2": ICON_D2, "msm": MSM, "gfs": GFS}
+MODELS: dict[str, ModelSpec] = {"ifs": IFS, "icon-eu": ICON_EU, "icon-d2": ICON_D2, "msm": MSM, "gfs": GFS,
+                                "ens": ENS, "icon-eu-eps": ICON_EU_EPS, "gefs": GEFS}
 
 
 def run_steps(model: ModelSpec, init: datetime) -> tuple[timedelta, ...]:
     """Output steps of the run of ``model`` starting at ``init``: the forecast range of some
     models depends on the run (IFS 06/18 UTC stop at 144 h, MSM 03/06/09/15/18/21 UTC at
     39 h while 00/12 UTC reach 78 h)."""
-    if model.id == IFS.id:
+    if model.id in (IFS.id, ENS.id):
         return _ifs.steps_for_run(init.hour)
     if model.id == MSM.id:
         return _msm.steps_for_run(init.hour)
@@ -35,6 +39,6 @@ def run_steps(model: ModelSpec, init: datetime) -> tuple[timedelta, ...]:
 
 
 __all__ = [
-    "FetchedRun", "GFS", "ICON_D2", "ICON_EU", "IFS", "MODELS", "MSM", "ModelSpec",
+    "ENS", "FetchedRun", "GEFS", "GFS", "ICON_D2", "ICON_EU", "ICON_EU_EPS", "IFS", "MODELS", "MSM", "ModelSpec",
     "RegularGrid", "RunRef", "Source", "run_steps",
 ]
