@@ -25,13 +25,13 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from . import blend as blend_stage, interp, publish
+from . import blend as blend_stage, ensemble, interp, publish
 from .catalogue import VARIABLES
 from .config import Config, DaskConfig, ProductConfig
 from .facts import ArchiveFacts, FileFacts
 from .forked import fork_map
 from .heap import release_freed
-from .ingest import decode
+from .ingest import decode, decode_members
 from .plan import blend_heights, builders, distributed, slices
 from .products import PRODUCTS
 from .products.base import Files, ProductOutput, RunContext, iso
@@ -61,11 +61,20 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
     Anything that fails raises `ModelFailed`, naming what. It runs in the cycle's process (the
     threads scheduler) or whole as one task on a dask worker (`on_worker`)."""
     model = MODELS[fetched.run.model]
+    attrs = {"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)}
     try:
-        ds = decode(fetched.files, model.fields, model=model.id, points=len(points),
-                    attrs={"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)})
+        if model.members:
+            members = decode_members(fetched.files, model.fields, model=model.id, points=len(points), attrs=attrs)
+            ds = members[0][1]
+        else:
+            ds = decode(fetched.files, model.fields, model=model.id, points=len(points), attrs=attrs)
     except Exception as e:
         raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e
+    if model.members:  # every member must hold what the first does
+        unlike = [k for k, member in members if set(member.data_vars) != set(ds.data_vars)]
+        if unlike:
+            raise ModelFailed(f"{model.id}: members {unlike} hold other variables than member "
+                              f"{members[0][0]} ({', '.join(map(str, ds.data_vars))})")
     lacking = sorted({row.var for row in model.fields} - set(ds.data_vars))
     essential = [v for v in lacking if VARIABLES[v].essential]
     if essential:
@@ -74,8 +83,10 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
                           f"without which the model is not used{refused}")
     for part in parts:  # a task run again after its worker died starts afresh
         shutil.rmtree(part.path, ignore_errors=True)
+    blocks = (interp.extract_members(members, points, heights, groups, ensemble.MEMBER_VARIABLES)
+              if model.members else interp.extract_blocks(ds, points, heights, groups))
     try:
-        interp.scratch.write(interp.extract_blocks(ds, points, heights, groups), ds.time.values, parts)
+        interp.scratch.write(blocks, ds.time.values, parts)
     except KeyError as e:
         raise ModelFailed(f"{model.id}: extraction needs {e}, which the decoded run does not "
                           f"hold") from e
@@ -150,7 +161,33 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
         members.append((m, interp.resample(ds, axis, where.lats, where.lons)))
     until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
     series, used = blend_stage.blend(members, until)
-    return series, _segments(used.get("t2m", []), axis)
+    probability = with_ensembles(series, pc.ensembles, extracted, axis, where, heights,
+                                 any("tp_members" in (PRODUCTS[pid].variables or ()) for pid in pids))
+    return series, _segments(used.get("t2m", []), axis), probability
+
+
+def with_ensembles(series: xr.Dataset, ensembles: tuple[str, ...], extracted: dict, axis: np.ndarray,
+                   where: interp.PointSet, heights: list[float], want_members: bool) -> list[str]:
+    """Add the statistics of the blend's ensembles to its ``series`` (`pointcast.ensemble`):
+    ``pop`` becomes the ensembles' probability wherever one has every member, the
+    neighbourhood probability staying beside it (``pop_neighbourhood``) and in its place
+    elsewhere. Returns the ensemble of each step's probability ("" where none has it)."""
+    stats = []
+    for e in (e for e in ensembles if e in extracted):
+        ds = extracted[e]
+        ds = ds.sel(height=heights) if "height" in ds.dims else ds
+        stats.append((e, ensemble.statistics(interp.resample(ds, axis, where.lats, where.lons), want_members)))
+    if "pop" in series:
+        series["pop_neighbourhood"] = series["pop"]
+    if not stats:
+        return [""] * len(axis)
+    blended, used = ensemble.blend(stats)
+    for name, var in blended.data_vars.items():
+        series[name] = var
+    if "pop" in series and "pop_ens" in series:
+        series["pop"] = series["pop_ens"].fillna(series["pop_neighbourhood"])
+        series["pop"].attrs.update(series["pop_neighbourhood"].attrs)
+    return used
 
 
 def _segments(models: list[str], axis: np.ndarray) -> list[dict]:
@@ -226,8 +263,8 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     ``corrected``, ``estimate``: `_built`."""
     release_freed()  # what the process's tasks before it freed (`pointcast.cluster.dask_scheduler`)
     cfg = part.cfg
-    series, seams = blend_models(cfg, pids, at_points(extracted, part.points), part.where, part.heights,
-                                 ctx.basetime)
+    series, seams, probability = blend_models(cfg, pids, at_points(extracted, part.points), part.where,
+                                              part.heights, ctx.basetime)
     writer = publish.TreeWriter(staging, cfg.output.json, threads=write_threads)
     facts, found, written = {}, {}, {}
     try:
@@ -245,7 +282,9 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     gaps = {pid: input_gaps(PRODUCTS[pid].inputs(), missing,
                             int((series.time.values < _horizon_end(cfg.products[pid], ctx)).sum()))
             for pid in pids}
-    return facts, found, written, seams, dirs, gaps
+    probability_from = {pid: ensemble.segments(probability, series.time.values, _horizon_end(cfg.products[pid], ctx))
+                        for pid in pids}
+    return facts, found, written, (seams, probability_from), dirs, gaps
 
 
 def missing_inputs(series, names: set[str] | frozenset[str]) -> dict[str, np.ndarray]:
@@ -323,7 +362,7 @@ def stage_archives(cfg: Config, pids: list[str], extracted: dict, where: interp.
     of the list (`split`), of which only the first point is read; ``heights``: the blend's
     (`blend_heights`)."""
     first = for_slice(cfg, pids, where, heights, slice(0, 1))
-    series, _ = blend_models(first.cfg, pids, at_points(extracted, first.points), first.where, first.heights,
+    series, _, _ = blend_models(first.cfg, pids, at_points(extracted, first.points), first.where, first.heights,
                              ctx.basetime)
     for pid, out in _built(first.cfg, pids, series, ctx, corrected, estimate, Files):
         stage.create(pid, out.archive, [p.id for p in cfg.products[pid].points], chunk)
@@ -364,10 +403,12 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     for _, _, written, _, dirs, _ in built:
         for pid in pids:
             files[pid].adopt(written[pid], dirs)
-    seams = built[0][3]  # the manifest's account of the seams is at the first point
+    # The manifest's account of the seams and of the probabilities' sources is at the first point.
+    seams, probability_from = built[0][3]
     return {pid: finish_product(cfg, pid, [facts[pid] for facts, *_ in built],
                                 [found[pid] for _, found, *_ in built], seams, ctx, files[pid],
-                                stage.dataset(pid), _merged_gaps([gaps[pid] for *_, gaps in built]))
+                                stage.dataset(pid), _merged_gaps([gaps[pid] for *_, gaps in built]),
+                                probability_from[pid])
             for pid in pids}
 
 
@@ -392,18 +433,21 @@ def _on_cluster(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
 
 def finish_product(cfg: Config, pid: str, facts: list[ArchiveFacts], found: list[FileFacts],
                    seams: list[dict], ctx: RunContext, files: publish.StagedFiles, archive,
-                   gaps: dict[str, dict[str, np.ndarray]]) -> ProductOutput:
+                   gaps: dict[str, dict[str, np.ndarray]], probability_from: list[dict]) -> ProductOutput:
     """The product's slices as one output: its files, its ``archive`` (read lazily from the
     run's staged store), what its slices found in their archive rows and files (``facts``,
     ``found``, in the order of the points), its index over all points, the seams of its
-    horizon and the elements whose inputs no model supplies somewhere (``gaps``, `degraded`)."""
+    horizon, the elements whose inputs no model supplies somewhere (``gaps``, `degraded`) and
+    where its probabilities come from (``probability_from``: `ensemble.segments`)."""
     pc = cfg.products[pid]
     files[f"{pid}/index.json"] = PRODUCTS[pid].index(pc, ctx)
     last = iso(_horizon_end(pc, ctx) - interp.BASE_STEP)
     return ProductOutput(files=files, archive=archive, facts=ArchiveFacts.merged(facts),
                          file_facts=FileFacts.merged(found), checks={
         "seams": [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last],
-        "degraded": degraded(gaps)})
+        "degraded": degraded(gaps),
+        "probability_from": [{"source": seg["source"], "from": iso(seg["from"]), "to": iso(seg["to"])}
+                             for seg in probability_from]})
 
 
 def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:

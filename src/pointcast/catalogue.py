@@ -122,6 +122,20 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     _v("pop", "%", "neighbourhood probability of at least 0.1 mm of precipitation in the hour",
        (0.0, 100.0), M,
        nonnegative=True),
+    # Made from an ensemble's members (pointcast.ensemble): a probability and the amounts of
+    # a clock hour, held over its quarters; quantiles of states, blended as states.
+    _v("pop_ens", "%", "share of ensemble members with at least 0.1 mm of precipitation in the hour",
+       (0.0, 100.0), M, nonnegative=True),
+    _v("pop_neighbourhood", "%", "neighbourhood probability of at least 0.1 mm of precipitation in "
+       "the hour (from the deterministic blend, kept beside the ensemble's)", (0.0, 100.0), M,
+       nonnegative=True),
+    _v("tp_members", "kg m-2", "each ensemble member's precipitation in the hour", (0.0, 500.0), M,
+       nonnegative=True),
+    _v("tp_q", "kg m-2", "quantiles of the ensemble members' precipitation in the hour", (0.0, 500.0), M,
+       nonnegative=True),
+    _v("t2m_q", "K", "quantiles of the ensemble members' 2 m temperature", (180.0, 340.0), S),
+    _v("wspd_q", "m s-1", "quantiles of the ensemble members' wind speed at height above ground",
+       (0.0, 150.0), S, nonnegative=True),
 )}
 
 # Eastward and northward components of one vector: resampled in time together, so that the

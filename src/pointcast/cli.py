@@ -54,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = load_config(Path(args.config))
+        if args.command != "serve":  # the server reads published runs, not the models
+            from .sourcing import check_models
+
+            check_models(cfg)
     except ConfigError as exc:
         print(f"pointcast: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -211,6 +211,10 @@ class ProductConfig:
     # model id -> last lead time (hours after the product's basetime) it is blended at;
     # models not named are used to their own horizon
     max_lead_hours: tuple[tuple[str, int], ...] = ()
+    # ensemble models in priority order by lead time: the first one running at a time gives
+    # the probabilities and quantiles there (`pointcast.ensemble`); none: neighbourhood
+    # probabilities only
+    ensembles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -705,7 +709,7 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
             raise ctx.error(p, f"unknown product (known: {', '.join(KNOWN_PRODUCTS)})")
         if not isinstance(pt, dict):
             raise ctx.error(p, f"expected a table, got {_type_name(pt)}")
-        _check_keys(ctx, pt, p, ("points", "models", "freqs", "horizon_hours", "max_lead_hours"))
+        _check_keys(ctx, pt, p, ("points", "models", "freqs", "horizon_hours", "max_lead_hours", "ensembles"))
         grid = grids.grid_for(pid)
 
         points_rel = _str(ctx, pt, "points", p)
@@ -713,6 +717,10 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
         for m in model_ids:
             if m not in models:
                 raise ctx.error(p + ("models",), f"model {m!r} is not defined in [models] (defined: {', '.join(models)})")
+        ensembles = _str_list(ctx, pt, "ensembles", p) if "ensembles" in pt else ()
+        for m in ensembles:
+            if m not in models:
+                raise ctx.error(p + ("ensembles",), f"model {m!r} is not defined in [models] (defined: {', '.join(models)})")
         allowed = PRODUCT_FREQS.get(pid, FREQS)
         freqs = _str_list(ctx, pt, "freqs", p, allowed)
         for f in freqs:
@@ -764,7 +772,7 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
                 )
         out[pid] = ProductConfig(
             id=pid, points_file=abs_file, points=pts, models=model_ids, freqs=freqs, horizon_hours=horizon,
-            max_lead_hours=limits,
+            max_lead_hours=limits, ensembles=tuple(ensembles),
         )
     return out
 
@@ -910,6 +918,12 @@ def load_points(path: str | os.PathLike) -> tuple[Point, ...]:
 # Entry point
 
 _TOML_LINE_RE = re.compile(r"at line (\d+)")
+
+
+def error_at(cfg: Config, path: tuple[str, ...], reason: str) -> ConfigError:
+    """An error in a loaded configuration, naming its file, the key at ``path`` and its line:
+    for what the layers above this one check (which models exist, and which are ensembles)."""
+    return _Ctx(str(cfg.path), cfg.path.read_text("utf-8")).error(path, reason)
 
 
 def load_config(path: str | os.PathLike) -> Config:

@@ -26,6 +26,7 @@ from .config import Config, DaskConfig, ProductConfig
 from .grids import grid_for
 from .products import PRODUCTS
 from .products.base import ProductOutput, RunContext, iso
+from .sources import MODELS
 from .sources.base import FetchedRun, RunRef
 
 
@@ -63,7 +64,8 @@ def point_set(pc: ProductConfig) -> interp.PointSet:
 
 def model_users(cfg: Config, lists: dict[Path, PointsList], models) -> dict[str, list[Path]]:
     """The points lists each of ``models`` is extracted at (those of the products it feeds)."""
-    return {m: [f for f, pl in lists.items() if any(m in cfg.products[p].models for p in pl.pids)]
+    return {m: [f for f, pl in lists.items()
+                if any(m in cfg.products[p].models + cfg.products[p].ensembles for p in pl.pids)]
             for m in models}
 
 
@@ -89,12 +91,12 @@ def split(cfg: Config, where: Path, lists: dict[Path, PointsList]) -> dict[Path,
 
 
 def blends(cfg: Config) -> dict[tuple, list[str]]:
-    """The products blended together, by (points file, models, lead limits, heights): they
-    share one resampling and blend of their models (`blend_models`)."""
+    """The products blended together, by (points file, models, lead limits, heights,
+    ensembles): they share one resampling and blend of their models (`blend_models`)."""
     out: dict[tuple, list[str]] = {}
     for pid, pc in cfg.products.items():
-        out.setdefault((pc.points_file, pc.models, pc.max_lead_hours, tuple(blend_heights(cfg, [pid]))),
-                       []).append(pid)
+        out.setdefault((pc.points_file, pc.models, pc.max_lead_hours, tuple(blend_heights(cfg, [pid])),
+                        pc.ensembles), []).append(pid)
     return out
 
 
@@ -110,6 +112,9 @@ def without(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str],
         return cfg
     products = {}
     for pid, pc in cfg.products.items():
+        # A product without an ensemble takes its probabilities from the ensembles left, or
+        # from the neighbourhood (`pointcast.ensemble`): not a reason to carry it.
+        pc = replace(pc, ensembles=tuple(e for e in pc.ensembles if e not in dropped))
         models = tuple(m for m in pc.models if m not in dropped)
         if models == pc.models:
             products[pid] = pc
@@ -201,7 +206,8 @@ def model_info(runs: dict[str, RunRef]) -> dict[str, dict]:
 def run_context(cfg: Config, pid: str, runs: dict[str, RunRef], info: dict[str, dict],
                 generated: datetime, now: datetime) -> RunContext:
     """What the products of ``pid``'s blend stamp: its first model's run as basetime."""
-    models = cfg.products[pid].models
+    pc = cfg.products[pid]
+    models = pc.models + tuple(e for e in pc.ensembles if e in info)
     return RunContext(basetime=runs[models[0]].init, generated=generated, next_update=next_update(cfg, now),
                       models={m: info[m] for m in models})
 
@@ -257,10 +263,13 @@ def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, 
         "notice": ("SYNTHETIC: produced from the embedded sample source; not a real forecast."
                    if synthetic else "Produced from real model runs."),
         "models": {m: info | ({"lacking": lacking[m]} if lacking.get(m) else {})
+                   | ({"members": MODELS[m].members} if MODELS[m].members else {})
                    for m, info in model_info(runs).items() if m not in dropped},
         "products": {pid: {"basetime": iso(runs[pc.models[0]].init), "models": list(pc.models),
                            "horizon_hours": pc.horizon_hours, "freqs": list(pc.freqs),
-                           "points": len(pc.points), "seams_t2m": outputs[pid].checks.get("seams", [])}
+                           "points": len(pc.points), "seams_t2m": outputs[pid].checks.get("seams", []),
+                           "ensembles": list(pc.ensembles),
+                           "probability_from": outputs[pid].checks.get("probability_from", [])}
                      for pid, pc in cfg.products.items()}
         | {pid: {**entry, "carried_because": unbuilt[pid]}
            for pid, entry in carried.items() if entry is not None},
@@ -291,7 +300,7 @@ def needed(cfg: Config) -> dict[str, timedelta]:
     """Every model of the products, in the order they first appear, with the horizon its run
     must reach from its start: the longest of the products its blend ends (0 for a model that
     ends none), so that discovery takes a run long enough."""
-    models = dict.fromkeys(m for pc in cfg.products.values() for m in pc.models)
+    models = dict.fromkeys(m for pc in cfg.products.values() for m in pc.models + pc.ensembles)
     return {m: timedelta(hours=max([pc.horizon_hours for pc in cfg.products.values() if pc.models[-1] == m],
                                    default=0))
             for m in models}
@@ -307,7 +316,8 @@ def buildable(cfg: Config, dropped: dict[str, str], unbuilt: dict[str, str], run
 
 def runs_used(cfg: Config, runs: dict[str, RunRef]) -> dict[str, RunRef]:
     """The runs of the models the products left use."""
-    return {m: run for m, run in runs.items() if any(m in pc.models for pc in cfg.products.values())}
+    return {m: run for m, run in runs.items()
+            if any(m in pc.models + pc.ensembles for pc in cfg.products.values())}
 
 
 def corrections_of(corrections: dict, pids: list[str]) -> dict:

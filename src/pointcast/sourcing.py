@@ -25,6 +25,23 @@ class SourceConfig(Protocol):
     def options(self) -> dict[str, Any]: ...
 
 
+def check_models(cfg: Config) -> None:
+    """Refuse a configuration naming a model pointcast does not know, an ensemble among a
+    product's blended ``models`` or a deterministic model among its ``ensembles``
+    (`config.error_at`: the file, key and line)."""
+    from .config import error_at
+
+    for mid in cfg.models:
+        if mid not in MODELS:
+            raise error_at(cfg, ("models", mid), f"unknown model (known: {', '.join(MODELS)})")
+    for pid, pc in cfg.products.items():
+        for key, names, ensemble in (("models", pc.models, False), ("ensembles", pc.ensembles, True)):
+            for m in names:
+                if bool(MODELS[m].members) != ensemble:
+                    raise error_at(cfg, ("products", pid, key), f"model {m!r} is " + (
+                        "not an ensemble" if ensemble else "an ensemble: name it in 'ensembles'"))
+
+
 def make_source(name: str, cfg: SourceConfig, whole: bool = False) -> Source:
     """Build the source configured as ``[sources.<name>]``; ``whole``: without its
     `horizon_hours` cap, for a model that stands in for a dropped one to its horizon."""

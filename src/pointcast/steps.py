@@ -123,8 +123,8 @@ def build_blends(cfg: Config, runs: Mapping[str, RunRef], lists: Mapping[Path, p
     outputs: dict = {}
     building = []
     try:
-        for k, ((points_file, models, _, _), pids) in enumerate(plan.blends(cfg).items()):
-            for m in (m for m in models if m not in extracted[points_file] and m not in dropped):
+        for k, ((points_file, models, _, _, ensembles), pids) in enumerate(plan.blends(cfg).items()):
+            for m in (m for m in models + ensembles if m not in extracted[points_file] and m not in dropped):
                 done = settled({m: decoding[m]}, dropped, log).get(m)
                 if done is None:  # dropped: plan.without takes it out of the blend
                     continue

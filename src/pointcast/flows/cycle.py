@@ -31,7 +31,7 @@ from pointcast.products.base import RunContext
 from pointcast.publish.retention import retain_scratch, sweep_staging
 from pointcast.sources.base import FetchedRun, RunRef
 from pointcast.sources.remote import SourceUnavailable
-from pointcast.sourcing import fetch_run, find_run
+from pointcast.sourcing import check_models, fetch_run, find_run
 from pointcast.validate import log_report, validate
 
 # The malloc arenas of the cycle's process, capped when the flow is imported, before its
@@ -176,6 +176,7 @@ def cycle(config_path: str, now: datetime | None = None) -> str | State:
     The tasks and their order only: what runs when, and what is dropped, carried or degraded,
     is decided by the stages (`pointcast.steps`, `pointcast.plan`)."""
     cfg = load_config(Path(config_path))
+    check_models(cfg)
     now = (now or datetime.now(UTC)).replace(microsecond=0)
     log = _logger()
     dropped: dict[str, str] = {}  # model -> why it is dropped this cycle

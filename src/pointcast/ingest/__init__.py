@@ -14,7 +14,7 @@ every run on that grid (``sources/remote/``).
 """
 
 from .checks import STEP_TYPES, judge, matches, select
-from .dataset import INDEX_THREADS, LEVEL_DIMS, decode
+from .dataset import INDEX_THREADS, LEVEL_DIMS, decode, decode_members
 from .message import CELL_CENTRE_NAMES, CELL_CENTRE_ROWS, CellGridKey, DecodeError, GridKey, Message
 from .scan import HEADER_BYTES, field_bytes, fields_of, forget_descriptions, index_file, plain_grib
 from .values import BLOCK_BYTES, MAX_BLOCK_STEPS, MISSING, read_values
@@ -22,6 +22,6 @@ from .values import BLOCK_BYTES, MAX_BLOCK_STEPS, MISSING, read_values
 __all__ = [
     "BLOCK_BYTES", "CELL_CENTRE_NAMES", "CELL_CENTRE_ROWS", "CellGridKey", "DecodeError", "GridKey",
     "HEADER_BYTES", "INDEX_THREADS", "LEVEL_DIMS", "MAX_BLOCK_STEPS", "MISSING", "Message",
-    "STEP_TYPES", "decode", "field_bytes", "fields_of", "forget_descriptions", "index_file",
+    "STEP_TYPES", "decode", "decode_members", "field_bytes", "fields_of", "forget_descriptions", "index_file",
     "judge", "matches", "plain_grib", "read_values", "select",
 ]

@@ -51,11 +51,39 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     the dask blocks then hold fewer steps the more points there are (`values.block_steps`),
     so that the fields at the points of a block stay small.
     """
+    return _dataset(_scanned(files), fields, model, attrs, points)
+
+
+def decode_members(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "",
+                   attrs: dict | None = None, points: int = 0) -> list[tuple[int, xr.Dataset]]:
+    """Decode an ensemble run's files into one canonical dataset a member (`decode`), by
+    perturbation number (0: the control): each member's messages are a run of their own, its
+    messages found by one header pass over the files (an upstream may hold every member in a
+    file: ECMWF, DWD). A message without the ensemble keys is not a member's: an error."""
+    by_member: dict[int, list[Message]] = defaultdict(list)
+    for m in _scanned(files):
+        if m.member is None:
+            raise DecodeError(f"{model}: {m.where} ({m.shortName}) is not an ensemble member's message "
+                              f"(no perturbationNumber)")
+        by_member[m.member].append(m)
+    if not by_member:
+        raise DecodeError(f"{model}: no ensemble member's message among the files")
+    return [(k, _dataset(by_member[k], fields, model, attrs, points)) for k in sorted(by_member)]
+
+
+def _scanned(files: Iterable[Path]) -> list[Message]:
+    """The messages of ``files`` (the header pass), the cell centres of an unstructured grid
+    taken out and kept."""
     # Headers of many small files (DWD publishes one field per file): read them in parallel;
     # bz2, file reads and ecCodes release the GIL.
     with ThreadPoolExecutor(max_workers=INDEX_THREADS) as pool:
         messages = [m for msgs in pool.map(index_file, map(Path, files)) for m in msgs]
-    messages = _take_cell_centres(messages)
+    return _take_cell_centres(messages)
+
+
+def _dataset(messages: list[Message], fields: Sequence[GribField], model: str, attrs: dict | None,
+             points: int) -> xr.Dataset:
+    """The canonical dataset of one run's messages (`decode`)."""
     rows_msgs, refused, unused = select(messages, fields, model)
     if not rows_msgs:
         raise DecodeError(f"{model or 'run'}: no message matches the encoding table"

@@ -15,6 +15,7 @@ from .horizontal import (
                          barycentric,
                          extract,
                          extract_blocks,
+                         extract_members,
                          neighbourhood,
                          neighbourhood_cells,
                          sampling,
@@ -24,6 +25,6 @@ from .temporal import BASE_STEP, aggregate, base_axis, init_time, intervals, res
 
 __all__ = [
     "BASE_STEP", "EARTH_RADIUS_KM", "PointSet", "SAMPLINGS", "aggregate", "barycentric",
-    "base_axis", "extract", "extract_blocks", "horizontal", "init_time", "intervals", "neighbourhood",
+    "base_axis", "extract", "extract_blocks", "extract_members", "horizontal", "init_time", "intervals", "neighbourhood",
     "neighbourhood_cells", "resample", "sampling", "scratch", "temporal", "unit_vectors", "vertical",
 ]

@@ -409,9 +409,30 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
 BLOCK_BYTES = 64 << 20
 
 
+def extract_members(members: Sequence[tuple[int, xr.Dataset]], points: PointSet, heights: Sequence[float],
+                    groups: Sequence[tuple[int, Sequence[float]]] | None, keep: Sequence[str]
+                    ) -> Iterator[tuple[slice, xr.Dataset]]:
+    """An ensemble's members (perturbation number, decoded run) -> its point dataset with a
+    ``member`` dimension, a block of time steps at a time: each member extracted as a run of
+    its own (`extract_blocks`, with the same weights: one sampling of the grid), the
+    variables ``keep`` only, and the members side by side. The members share the fields' byte
+    budget, so a block's memory is a deterministic run's, whatever the members."""
+    budget = BLOCK_BYTES // max(1, len(members))
+    runs = [extract_blocks(ds, points, heights, groups, budget, probability=False) for _, ds in members]
+    numbers = np.array([k for k, _ in members])
+    for parts in zip(*runs, strict=True):
+        rows = parts[0][0]
+        if any(r != rows for r, _ in parts):
+            raise ValueError("the members' steps differ: an ensemble run's members must have the same steps")
+        yield rows, xr.concat([block[[v for v in keep if v in block]] for _, block in parts],
+                              dim=xr.DataArray(numbers, dims="member", name="member"), coords="minimal",
+                              compat="override", join="exact", combine_attrs="override").transpose("time", ...)
+
+
 def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                    groups: Sequence[tuple[int, Sequence[float]]] | None = None,
-                   block_bytes: int | None = None) -> Iterator[tuple[slice, xr.Dataset]]:
+                   block_bytes: int | None = None, probability: bool = True
+                   ) -> Iterator[tuple[slice, xr.Dataset]]:
     """Canonical gridded dataset -> the point dataset (time, point[, height]) a block of time
     steps at a time: each block's rows of the time axis and its series, computed, in order.
 
@@ -427,7 +448,8 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     points of a step, of about as many (`_time_blocks`). Every value is the one a single
     block would give: what a step needs of the steps before it (the model's surface height
     from the first step, the temperature where a precipitation interval starts) is carried
-    from block to block, and no point's series depends on the other points'.
+    from block to block, and no point's series depends on the other points'. ``probability``:
+    whether to make the neighbourhood probability (not for an ensemble's members).
     """
     s = sampling(ds, points)
     w, nd = s.weights, s.weights.grid_ndim
@@ -440,7 +462,7 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                                      new_axis=data.ndim - nd, dtype=np.float32,
                                      chunks=data.chunks[:-nd] + ((len(points),),))
     pop_steps = None
-    if "tp" in ds:
+    if "tp" in ds and probability:
         hours, first, pop_steps = _pop_windows(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
         tp = ds.tp.data if isinstance(ds.tp.data, da.Array) else da.from_array(ds.tp.data)
         tp = tp.rechunk({0: _window_chunks(first, tp.chunks[0])})

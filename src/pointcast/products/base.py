@@ -331,3 +331,46 @@ def archive_frame(product_id: str, cfg: ProductConfig, ctx: RunContext, times: n
     if out.attrs["synthetic"]:
         out.attrs["comment"] = "SYNTHETIC DATA from the embedded sample source, not a real forecast"
     return out
+
+
+# Quantile variables of the archive: (its name, the series' variable, its units, how the
+# series' values convert, its long name). NaN where no ensemble has every member
+# (``missing_where``, which validation reads).
+QUANTILE_VARIABLES = (
+    ("temperature_quantiles", "t2m_q", "degC", -273.15, "quantiles of the ensemble members' 2 m temperature"),
+    ("precipitation_quantiles", "tp_q", "mm", 0.0,
+     "quantiles of the ensemble members' precipitation in the hour holding the time"),
+    ("wind_speed_quantiles", "wspd_q", "m s-1", 0.0, "quantiles of the ensemble members' wind speed"),
+)
+NO_ENSEMBLE = "lead times no ensemble of the product covers with every member"
+
+
+def ensemble_archive(out: xr.Dataset, ds: xr.Dataset, heights: bool = False) -> xr.Dataset:
+    """Add to a product's archive ``out`` what its series ``ds`` (at the archive's lead
+    times) holds of its ensembles (`pointcast.ensemble`): the quantiles, with a ``quantile``
+    dimension, the wind speed at 10 m (or at every height: ``heights``, the windpack), and
+    the deterministic neighbourhood probability kept beside the published one as a reference
+    (`pointcast verify` scores both)."""
+    dims = ("init_time", "point", "lead_time")
+    if "pop_neighbourhood" in ds:
+        out["precipitation_proba_neighbourhood"] = (
+            dims, ds["pop_neighbourhood"].transpose("point", "time").values[None].astype(np.float32),
+            {"units": "%", "long_name": "neighbourhood probability of at least 0.1 mm of precipitation "
+             "in the hour from the deterministic blend (reference)", "valid_min": 0.0, "valid_max": 100.0})
+    for name, ref, units, add, about in QUANTILE_VARIABLES:
+        if ref not in ds:
+            continue
+        var = ds[ref]
+        if "height" in var.dims:
+            var = var if heights else var.sel(height=10.0)
+        extra = ("height",) if "height" in var.dims else ()
+        values = var.transpose("point", "time", *extra, "quantile").values[None].astype(np.float64) + add
+        spec_lo, spec_hi = (-100.0, 70.0) if add else (0.0, 500.0)
+        out[name] = (dims + extra + ("quantile",), values.astype(np.float32),
+                     {"units": units, "long_name": about, "valid_min": spec_lo, "valid_max": spec_hi,
+                      "missing_where": NO_ENSEMBLE})
+    if any(name in out for name, *_ in QUANTILE_VARIABLES):
+        out["quantile"] = ("quantile", np.array(ds["quantile"].values, dtype=np.float64),
+                           {"long_name": "probability of not exceeding the value among the members"})
+    return out
+

@@ -22,6 +22,7 @@ from .base import (
     Records,
     RunContext,
     archive_frame,
+    ensemble_archive,
     freq_series,
     iso,
     numbers,
@@ -246,7 +247,7 @@ class EuCommon:
                                 "valid_min": 0, "valid_max": len(labels) - 1,
                                 "flag_values": np.arange(len(labels), dtype=np.int8),
                                 "flag_meanings": " ".join(l.lower().replace(" ", "_") for l in labels)})
-        return out
+        return ensemble_archive(out, ds)
 
 
 INPUTS = _inputs()

@@ -31,6 +31,7 @@ from .base import (
     Texts,
     archive_frame,
     array,
+    ensemble_archive,
     freq_series,
     iso,
     numbers,
@@ -147,7 +148,7 @@ class EuWind:
                            {"units": e.unit.replace("m/s", "m s-1"), "long_name": e.about,
                             "standard_name": CF_NAMES[e.ref], "valid_min": e.valid[0], "valid_max": e.valid[1]})
         out["height"].attrs.update(units="m", long_name="height above ground", positive="up")
-        return out
+        return ensemble_archive(out, ds, heights=True)
 
 
 # The CF standard names of the archive's variables, by ref.

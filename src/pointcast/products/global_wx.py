@@ -23,6 +23,7 @@ import functools
 import json
 from collections import defaultdict
 from collections.abc import MutableMapping
+from dataclasses import replace
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -31,12 +32,24 @@ import xarray as xr
 from ..config import ProductConfig
 from ..contract import GLOBAL_MRF, GLOBAL_SRF
 from ..interp import aggregate
-from .base import Files, ProductOutput, RunContext, archive_frame, array, iso, numbers, render_index, with_arrays
+from .base import (
+    Files,
+    ProductOutput,
+    RunContext,
+    archive_frame,
+    array,
+    ensemble_archive,
+    iso,
+    numbers,
+    render_index,
+    with_arrays,
+)
 from .wx import (
     FINE_PREC,
     HOUR,
     HOURLY,
     HOURLY_DECIMALS,
+    Members,
     WxProduct,
     archive_attrs,
     daily_fields,
@@ -80,13 +93,16 @@ def stored(hourly: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def render_zone(coords: list[tuple[float, float]], start: np.datetime64, hourly: dict[str, np.ndarray],
-                zone: ZoneInfo) -> list[bytes]:
+                zone: ZoneInfo, members: Members | None = None) -> list[bytes]:
     """wxdata elements ({lat, lon, srf, mrf}) in `zone` for points whose published hourly
-    quantities are the columns of `hourly` (time, point), hour 0 starting at `start` (UTC)."""
+    quantities are the columns of `hourly` (time, point), hour 0 starting at `start` (UTC).
+    ``members``: their ensembles' members (`daily_fields`), which the build has and the
+    server's transform to another zone has not (its daily pop is the highest hourly one)."""
     hours = len(hourly["wx"])
     local = local_times(start + np.arange(hours) * HOUR, zone)
     days, day_dates = local_days(local, MRF_DAYS)
-    daily = daily_fields(hourly, days, day_shares(local, days), first_whole=whole_first_day(local))
+    daily = daily_fields(hourly, days, day_shares(local, days), first_whole=whole_first_day(local),
+                         members=members)
     srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
     return wx_elements(coords, srf_dates, hourly, GLOBAL_SRF, day_dates, daily, GLOBAL_MRF)
 
@@ -113,13 +129,15 @@ class GlobalWx(WxProduct):
         lons = np.array([p.lon for p in cfg.points])
         hourly = stored(hourly_fields(ds, lats, lons))
         zones = [point_time_zone(p.lat, p.lon) for p in cfg.points]
+        members = Members.of(ds, cfg.ensembles)
         files = Files() if files is None else files
         by_zone = defaultdict(list)
         for j, zone in enumerate(zones):
             by_zone[zone].append(j)
         for zone, cols in by_zone.items():
             elements = render_zone([(cfg.points[j].lat, cfg.points[j].lon) for j in cols], start,
-                                   {k: v[:, cols] for k, v in hourly.items()}, ZoneInfo(zone))
+                                   {k: v[:, cols] for k, v in hourly.items()}, ZoneInfo(zone),
+                                   None if members is None else replace(members, amounts=members.amounts[..., cols]))
             for j, element in zip(cols, elements, strict=True):
                 files[f"{self.id}/{cfg.points[j].id}.json"] = element
         texts = {k: numbers(hourly[k], dec) for k, dec in STORED_DECIMALS.items()}
@@ -139,4 +157,4 @@ class GlobalWx(WxProduct):
         for e in HOURLY:
             out[e.name] = (("init_time", "point", "lead_time"), hourly[e.ref].T[None].astype(np.float32),
                            archive_attrs(e))
-        return out
+        return ensemble_archive(out, ds)

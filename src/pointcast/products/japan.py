@@ -20,9 +20,10 @@ from .. import codes, physics
 from ..config import ProductConfig
 from ..contract import HOURLY_POP, JAPAN_MRF, JAPAN_SRF
 from ..interp import aggregate
-from .base import Files, ProductOutput, RunContext, archive_frame, render_index
+from .base import Files, ProductOutput, RunContext, archive_frame, ensemble_archive, render_index
 from .wx import (
     HOUR,
+    Members,
     WxProduct,
     archive_attrs,
     daily_fields,
@@ -66,7 +67,8 @@ class Japan(WxProduct):
         hourly.update(feel_fields(ds, hourly["wndspd"]))
         local = local_times(ds.time.values, TOKYO)
         days, day_dates = local_days(local, MRF_DAYS)
-        daily = daily_fields(hourly, days, day_shares(local, days), first_whole=whole_first_day(local))
+        daily = daily_fields(hourly, days, day_shares(local, days), first_whole=whole_first_day(local),
+                             members=Members.of(ds, cfg.ensembles))
         srf_dates = [t.isoformat() for t in local[:SRF_HOURS]]
         elements = wx_elements([(p.lat, p.lon) for p in cfg.points], srf_dates, hourly, JAPAN_SRF,
                                day_dates, daily, JAPAN_MRF)
@@ -83,4 +85,4 @@ class Japan(WxProduct):
         for e in HOURLY:
             out[e.name] = (("init_time", "point", "lead_time"), hourly[e.ref].T[None].astype(np.float32),
                            archive_attrs(e))
-        return out
+        return ensemble_archive(out, ds)

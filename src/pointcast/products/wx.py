@@ -11,13 +11,14 @@ of the day from midnight to midnight, an hour cut by a midnight counted by its s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import xarray as xr
 
-from .. import codes, contract, physics
+from .. import codes, contract, ensemble, physics
 from ..config import ProductConfig
 from .base import Records, numbers, strings, with_arrays
 
@@ -44,7 +45,8 @@ def archive_attrs(e: contract.Element) -> dict:
 class WxProduct:
     """A product of wxdata elements (srf and mrf entries), from the 10 m wind only."""
 
-    variables = ("t2m", "d2m", "wind_u", "wind_v", "tp", "sf", "tcc", "msl", "ssrd", "pop")
+    # tp_members: each ensemble member's hourly precipitation, for the probability of a day
+    variables = ("t2m", "d2m", "wind_u", "wind_v", "tp", "sf", "tcc", "msl", "ssrd", "pop", "tp_members")
 
     def __init__(self, product_id: str, path: str):
         self.id = product_id
@@ -147,14 +149,34 @@ def day_shares(local: list[datetime], days: list[np.ndarray]) -> list[tuple[np.n
     return out
 
 
+@dataclass(frozen=True)
+class Members:
+    """An ensemble's members' hourly precipitation (time, member, point: the series'
+    ``tp_members``), each member's ensemble and the product's ensembles in priority order."""
+
+    amounts: np.ndarray
+    ensembles: np.ndarray
+    order: tuple[str, ...]
+
+    @classmethod
+    def of(cls, ds: xr.Dataset, order: tuple[str, ...]) -> Members | None:
+        if "tp_members" not in ds:
+            return None
+        tp = ds["tp_members"].transpose("time", "member", "point")
+        return cls(tp.values.astype(np.float64), tp["ensemble"].values, order)
+
+
 def daily_fields(hourly: dict[str, np.ndarray], days: list[np.ndarray],
-                 shares: list[tuple[np.ndarray, np.ndarray]], *, first_whole: bool) -> dict[str, np.ndarray]:
+                 shares: list[tuple[np.ndarray, np.ndarray]], *, first_whole: bool,
+                 members: Members | None = None) -> dict[str, np.ndarray]:
     """The mrf aggregates (day, point) of each day: wx combined (codes.wx_daily), extremes of
-    temperature and the highest hourly probability of precipitation over the hours that
-    start on the day (``days``); total precipitation and means of humidity and radiation
-    over the day itself, each hour weighted by its share of it (``day_shares``). Unless
-    ``first_whole``, the first day's `WHOLE_DAY` quantities are missing (-9999): its wx and
-    pop are those of its remaining hours, what is still to come that day."""
+    temperature over the hours that start on the day (``days``); total precipitation and
+    means of humidity and radiation over the day itself, each hour weighted by its share of
+    it (``day_shares``). ``pop``: the probability of the day from the ensembles' members'
+    day totals (``members``, `ensemble.day_probability`), else (no ensemble covers the whole
+    day) the highest hourly probability of the day. Unless ``first_whole``, the first day's
+    `WHOLE_DAY` quantities are missing (-9999): its wx and pop are those of its remaining
+    hours, what is still to come that day."""
     def each(name, reduce):
         return np.stack([reduce(hourly[name][idx]) for idx in days])
 
@@ -171,6 +193,10 @@ def daily_fields(hourly: dict[str, np.ndarray], days: list[np.ndarray],
         "rhum": np.round(total("rhum") / length),
         "solrad": total("solrad") / length,
     }
+    if members is not None:
+        day = np.stack([ensemble.day_probability(members.amounts[idx], members.ensembles, members.order, w)
+                        for idx, w in shares])
+        out["pop"] = np.where(np.isnan(day), out["pop"], np.round(day))
     if not first_whole:
         for name in WHOLE_DAY:
             out[name][0] = codes.MISSING_NUMBER
