@@ -172,6 +172,8 @@ def with_ensembles(series: xr.Dataset, ensembles: tuple[str, ...], extracted: di
     ``pop`` becomes the ensembles' probability wherever one has every member, the
     neighbourhood probability staying beside it (``pop_neighbourhood``) and in its place
     elsewhere. Returns the ensemble of each step's probability ("" where none has it)."""
+    if not ensembles:
+        return [""] * len(axis)
     stats = []
     for e in (e for e in ensembles if e in extracted):
         ds = extracted[e]
