@@ -10,10 +10,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from conftest import ROOT
 from mirror import EPS_UUID, Mirror, publish_ensemble
+from pointcast.config import load_config
 from pointcast.ingest import index_file
-from pointcast.sources import ENS, GEFS, ICON_EU_EPS
+from pointcast.sources import ENS, GEFS, ICON_EU_EPS, MODELS
 from pointcast.sources.remote import HttpSource, SourceUnavailable
+from pointcast.sourcing import make_source
 
 INIT = datetime(2026, 11, 20, 0, tzinfo=UTC)
 NOW = datetime(2026, 11, 20, 5, tzinfo=UTC)
@@ -99,3 +102,16 @@ def test_icon_eu_eps_bz2_files_of_40_members_and_cell_centres_once(tree, mirror,
     mirror.reset()
     again = source(mirror, "dwd", 2).fetch(run, ICON_EU_EPS, tmp_path)
     assert again.files == fetched.files and mirror.gets() == []
+
+
+def test_live_configuration_names_the_ensembles_real_upstreams():
+    cfg = load_config(ROOT / "config" / "live.toml")
+    hosts = {}
+    for m in ("ens", "gefs", "icon-eu-eps"):
+        src = make_source(cfg.models[m].source, cfg.source_for(m))
+        assert isinstance(src, HttpSource)
+        hosts[m] = [u.url.split("/")[2] for u in src.upstream(MODELS[m]).mirrors]
+    assert hosts == {"ens": ["data.ecmwf.int", "ecmwf-forecasts.s3.eu-central-1.amazonaws.com",
+                             "ai4edataeuwest.blob.core.windows.net", "storage.googleapis.com"],
+                     "gefs": ["noaa-gefs-pds.s3.amazonaws.com", "nomads.ncep.noaa.gov"],
+                     "icon-eu-eps": ["opendata.dwd.de"]}
