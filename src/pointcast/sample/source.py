@@ -131,7 +131,7 @@ class SampleSource:
             "scale": self.scale, "area": list(self.area),
         }
         scale = self.scale
-        if model.members:
+        if model.members and self.ensemble_scale is not None:  # set by __post_init__
             scale = fingerprint["scale"] = self.ensemble_scale
         native = model.id in NATIVE_GRIDS and self.icon_layout == "v1"
         if model.id in NATIVE_GRIDS or model.id == "icon-eu-eps":
