@@ -21,14 +21,16 @@ on a native-style lattice (``grids.cell_grid``) of N times its 13 km mesh.
 
 **Encoding** (templates 4.1 instantaneous, 4.11 accumulations; typeOfGeneratingProcess 4):
 
-- ENS: ``<YYYYMMDD>/<HH>z/ifs/0p25/enfo/<YYYYMMDDHH>0000-<step>h-enfo-ef.grib2``, one file a
-  step holding every member of every parameter, with its ``.index`` (MARS keys with ``type``
-  ``cf``/``pf`` and, for ``pf``, ``number``). As ``ifs``: paramIds, CCSDS 16 bits, MARS local
-  section (class od, stream enfo). Control: typeOfEnsembleForecast 1, typeOfProcessedData 3
-  (control forecast), as in a real ECMWF ENS control message (``tests/data/pygrib``, TIGGE:
-  number 0, numberOfForecastsInEnsemble 51); perturbed members 3 (WMO code table 4.6:
-  positively perturbed) and 4 (perturbed forecast), assumed from that message and WMO's
-  tables, not checked against a real ENS perturbed message.
+- ENS, as since IFS cycle 50r1 (``sources/ens.py``): the 50 perturbed members in
+  ``<YYYYMMDD>/<HH>z/ifs/0p25/enfo/<YYYYMMDDHH>0000-<step>h-enfo-ef.grib2``, one file a step
+  holding every member of every parameter, with its ``.index`` (MARS keys with ``type`` ``pf``
+  and ``number``); the control in the step's ``.../oper/...-oper-fc.grib2`` as the
+  deterministic stream's message (``type`` ``fc``, no member). As ``ifs``: paramIds, CCSDS 16
+  bits, MARS local section. Perturbed members: typeOfEnsembleForecast 3 (WMO code table 4.6:
+  positively perturbed) and typeOfProcessedData 4 (perturbed forecast), numberOfForecastsIn
+  Ensemble 51, as ECMWF's TIGGE messages (``tests/data/pygrib``: the control of that
+  convention, type 1, number 0, 51 forecasts), not checked against a real ENS perturbed
+  message.
 - ICON-EU-EPS: one file a parameter and step holding all 40 members (1-40, no control), DWD's
   encoding of ICON-EU (``icon``), steps in minutes, CCSDS 16 bits (DWD's ICON packing since
   16 June 2026), typeOfEnsembleForecast 192 (DWD local), typeOfProcessedData 5 (control and
@@ -185,43 +187,48 @@ def _heights(model: ModelSpec) -> tuple[int, ...]:
 
 def _write_ens(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
                writer: Writer) -> None:
+    """ENS as published since IFS cycle 50r1 (``sources/ens.py``): the perturbed members in
+    the step's ``enfo-ef`` file, the control as the deterministic stream's message in its
+    ``oper-fc`` file (template 4.0/4.8, no member), each file with its ``.index``."""
     init = run.init
     prods = products_of(model)
     ids = list(members(model))
     perts = {k: perturbation(model.id, k) for k in ids}
-    enc = Encoder(grid, init, centre="ecmf", packing=ifs.PACKING, parameter=ifs._parameter,
-                  ensemble=ECMWF_ENSEMBLE)
-    base = f"{init:%Y%m%d}/{init:%H}z/ifs/0p25/enfo"
+    encoders = {"enfo": Encoder(grid, init, centre="ecmf", packing=ifs.PACKING, parameter=ifs._parameter,
+                                ensemble=ECMWF_ENSEMBLE),
+                "oper": Encoder(grid, init, centre="ecmf", packing=ifs.PACKING, parameter=ifs._parameter)}
     main = [int(s.total_seconds() // 60) for s in run.steps]
     try:
         for snap in integrate(weather, init, main, [], _heights(model), ()):
             step = snap.minute // 60
-            chunks: list[bytes] = []
-            index: list[str] = []
-            offset = 0
+            files: dict[str, tuple[list[bytes], list[str]]] = {"enfo": ([], []), "oper": ([], [])}
             for p in prods:
                 if p.processing not in (Processing.INSTANT, Processing.ACCUM_SINCE_START):
                     raise ValueError(f"ens: no sample encoding of {p.short_name}")
                 det = snap.q[quantity(p, ifs._ECMWF_QUANTITY[p.short_name])]
                 for k in ids:
+                    stream = "oper" if k == 0 else "enfo"
                     values = to_raw(perts[k].apply(p.rows[0].var, det), p)
-                    msg = enc.message(p, values, end=step, start=0, member=k)
-                    chunks.append(msg)
+                    msg = encoders[stream].message(p, values, end=step, start=0, **({"member": k} if k else {}))
+                    chunks, index = files[stream]
                     entry: dict[str, Any] = {
                         "domain": "g", "date": f"{init:%Y%m%d}", "time": f"{init:%H%M}",
-                        "expver": "0001", "class": "od", "type": "cf" if k == 0 else "pf",
-                        "stream": "enfo", "step": str(step), "levtype": "sfc",
+                        "expver": "0001", "class": "od", "type": "pf" if k else "fc",
+                        "stream": stream, "step": str(step), "levtype": "sfc",
                     }
                     if k:
                         entry["number"] = str(k)
-                    entry.update(param=p.param, _offset=offset, _length=len(msg))
+                    entry.update(param=p.param, _offset=sum(map(len, chunks)), _length=len(msg))
                     index.append(json.dumps(entry))
-                    offset += len(msg)
-            name = f"{base}/{init:%Y%m%d%H}0000-{step}h-enfo-ef"
-            writer.write(f"{name}.grib2", b"".join(chunks))
-            writer.write(f"{name}.index", ("\n".join(index) + "\n").encode(), data_file=False)
+                    chunks.append(msg)
+            for stream, kind in (("enfo", "ef"), ("oper", "fc")):
+                chunks, index = files[stream]
+                name = f"{init:%Y%m%d}/{init:%H}z/ifs/0p25/{stream}/{init:%Y%m%d%H}0000-{step}h-{stream}-{kind}"
+                writer.write(f"{name}.grib2", b"".join(chunks))
+                writer.write(f"{name}.index", ("\n".join(index) + "\n").encode(), data_file=False)
     finally:
-        enc.close()
+        for enc in encoders.values():
+            enc.close()
 
 
 def _icon_eps_path(layout: str, param: str, run: RunRef, minute: int) -> str:

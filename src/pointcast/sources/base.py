@@ -92,8 +92,8 @@ class ModelSpec:
     fine_steps: tuple[timedelta, ...] = ()  # sub-hourly steps of the `fine` fields
     resolution_km: float = 0.0
     upstream: Upstream | None = None  # the real upstream, for ``type = "http"`` sources
-    # An ensemble: its members, control included (the messages' perturbationNumber runs
-    # 0 .. members - 1); 0 for a deterministic model.
+    # An ensemble: its members, control included where one is published (perturbationNumber
+    # 0; ICON-EU-EPS publishes members 1-40 and no control); 0 for a deterministic model.
     members: int = 0
 
     def field_for(self, var: str) -> GribField:
