@@ -209,7 +209,7 @@ def _write_ens(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather
                 for k in ids:
                     stream = "oper" if k == 0 else "enfo"
                     values = to_raw(perts[k].apply(p.rows[0].var, det), p)
-                    msg = encoders[stream].message(p, values, end=step, start=0, **({"member": k} if k else {}))
+                    msg = encoders[stream].message(p, values, end=step, start=0, member=k if k else None)
                     chunks, index = files[stream]
                     entry: dict[str, Any] = {
                         "domain": "g", "date": f"{init:%Y%m%d}", "time": f"{init:%H%M}",
