@@ -95,7 +95,7 @@ def sample_runs(init: str, scale: int) -> Path:
         if not (done / "complete").exists():
             shutil.rmtree(done, ignore_errors=True)
             cfg = load_config(write_config(done, init=init, scale=scale, samples=False))
-            for m in sorted({m for pc in cfg.products.values() for m in pc.models}):
+            for m in sorted({m for pc in cfg.products.values() for m in pc.models + pc.ensembles}):
                 fetch.fn(cfg, discover.fn(cfg, m, datetime.now(UTC), timedelta(0)))
             (done / "complete").touch()
     return done / "output" / "cache" / "sample"

@@ -74,7 +74,11 @@ def statistics(members: xr.Dataset, want_members: bool) -> xr.Dataset:
     if {"wind_u", "wind_v"} <= set(members.data_vars):
         speed = xr.DataArray(physics.wind_speed(members["wind_u"].values, members["wind_v"].values),
                              dims=members["wind_u"].dims, coords=members["wind_u"].coords)
-        out["wspd_q"] = _quantiles(speed, quantile)
+        wspd = _quantiles(speed, quantile)
+        # An ensemble gives the whole column or none of it at a time: ICON-EU-EPS, whose
+        # files have the wind at 10 m only, leaves the windpack's heights to ENS rather than
+        # a column of 10 m from one ensemble under heights from another.
+        out["wspd_q"] = wspd.where(wspd.notnull().all("height")) if "height" in wspd.dims else wspd
     return out
 
 
@@ -91,7 +95,8 @@ def blend(per_ensemble: Sequence[tuple[str, xr.Dataset]]) -> tuple[xr.Dataset, l
     of each step's probability at the first point ("" where none has it). ``tp_members``,
     which counts members of one ensemble, is not blended: the first ensemble's at a step
     with all its members is kept, its members side by side with the others' (`day_probability`)."""
-    series, used = blend_stage.blend([(e, ds.drop_vars("tp_members", errors="ignore")) for e, ds in per_ensemble])
+    series, used = blend_stage.blend([(e, ds.drop_vars(["tp_members", "member"], errors="ignore"))
+                                      for e, ds in per_ensemble])
     with_members = [(e, ds["tp_members"]) for e, ds in per_ensemble if "tp_members" in ds]
     if with_members:
         series["tp_members"] = xr.concat(

@@ -112,7 +112,10 @@ def test_shipped_config_loads():
     assert sample.type == "sample"
     assert {k: sample.options[k] for k in ("scale", "area", "init")} == {
         "scale": 4, "area": (-180.0, -66.0, 180.0, 90.0), "init": "latest"}
-    assert set(cfg.models) == {"ifs", "gfs", "icon-eu", "icon-d2", "msm"}
+    assert set(cfg.models) == {"ifs", "gfs", "icon-eu", "icon-d2", "msm", "ens", "icon-eu-eps", "gefs"}
+    assert {pid: pc.ensembles for pid, pc in cfg.products.items()} == {
+        "eu-medium": ("icon-eu-eps", "ens"), "eu-short": ("icon-eu-eps", "ens"), "eu-wind": ("icon-eu-eps", "ens"),
+        "global": ("gefs", "ens"), "japan": ("ens",)}
     assert all(m.source == "sample" for m in cfg.models.values())
     assert set(cfg.products) == {"eu-medium", "eu-short", "eu-wind", "global", "japan"}
     glob = cfg.products["global"]

@@ -94,7 +94,9 @@ class EuWind:
         files = Files() if files is None else files
         basetime, updated = iso(ctx.basetime), iso(ctx.generated)
         own = [point_heights(p) for p in cfg.points]
-        for freq, step, ds in freq_series(series[list(self.variables)], cfg, ctx):  # noqa: B007 (step: after the loop)
+        # The wind, and the ensembles' wind speed quantiles for the archive
+        wanted = [v for v in (*self.variables, "wspd_q") if v in series]
+        for freq, step, ds in freq_series(series[wanted], cfg, ctx):  # noqa: B007 (step: after the loop)
             wind = _wind(ds)
             stamps = strings([iso(t) for t in ds.time.values])
             # Per height: its points (a hub height is often one point's alone), each one's

@@ -62,7 +62,9 @@ class SampleSource:
     # 2026) or "legacy" (``icon-eu/grib/...`` bz2 files on regular lat/lon grids).
     icon_layout: str = "v1"
     # The ensembles' (ENS, ICON-EU-EPS, GEFS) scale: every Nth row/column (N times the mesh
-    # size on ICON's native grids); None = ENSEMBLE_COARSENING times ``scale``.
+    # size on ICON's native grids); None = the largest divisor of the global 0.25 degree
+    # grid's 1440 columns up to ENSEMBLE_COARSENING times ``scale`` (a global crop is then
+    # evenly spaced across the 0/360 seam).
     ensemble_scale: int | None = None
     _init: datetime | None = field(init=False, repr=False, default=None)
 
@@ -81,7 +83,7 @@ class SampleSource:
             raise ValueError(f"sample source: area {self.area!r} is outside -180..180/-90..90")
         self.area = area
         if self.ensemble_scale is None:
-            self.ensemble_scale = ENSEMBLE_COARSENING * self.scale
+            self.ensemble_scale = max(d for d in range(1, ENSEMBLE_COARSENING * self.scale + 1) if 1440 % d == 0)
         if (isinstance(self.ensemble_scale, bool) or not isinstance(self.ensemble_scale, int)
                 or self.ensemble_scale < 1):
             raise ValueError(f"sample source: ensemble_scale must be an integer >= 1, got "
