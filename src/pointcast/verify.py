@@ -668,6 +668,34 @@ def _now() -> str:
 # Output
 
 
+def summary(result: dict) -> list[str]:
+    """The Brier scores and CRPS of a product's verification as text (``pointcast verify``):
+    over all lead times and by lead day (means of the bins' scores weighted by their pairs,
+    which is the score of their pairs together), and each probability's reliability table."""
+    lines = []
+    for element, v in result["variables"].items():
+        name = "brier" if element in PROBABILITIES else "crps" if element in QUANTILE_FORECASTS else None
+        if name is None:
+            continue
+        units = "" if name == "brier" else f" {v['units']}"
+
+        def mean(bins: list[dict], name: str = name) -> str:
+            n = sum(b["n"] for b in bins)
+            return f"{sum(b[name] * b['n'] for b in bins) / n:.4f}"
+
+        days: dict[int, list[dict]] = {}
+        for b in v["bins"]:
+            days.setdefault(b["lead_from_h"] // 24, []).append(b)
+        by_day = ", ".join(f"{d * 24}-{d * 24 + 24} h {mean(bins)}" for d, bins in sorted(days.items()))
+        lines.append(f"{result['product']} {element}: {'Brier' if name == 'brier' else 'CRPS'} {mean(v['bins'])}"
+                     f"{units} (n {sum(b['n'] for b in v['bins'])}); by lead day: {by_day}")
+        if "reliability" in v:
+            table = "; ".join(f"{r['forecast_from']}-{r['forecast_to']} %: {r['observed_frequency']:.2f} (n {r['n']})"
+                              for r in v["reliability"] if r["n"])
+            lines.append(f"  reliability (observed frequency by forecast probability): {table}")
+    return lines
+
+
 def to_dataset(result: dict) -> xr.Dataset:
     """The same numbers as the JSON, for analysts: ``<element>_<score>`` along ``lead_bin``
     (``persistence_``/``corrected_`` prefixed to the score), reliability along ``forecast_bin``."""

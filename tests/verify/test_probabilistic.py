@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -168,7 +169,8 @@ def check_quantiles(variables: dict) -> None:
 
 def test_eu_short_brier_reliability_and_crps_against_a_known_truth(tmp_path, capsys):
     """15-minute steps: the clock hour's value is held at its four steps."""
-    (tmp_path / "points.csv").write_text("id,name,lat,lon,elevation,hub_heights\nparis,Paris,48.8566,2.3522,,\nberlin,Berlin,52.52,13.405,,\n")
+    (tmp_path / "points.csv").write_text("id,name,lat,lon,elevation,hub_heights\n"
+                                         "paris,Paris,48.8566,2.3522,,\nberlin,Berlin,52.52,13.405,,\n")
     cfg = tmp_path / "pointcast.toml"
     cfg.write_text(CONFIG)
     root = tmp_path / "output"
@@ -186,16 +188,18 @@ def test_eu_short_brier_reliability_and_crps_against_a_known_truth(tmp_path, cap
                            [b["crps"] for b in variables["temperature_quantiles"]["bins"]])
         assert ds.temperature_quantiles_crps.attrs["units"] == "degC"
         assert ds.precipitation_proba_neighbourhood_reliability_n.values.sum() == len(POINTS) * HOURS
-    # the CLI prints the scores over all lead times and by lead day
+    # the CLI prints the scores over all lead times and by lead day, and the reliability tables
     out = capsys.readouterr().out
+    printed = {m[1]: (float(m[2]), int(m[3])) for m in re.finditer(r"^eu-short (\S+): \w+ ([\d.]+)\D*\(n (\d+)\)",
+                                                                  out, re.MULTILINE)}
     n = len(POINTS) * HOURS
-    overall = sum(brier(PROBA, EVENTS).values()) / HOURS
-    assert f"eu-short precipitation_proba: Brier {overall:.4f} (n {n}" in out
-    overall = sum(brier(NEIGHBOURHOOD, EVENTS).values()) / HOURS
-    assert f"eu-short precipitation_proba_neighbourhood: Brier {overall:.4f} (n {n}" in out
-    wind = np.mean([crps(WIND_Q, w) for w in WIND[:3]])
-    assert f"eu-short wind_speed_quantiles: CRPS {wind:.4f} m/s (n 6" in out
-    assert "reliability" in out
+    assert printed["precipitation_proba"] == (pytest.approx(np.mean(list(brier(PROBA, EVENTS).values())), abs=2e-4), n)
+    assert printed["precipitation_proba_neighbourhood"] == (
+        pytest.approx(np.mean(list(brier(NEIGHBOURHOOD, EVENTS).values())), abs=2e-4), n)
+    assert printed["wind_speed_quantiles"] == (pytest.approx(np.mean([crps(WIND_Q, w) for w in WIND[:3]]), abs=2e-4),
+                                               3 * len(POINTS))
+    assert "eu-short wind_speed_quantiles: CRPS" in out and "m/s (n 6); by lead day: 0-24 h " in out
+    assert out.count("reliability (observed frequency by forecast probability): 0-10 %: ") == 2
 
 
 def test_global_hourly_pop_and_quantiles(tmp_path):
