@@ -572,7 +572,8 @@ def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
 
 
 def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
-    _check_keys(ctx, tbl, path, ("type", "scale", "area", "init", "icon_layout", "horizon_hours"))
+    _check_keys(ctx, tbl, path, ("type", "scale", "area", "init", "icon_layout", "horizon_hours",
+                                 "ensemble_scale"))
     scale = _int(ctx, tbl, "scale", path, 1, lo=1)
     area = None
     if "area" in tbl:
@@ -603,6 +604,8 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
         if not _number(v) or not math.isfinite(v) or v < 0:
             raise ctx.error(path + ("horizon_hours",), f"expected a number >= 0, got {v!r}")
         out["horizon_hours"] = float(v)
+    if "ensemble_scale" in tbl:  # the ensembles' coarser grid (default: 4 x scale, pointcast.sample)
+        out["ensemble_scale"] = _int(ctx, tbl, "ensemble_scale", path, None, lo=1)
     return out
 
 

@@ -59,13 +59,12 @@ def decode_members(files: Iterable[Path], fields: Sequence[GribField], *, model:
     """Decode an ensemble run's files into one canonical dataset a member (`decode`), by
     perturbation number (0: the control): each member's messages are a run of their own, its
     messages found by one header pass over the files (an upstream may hold every member in a
-    file: ECMWF, DWD). A message without the ensemble keys is not a member's: an error."""
+    file: ECMWF, DWD). A message without the ensemble keys among them is the control: ECMWF
+    publishes the ENS control as the deterministic stream's message since IFS cycle 50r1
+    (``sources/ens.py``)."""
     by_member: dict[int, list[Message]] = defaultdict(list)
     for m in _scanned(files):
-        if m.member is None:
-            raise DecodeError(f"{model}: {m.where} ({m.shortName}) is not an ensemble member's message "
-                              f"(no perturbationNumber)")
-        by_member[m.member].append(m)
+        by_member[0 if m.member is None else m.member].append(m)
     if not by_member:
         raise DecodeError(f"{model}: no ensemble member's message among the files")
     return [(k, _dataset(by_member[k], fields, model, attrs, points)) for k in sorted(by_member)]
