@@ -217,3 +217,86 @@ def test_global_hourly_pop_and_quantiles(tmp_path):
     assert "precipitation_proba" not in variables
     check_probabilities(variables, "pop")
     check_quantiles(variables)
+
+
+E2E_INIT = "2026-10-19T00:00Z"
+E2E_HOURS = 24
+E2E_CONFIG = f"""\
+[output]
+root = "output"
+
+[dask]
+scheduler = "threads"
+workers = 2
+
+[sources.sample]
+type = "sample"
+scale = 16
+ensemble_scale = 16
+area = [-10.0, 34.0, 26.0, 58.0]
+init = "{E2E_INIT}"
+horizon_hours = {E2E_HOURS + 6}
+
+[models.ifs]
+source = "sample"
+
+[models.ens]
+source = "sample"
+
+[products.eu-short]
+points = "points.csv"
+models = ["ifs"]
+ensembles = ["ens"]
+freqs = ["1H", "15min"]
+horizon_hours = {E2E_HOURS + 1}  # a tidy row must lie within the run: the last hour ends inside it
+"""
+
+
+def test_a_published_run_with_ensembles_end_to_end(tmp_path, prefect_harness, capsys):
+    """A real cycle of the sample with its ENS members (GRIB, Prefect, dask, Zarr), then
+    observations chosen around what it archived: the scores are those computed here from the
+    archive's own probabilities and quantiles."""
+    from pointcast.flows.cycle import cycle
+
+    (tmp_path / "points.csv").write_text("id,name,lat,lon,elevation,hub_heights\n"
+                                         "paris,Paris,48.8566,2.3522,,\nberlin,Berlin,52.52,13.405,,\n")
+    cfg = tmp_path / "pointcast.toml"
+    cfg.write_text(E2E_CONFIG)
+    cycle(str(cfg))
+    root = tmp_path / "output"
+    init = np.datetime64(E2E_INIT[:-1], "ns")
+    with xr.open_zarr(root / "zarr" / "eu-short.zarr") as ds:
+        run = ds.sel(init_time=init).load()
+    assert list(run["quantile"].values) == list(LEVELS)
+    rng = np.random.default_rng(19)
+    lines, expected = ["point,time,variable,value"], {}
+    for p in POINTS:
+        at = run.sel(point=p)
+        for h in range(E2E_HOURS):
+            step = at.sel(lead_time=np.timedelta64(h, "h"))  # the hour [h, h + 1) and the state at h
+            q = step.temperature_quantiles.values.astype(float)
+            t = round(float(q[2] + rng.normal(0.0, 1.0)), 1)
+            lines.append(f"{p},{str(init + np.timedelta64(h, 'h'))[:16]}Z,temp_2m,{t}")
+            expected.setdefault(("temperature_quantiles", h), []).append(crps(q, t))
+            q = step.precipitation_quantiles.values.astype(float)
+            mm = round(float(rng.choice([0.0, q[2], q[4] + 0.3])), 1)
+            lines.append(f"{p},{str(init + np.timedelta64(h + 1, 'h'))[:16]}Z,precipitation,{mm}")
+            expected.setdefault(("precipitation_quantiles", h), []).append(crps(q, mm))
+            event = 1.0 if mm >= 0.1 else 0.0
+            for name in ("precipitation_proba", "precipitation_proba_neighbourhood"):
+                expected.setdefault((name, h), []).append((float(step[name]) / 100 - event) ** 2)
+    obs = tmp_path / "obs.csv"
+    obs.write_text("\n".join(lines) + "\n")
+    assert main(["verify", "--config", str(cfg), str(obs)]) == 0
+    variables = json.loads((root / "verification" / "eu-short.json").read_text())["variables"]
+    for name, score in (("temperature_quantiles", "crps"), ("precipitation_quantiles", "crps"),
+                        ("precipitation_proba", "brier"), ("precipitation_proba_neighbourhood", "brier")):
+        got = {b["lead_from_h"]: b for b in variables[name]["bins"]}
+        assert sorted(got) == list(range(E2E_HOURS)), name
+        for h, b in got.items():
+            assert b["n"] == len(POINTS)
+            assert b[score] == pytest.approx(np.mean(expected[(name, h)]), abs=2e-4), (name, h)
+    # the ensemble's probability is not the neighbourhood's (else the comparison says nothing)
+    assert variables["precipitation_proba"]["bins"] != variables["precipitation_proba_neighbourhood"]["bins"]
+    out = capsys.readouterr().out
+    assert "eu-short precipitation_proba_neighbourhood: Brier " in out and "eu-short temperature_quantiles: CRPS " in out
