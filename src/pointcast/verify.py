@@ -3,9 +3,10 @@
 ``pointcast verify OBS...`` reads observation files, matches every observation with every
 archived forecast that covers it (all runs, all lead times), and scores each product, element
 and lead-time bin with the Australian Bureau of Meteorology's ``scores`` library: bias, MAE and
-RMSE (wind direction on the circle), the Brier score and reliability table of the precipitation
-probability, each also for persistence (the observation at the run's init time) and, where the
-archive holds bias-corrected values (pointcast.postprocess), for those. The formats, matching
+RMSE (wind direction on the circle), the Brier score and reliability table of the published
+precipitation probability and of the neighbourhood probability kept beside it, the CRPS of the
+ensembles' quantile forecasts, each also for persistence (the observation at the run's init
+time) and, where the archive holds bias-corrected values (pointcast.postprocess), for those. The formats, matching
 rules and scores are documented in docs/verification.md; ``postprocess`` reuses the reading
 and matching.
 """
