@@ -252,7 +252,7 @@ horizon_hours = {E2E_HOURS + 1}  # a tidy row must lie within the run: the last 
 """
 
 
-def test_a_published_run_with_ensembles_end_to_end(tmp_path, prefect_harness, capsys):
+def test_a_published_run_with_ensembles_end_to_end(tmp_path, prefect_harness):
     """A real cycle of the sample with its ENS members (GRIB, Prefect, dask, Zarr), then
     observations chosen around what it archived: the scores are those computed here from the
     archive's own probabilities and quantiles."""
@@ -298,5 +298,3 @@ def test_a_published_run_with_ensembles_end_to_end(tmp_path, prefect_harness, ca
             assert b[score] == pytest.approx(np.mean(expected[(name, h)]), abs=2e-4), (name, h)
     # the ensemble's probability is not the neighbourhood's (else the comparison says nothing)
     assert variables["precipitation_proba"]["bins"] != variables["precipitation_proba_neighbourhood"]["bins"]
-    out = capsys.readouterr().out
-    assert "eu-short precipitation_proba_neighbourhood: Brier " in out and "eu-short temperature_quantiles: CRPS " in out
