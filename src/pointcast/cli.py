@@ -102,7 +102,7 @@ def _utc_time(text: str) -> datetime:
 def verify(cfg, obs: list[Path], since: datetime | None, until: datetime | None) -> int:
     """Score the archive against the observation files; a bad file is exit status 2 with its
     file and line, and then nothing is written."""
-    from .verify import ObservationError, run
+    from .verify import ObservationError, run, summary
 
     try:
         report = run(cfg, obs, since, until)
@@ -116,6 +116,8 @@ def verify(cfg, obs: list[Path], since: datetime | None, until: datetime | None)
     for result in report.results:
         counts = ", ".join(f"{k} {sum(b['n'] for b in v['bins'])}" for k, v in result["variables"].items())
         print(f"{result['product']}: pairs {counts}")
+        for line in summary(result):
+            print(line)
     for path in report.written:
         print(f"wrote {path}")
     return 0 if report.results else 1

@@ -3,9 +3,10 @@
 ``pointcast verify OBS...`` reads observation files, matches every observation with every
 archived forecast that covers it (all runs, all lead times), and scores each product, element
 and lead-time bin with the Australian Bureau of Meteorology's ``scores`` library: bias, MAE and
-RMSE (wind direction on the circle), the Brier score and reliability table of the precipitation
-probability, each also for persistence (the observation at the run's init time) and, where the
-archive holds bias-corrected values (pointcast.postprocess), for those. The formats, matching
+RMSE (wind direction on the circle), the Brier score and reliability table of the published
+precipitation probability and of the neighbourhood probability kept beside it, the CRPS of the
+ensembles' quantile forecasts, each also for persistence (the observation at the run's init
+time) and, where the archive holds bias-corrected values (pointcast.postprocess), for those. The formats, matching
 rules and scores are documented in docs/verification.md; ``postprocess`` reuses the reading
 and matching.
 """
@@ -76,18 +77,32 @@ OBSERVED: dict[str, Element] = {e.name: e for e in (
     Element("total_cloud_cover", STATE),
     Element("humidity", STATE),
 )}
-PROBABILITIES = ("precipitation_proba", "pop")  # verified against observed precipitation >= 0.1 mm
+# Verified against observed precipitation >= 0.1 mm in the hour: the published probability
+# (European products precipitation_proba, wxdata pop) and the deterministic neighbourhood
+# probability products with ensembles keep beside it as a reference.
+PROBABILITIES = ("precipitation_proba", "pop", "precipitation_proba_neighbourhood")
+# The ensembles' quantile forecasts (products.base.ensemble_archive) and the observed element
+# each verifies, scored with the CRPS.
+QUANTILE_FORECASTS = {"temperature_quantiles": "temp_2m", "wind_speed_quantiles": "windspd_10m",
+                      "precipitation_quantiles": "precipitation"}
+# Values of the clock hour [t - 1 h, t) held at each of its steps: the probabilities and the
+# precipitation quantiles (pointcast.ensemble).
+CLOCK_HOUR = "clock hour"
 
 # The archive variable of an element, by product: (name, selection); the European common
 # products archive the API's own names, the windpack its winds by height, the wxdata products
-# their own short names (docs/api.md).
-_EU: dict[str, tuple[str, dict]] = {name: (name, {}) for name in (*OBSERVED, "precipitation_proba")}
+# their own short names (docs/api.md); the ensemble variables have one name everywhere.
+_ENSEMBLE: dict[str, tuple[str, dict]] = {name: (name, {}) for name in
+                                          ("precipitation_proba_neighbourhood", *QUANTILE_FORECASTS)}
+_EU: dict[str, tuple[str, dict]] = {name: (name, {}) for name in (*OBSERVED, "precipitation_proba")} | _ENSEMBLE
 _WX: dict[str, tuple[str, dict]] = {
     "temp_2m": ("temp", {}), "precipitation": ("prec", {}), "sea_surface_pressure": ("arpress", {}),
-    "windspd_10m": ("wndspd", {}), "windir_10m": ("wnddir", {}), "humidity": ("rhum", {}), "pop": ("pop", {})}
+    "windspd_10m": ("wndspd", {}), "windir_10m": ("wnddir", {}), "humidity": ("rhum", {}), "pop": ("pop", {}),
+    **_ENSEMBLE}
 ARCHIVE_NAMES: dict[str, dict[str, tuple[str, dict]]] = {
     "eu-short": _EU, "eu-medium": _EU,
-    "eu-wind": {"windspd_10m": ("windspd", {"height": 10.0}), "windir_10m": ("windir", {"height": 10.0})},
+    "eu-wind": {"windspd_10m": ("windspd", {"height": 10.0}), "windir_10m": ("windir", {"height": 10.0}),
+                "wind_speed_quantiles": ("wind_speed_quantiles", {"height": 10.0})},
     "global": _WX, "japan": _WX,
 }
 COMPASS_DEGREES = 22.5  # wxdata wnddir: 16-point compass, 16 = north, 0 = calm
@@ -384,26 +399,34 @@ class Archive:
 
     def forecast(self, name: str, sel: dict, points: list[str], runs: np.ndarray,
                  corrected: bool = False) -> np.ndarray | None:
-        """(run, point, lead) of ``name`` (or its ``_corrected`` sibling) for the runs
-        ``runs`` (indices into ``inits``), NaN where a store lacks the variable, the point or
-        the lead time; None when no store has it."""
+        """(run, point, lead[, quantile]) of ``name`` (or its ``_corrected`` sibling) for the
+        runs ``runs`` (indices into ``inits``), NaN where a store lacks the variable, the point
+        or the lead time; None when no store has it."""
         var = f"{name}_corrected" if corrected else name
-        out = np.full((len(runs), len(points), self.nlead), np.nan)
-        found = False
+        out = None
         for ds, rows in self.stores:
             if var not in ds:
                 continue
-            found = True
+            whole = ds[var].sel(sel).transpose(publish.INIT, publish.POINT, publish.LEAD, ...)
+            if out is None:
+                out = np.full((len(runs), len(points), self.nlead, *whole.shape[3:]), np.nan)
             mine = np.nonzero(np.isin(runs, rows))[0]
             stored = set(ds[publish.POINT].values.tolist())
             have = [p for p in points if p in stored]
             if not have or not len(mine):
                 continue
-            da = (ds[var].sel(sel).isel({publish.INIT: runs[mine] - rows[0]}).sel(point=have)
-                  .transpose(publish.INIT, publish.POINT, publish.LEAD))
+            da = whole.isel({publish.INIT: runs[mine] - rows[0]}).sel(point=have)
             cols = np.array([points.index(p) for p in have], dtype=np.intp)
             out[np.ix_(mine, cols, np.arange(da.sizes[publish.LEAD]))] = da.values
-        return out if found else None
+        return out
+
+    def quantile_levels(self, name: str) -> np.ndarray | None:
+        """The ``quantile`` coordinate of ``name``, the same in every store holding it."""
+        levels = {tuple(ds["quantile"].values.tolist()) for ds, _ in self.stores if name in ds}
+        if len(levels) > 1:
+            raise ValueError(f"{self.product}: {name} has different quantile levels across store versions: "
+                             f"{sorted(levels)}")
+        return np.array(levels.pop()) if levels else None
 
     def close(self) -> None:
         for ds, _ in self.stores:
@@ -418,10 +441,11 @@ class Matches:
     point: np.ndarray  # point ids
     valid: np.ndarray  # the observation's time (datetime64[ns])
     lead_h: np.ndarray  # lead time of the first step used, hours
-    forecast: np.ndarray
+    forecast: np.ndarray  # (pair,), a quantile forecast (pair, level)
     observed: np.ndarray
     persistence: np.ndarray  # the observation at init time (NaN: none)
     corrected: np.ndarray  # the bias-corrected forecast (NaN: none archived)
+    levels: np.ndarray | None = None  # a quantile forecast: the levels of ``forecast``'s columns
 
 
 def _steps(archive: Archive, inits: np.ndarray, time: np.ndarray, period: np.ndarray):
@@ -455,18 +479,20 @@ OBS_BLOCK = 20_000  # observations paired with the runs at a time (memory: runs 
 
 
 def match(archive: Archive, obs: pd.DataFrame, element: str, runs: np.ndarray | None = None) -> Matches | None:
-    """Every (run, observation) pair of ``element`` (a probability: against the 1-hour
-    precipitation observations) at the archive's points; ``runs``: which of the archived
-    runs (a mask over ``archive.inits``), by default all."""
+    """Every (run, observation) pair of ``element`` at the archive's points (a probability
+    and the precipitation quantiles: against the 1-hour precipitation observations of a clock
+    hour; the other quantiles against their element's observations); ``runs``: which of the
+    archived runs (a mask over ``archive.inits``), by default all."""
     names = ARCHIVE_NAMES.get(archive.product, {})
     if element not in names:
         return None
     name, sel = names[element]
     probability = element in PROBABILITIES
-    observed_as = "precipitation" if probability else element
+    observed_as = "precipitation" if probability else QUANTILE_FORECASTS.get(element, element)
+    kind = CLOCK_HOUR if observed_as == "precipitation" and element != observed_as else OBSERVED[observed_as].kind
     rows = obs[(obs["element"] == observed_as) & obs["point"].isin(archive.points())]
-    if probability:
-        rows = rows[rows["period"] == HOUR]
+    if kind == CLOCK_HOUR:
+        rows = rows[(rows["period"] == HOUR) & (rows["time"].dt.floor("h") == rows["time"])]
     if rows.empty:
         return None
     time, period = rows["time"].values, rows["period"].values
@@ -491,21 +517,20 @@ def match(archive: Archive, obs: pd.DataFrame, element: str, runs: np.ndarray | 
         fcst = np.where(fcst > 0, (fcst * COMPASS_DEGREES) % 360, np.nan)
     index = {p: c for c, p in enumerate(points)}
     col = np.array([index.get(p, -1) for p in rows["point"].values])
-    kind = "probability" if probability else OBSERVED[element].kind
 
     def values(arr: np.ndarray | None) -> np.ndarray:
         if arr is None:
             return np.full(len(i), np.nan)
+        if kind in (STATE, DIRECTION, CLOCK_HOUR):  # the nearest step; the clock hour's first
+            return arr[i, col[j], k0]
         idx = k0[:, None] + np.arange(int((k1 - k0).max()))[None, :]
         use = idx < k1[:, None]
         taken = arr[i[:, None], col[j][:, None], np.minimum(idx, arr.shape[2] - 1)]
         missing = (use & np.isnan(taken)).any(axis=1)
         if kind == AMOUNT:  # the mean rate over the period (API units: kg/m2/h)
             out = np.where(use, taken, 0.0).sum(axis=1) / use.sum(axis=1)
-        elif kind in (MAXIMUM, "probability"):
+        else:  # MAXIMUM
             out = np.where(use, taken, -np.inf).max(axis=1)
-        else:
-            out = taken[:, 0]
         return np.where(missing, np.nan, out)
 
     forecast, corrected = values(fcst), values(corr)
@@ -513,11 +538,12 @@ def match(archive: Archive, obs: pd.DataFrame, element: str, runs: np.ndarray | 
     if probability:
         observed = (observed >= EVENT_MM).astype(np.float64)  # 1 h: the mean rate is the amount
     persistence = _persistence(obs, observed_as, rows, j, inits[i], probability)
-    keep = ~np.isnan(forecast)
+    keep = ~np.isnan(forecast).reshape(len(forecast), -1).any(axis=1)  # a quantile forecast: all levels
     step_h = archive.step / HOUR
     return Matches(init=inits[i][keep], point=rows["point"].values[j][keep], valid=time[j][keep],
                    lead_h=(k0 * step_h)[keep], forecast=forecast[keep], observed=observed[keep],
-                   persistence=persistence[keep], corrected=corrected[keep])
+                   persistence=persistence[keep], corrected=corrected[keep],
+                   levels=archive.quantile_levels(name) if element in QUANTILE_FORECASTS else None)
 
 
 def _persistence(obs: pd.DataFrame, element: str, rows: pd.DataFrame, j: np.ndarray, inits: np.ndarray,
@@ -556,6 +582,16 @@ def _brier(p_percent: np.ndarray, event: np.ndarray) -> float:
     return _num(scores.probability.brier_score(_da(p_percent / 100.0), _da(event)))
 
 
+def crps_from_quantiles(q: np.ndarray, levels: Sequence[float], o: np.ndarray) -> float:
+    """The CRPS of quantile forecasts ``q`` (pair, level) against ``o``: twice the mean over
+    the levels of the quantile score, the CRPS's quantile decomposition (Gneiting and Ranjan
+    2011) on the levels there are, which for levels forming central intervals around the
+    median is the weighted interval score (Bracher et al. 2021; docs/verification.md)."""
+    per_level = [float(scores.continuous.quantile_score(_da(q[:, k]), _da(o), float(a)))
+                 for k, a in enumerate(levels)]
+    return _num(2.0 * np.mean(per_level))
+
+
 def _num(x) -> float:
     return round(float(x), 4)
 
@@ -574,8 +610,8 @@ def reliability(p_percent: np.ndarray, event: np.ndarray) -> list[dict]:
 
 def score(m: Matches, element: str) -> dict:
     """The element's entry of a product's verification (docs/verification.md, "Output")."""
-    probability = element in PROBABILITIES
-    angular = not probability and OBSERVED[element].kind == DIRECTION
+    probability, quantiles = element in PROBABILITIES, element in QUANTILE_FORECASTS
+    angular = element in OBSERVED and OBSERVED[element].kind == DIRECTION
     lo, hi = lead_bin(m.lead_h)
     bins = []
     for a, b in sorted(set(zip(lo.tolist(), hi.tolist(), strict=True))):
@@ -586,6 +622,13 @@ def score(m: Matches, element: str) -> dict:
         if probability:
             entry["brier"] = _brier(f, o)
             entry["persistence"] = {"brier": _brier(p[has_p], o[has_p]) if has_p.any() else None}
+        elif quantiles:
+            if m.levels is None:
+                raise ValueError(f"{element}: quantile forecasts without their levels")
+            entry["crps"] = crps_from_quantiles(f, m.levels.tolist(), o)
+            # a single value's CRPS is its absolute error
+            entry["persistence"] = {"crps": _num(scores.continuous.mae(_da(p[has_p]), _da(o[has_p])))
+                                    if has_p.any() else None}
         else:
             entry.update(_continuous(f, o, angular))
             entry["persistence"] = (_continuous(p[has_p], o[has_p], angular) if has_p.any()
@@ -593,9 +636,12 @@ def score(m: Matches, element: str) -> dict:
             if has_c.any():
                 entry["corrected"] = {"n": int(has_c.sum()), **_continuous(c[has_c], o[has_c], angular)}
         bins.append(entry)
-    out: dict = {"units": "%" if probability else OBSERVED[element].units, "bins": bins}
+    units = "%" if probability else OBSERVED[QUANTILE_FORECASTS.get(element, element)].units
+    out: dict = {"units": units, "bins": bins}
     if probability:
         out["reliability"] = reliability(m.forecast, m.observed)
+    if quantiles and m.levels is not None:
+        out["quantiles"] = m.levels.tolist()
     return out
 
 
@@ -608,7 +654,7 @@ def verify_product(archive: Archive, obs: pd.DataFrame, since: np.datetime64 | N
     if until is not None:
         runs &= archive.inits <= until
     variables = {}
-    for element in (*OBSERVED, *PROBABILITIES):
+    for element in (*OBSERVED, *PROBABILITIES, *QUANTILE_FORECASTS):
         m = match(archive, obs, element, runs)
         if m is not None and len(m.init):
             variables[element] = score(m, element)
@@ -621,6 +667,34 @@ def _now() -> str:
 
 # --------------------------------------------------------------------------------------------
 # Output
+
+
+def summary(result: dict) -> list[str]:
+    """The Brier scores and CRPS of a product's verification as text (``pointcast verify``):
+    over all lead times and by lead day (means of the bins' scores weighted by their pairs,
+    which is the score of their pairs together), and each probability's reliability table."""
+    lines = []
+    for element, v in result["variables"].items():
+        name = "brier" if element in PROBABILITIES else "crps" if element in QUANTILE_FORECASTS else None
+        if name is None:
+            continue
+        units = "" if name == "brier" else f" {v['units']}"
+
+        def mean(bins: list[dict], name: str = name) -> str:
+            n = sum(b["n"] for b in bins)
+            return f"{sum(b[name] * b['n'] for b in bins) / n:.4f}"
+
+        days: dict[int, list[dict]] = {}
+        for b in v["bins"]:
+            days.setdefault(b["lead_from_h"] // 24, []).append(b)
+        by_day = ", ".join(f"{d * 24}-{d * 24 + 24} h {mean(bins)}" for d, bins in sorted(days.items()))
+        lines.append(f"{result['product']} {element}: {'Brier' if name == 'brier' else 'CRPS'} {mean(v['bins'])}"
+                     f"{units} (n {sum(b['n'] for b in v['bins'])}); by lead day: {by_day}")
+        if "reliability" in v:
+            table = "; ".join(f"{r['forecast_from']}-{r['forecast_to']} %: {r['observed_frequency']:.2f} (n {r['n']})"
+                              for r in v["reliability"] if r["n"])
+            lines.append(f"  reliability (observed frequency by forecast probability): {table}")
+    return lines
 
 
 def to_dataset(result: dict) -> xr.Dataset:

@@ -294,13 +294,28 @@ def test_verification_summary_and_error_band(browser, published, tmp_path):
                                                                   "products": ["eu-short"]}))
     (site / "verification" / "eu-short.json").write_text(json.dumps(
         {"product": "eu-short", "generated": "2026-11-20T03:00:00+00:00",
-         "variables": {"temp_2m": {"units": "degC", "bins": bins}}}))
+         "variables": {"temp_2m": {"units": "degC", "bins": bins},
+                       "precipitation_proba": {"units": "%", "bins": [
+                           {"lead_from_h": 0, "lead_to_h": 1, "n": 30, "brier": 0.1, "persistence": {"brier": 0.3}},
+                           {"lead_from_h": 30, "lead_to_h": 31, "n": 10, "brier": 0.2, "persistence": {"brier": None}}],
+                           "reliability": [{"forecast_from": 0, "forecast_to": 10, "n": 25, "observed_frequency": 0.04},
+                                           {"forecast_from": 10, "forecast_to": 20, "n": 0, "observed_frequency": None}]},
+                       "temperature_quantiles": {"units": "degC", "quantiles": [0.1, 0.25, 0.5, 0.75, 0.9], "bins": [
+                           {"lead_from_h": 0, "lead_to_h": 1, "n": 10, "crps": 0.5, "persistence": {"crps": 1.0}}]}}}))
     proc, base = _static_server(site)
     try:
         page, errors, absent = _open(browser, base + "/", "status-verification")
         rows = page.locator("#verification tr").all_inner_texts()
         # n-weighted over the bins: MAE (30 * 1.25 + 10 * 2.5) / 40, persistence (30 * 2 + 10 * 3) / 40
         assert rows[1].split("\t") == ["eu-short", "temp_2m", "degC", "40", "-0.13", "1.56", "1.88", "2.25", "–"], rows
+        # the Brier score and the CRPS, n-weighted over the bins and by lead day, and the reliability table
+        scores = page.locator("#verification-probabilistic tr").all_inner_texts()
+        assert [r.split("\t") for r in scores[1:]] == [
+            ["eu-short", "precipitation_proba", "Brier", "1", "40", "0.125", "0.3", "d1 0.100 · d2 0.200"],
+            ["eu-short", "temperature_quantiles", "CRPS", "degC", "10", "0.5", "1", "d1 0.500"]], scores
+        reliability = page.locator("#verification-reliability tr").all_inner_texts()
+        assert [r.split("\t") for r in reliability] == [["product", "variable", "0-10 %", "10-20 %"],
+                                                          ["eu-short", "precipitation_proba", "0.04 (25)", "–"]]
         assert not errors and not absent
         page.close()
         page, errors, absent = _open(browser, base + "/#/p/eu-short/paris", "meteogram-verification")

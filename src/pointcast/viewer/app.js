@@ -313,15 +313,32 @@
     return (await optional("verification/index.json")) ? optional(`verification/${product}.json`) : null;
   }
 
+  // the mean of a bin score over bins, weighted by their pairs (null: no bin has it)
+  function weighted(bins, get) {
+    const use = bins.filter((b) => get(b) != null && b.n);
+    const w = use.reduce((s, b) => s + b.n, 0);
+    return w ? use.reduce((s, b) => s + get(b) * b.n, 0) / w : null;
+  }
+
   function summary(bins) {
     const n = bins.reduce((s, b) => s + (b.n || 0), 0);
-    const mean = (get) => {
-      const use = bins.filter((b) => get(b) != null && b.n);
-      const w = use.reduce((s, b) => s + b.n, 0);
-      return w ? use.reduce((s, b) => s + get(b) * b.n, 0) / w : null;
-    };
+    const mean = (get) => weighted(bins, get);
     return { n, bias: mean((b) => b.bias), mae: mean((b) => b.mae), rmse: mean((b) => b.rmse),
       persistence: mean((b) => (b.persistence || {}).mae), corrected: mean((b) => (b.corrected || {}).mae) };
+  }
+
+  // n-weighted mean of a bin score over bins, by lead day: "d1 0.12 · d2 0.15"
+  function byLeadDay(bins, get) {
+    const days = new Map();
+    for (const b of bins) {
+      const d = Math.floor(b.lead_from_h / 24);
+      if (!days.has(d)) days.set(d, []);
+      days.get(d).push(b);
+    }
+    return [...days.entries()].sort((a, b) => a[0] - b[0]).map(([d, bs]) => {
+      const m = weighted(bs, get);
+      return m == null ? null : `d${d + 1} ${m.toFixed(3)}`;
+    }).filter(Boolean).join(" · ");
   }
 
   async function renderVerification(section, run) {
@@ -329,18 +346,44 @@
     if (!index) return;
     const listed = Array.isArray(index.products) ? index.products.map((p) => (typeof p === "string" ? p : p.product))
       : index.products ? Object.keys(index.products) : run.products;
-    const rows = [];
+    const rows = [], probabilistic = [], reliability = [];
+    let edges = [];
+    const d = (x, digits = 2) => (x == null ? null : Number(x.toFixed(digits)));
     for (const p of listed.filter(Boolean)) {
       const v = await optional(`verification/${p}.json`);
       for (const [name, variable] of Object.entries((v && v.variables) || {})) {
-        const s = summary(variable.bins || []);
-        const d = (x) => (x == null ? null : Number(x.toFixed(2)));
-        rows.push([p, name, variable.units || "", s.n, d(s.bias), d(s.mae), d(s.rmse), d(s.persistence), d(s.corrected)]);
+        const bins = variable.bins || [];
+        // the Brier score of a probability, the CRPS of quantiles (docs/verification.md)
+        const key = bins.some((b) => b.brier != null) ? "brier" : bins.some((b) => b.crps != null) ? "crps" : null;
+        if (!key) {
+          const s = summary(bins);
+          rows.push([p, name, variable.units || "", s.n, d(s.bias), d(s.mae), d(s.rmse), d(s.persistence), d(s.corrected)]);
+          continue;
+        }
+        const get = (b) => b[key];
+        const n = bins.reduce((t, b) => t + (b.n || 0), 0);
+        probabilistic.push([p, name, key === "brier" ? "Brier" : "CRPS", key === "brier" ? "1" : variable.units || "",
+          n, d(weighted(bins, get), 4), d(weighted(bins, (b) => (b.persistence || {})[key]), 4), byLeadDay(bins, get)]);
+        if (Array.isArray(variable.reliability)) {
+          edges = variable.reliability.map((r) => `${r.forecast_from}-${r.forecast_to} %`);
+          reliability.push([p, name, ...variable.reliability.map((r) => (r.n ? `${r.observed_frequency.toFixed(2)} (${r.n})` : "–"))]);
+        }
       }
     }
-    section.replaceChildren(h("h2", {}, "Verification"),
-      h("p", { class: "muted" }, `Forecast against observations, averaged over lead times (weighted by count)${index.generated ? `, generated ${utcText(index.generated)}` : ""}.`),
-      table(["product", "variable", "units", "n", "bias", "MAE", "RMSE", "MAE persistence", "MAE corrected"], rows));
+    const parts = [h("h2", {}, "Verification"),
+      h("p", { class: "muted" }, `Forecast against observations, averaged over lead times (weighted by count)${index.generated ? `, generated ${utcText(index.generated)}` : ""}.`)];
+    if (rows.length) parts.push(table(["product", "variable", "units", "n", "bias", "MAE", "RMSE", "MAE persistence", "MAE corrected"], rows));
+    if (probabilistic.length) {
+      parts.push(h("h3", {}, "Probabilities and quantiles"),
+        h("p", { class: "muted" }, "Brier score of the probability of at least 0.1 mm in the hour; CRPS of the ensemble quantiles; lower is better. By lead day: d1 = 0-24 h."),
+        table(["product", "variable", "score", "units", "n", "all lead times", "persistence", "by lead day"], probabilistic, { id: "verification-probabilistic" }));
+    }
+    if (reliability.length) {
+      parts.push(h("h3", {}, "Reliability"),
+        h("p", { class: "muted" }, "Observed frequency of the event by forecast probability (pairs)."),
+        table(["product", "variable", ...edges], reliability, { id: "verification-reliability" }));
+    }
+    section.replaceChildren(...parts);
     section.hidden = false;
   }
 
