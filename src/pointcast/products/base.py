@@ -377,10 +377,19 @@ def ensemble_archive(out: xr.Dataset, ds: xr.Dataset, heights: bool = False) -> 
 
 
 
+QUANTILE_DIR = "quantiles"  # <product>/quantiles/<point id>.json
+
+
 def quantile_paths(product_id: str, cfg: ProductConfig) -> list[str]:
     """The quantile files of a product's points (docs/api.md, "Extension: quantiles"): one a
     point when the product has ensembles, else none."""
-    return [f"{product_id}/quantiles/{p.id}.json" for p in cfg.points] if cfg.ensembles else []
+    return [f"{product_id}/{QUANTILE_DIR}/{p.id}.json" for p in cfg.points] if cfg.ensembles else []
+
+
+def is_quantile_file(rel: str) -> bool:
+    """Whether a product's file (``<product>/...``) is a quantile file, the only files whose
+    numbers may be null (where no ensemble covers)."""
+    return rel.split("/")[1:2] == [QUANTILE_DIR] and rel.count("/") == 2
 
 
 def put_quantiles(files: Files | StagedFiles, product_id: str, cfg: ProductConfig, ctx: RunContext,
