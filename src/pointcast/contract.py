@@ -336,6 +336,8 @@ QUANTILE_DATA = Table((
 """The series of the quantile extension (docs/api.md, "Extension: quantiles"), by the archive
 variable each is read from (``ref``): per time one row of the ensemble's quantiles, a row of
 nulls where no ensemble of the product covers the time."""
+QUANTILE_DIR = "quantiles"
+"""A product's folder of quantile files in the run tree: ``<product>/quantiles/<point id>.json``."""
 QUANTILE_HEIGHTS = "heights"
 """eu-wind's quantile file: the point's precomputed heights, and the wind speed at each."""
 QUANTILE_WIND_AT = "wind_speed_at"

@@ -19,7 +19,7 @@ except ImportError:  # installed without a C compiler (setup.py): the same bytes
     # mypy types the name by the first import; both modules have the same functions (_render.pyi)
     from .. import _render_numpy as _render  # type: ignore[no-redef]
 from ..config import Point, ProductConfig
-from ..contract import FREQ_MINUTES, QUANTILE_DATA, QUANTILE_HEIGHTS, QUANTILE_WIND_AT, height_name
+from ..contract import FREQ_MINUTES, QUANTILE_DATA, QUANTILE_DIR, QUANTILE_HEIGHTS, QUANTILE_WIND_AT, height_name
 from ..ensemble import QUANTILES
 from ..facts import ArchiveFacts, FileFacts
 
@@ -375,9 +375,6 @@ def ensemble_archive(out: xr.Dataset, ds: xr.Dataset, heights: bool = False) -> 
                            {"long_name": "probability of not exceeding the value among the members"})
     return out
 
-
-
-QUANTILE_DIR = "quantiles"  # <product>/quantiles/<point id>.json
 
 
 def quantile_paths(product_id: str, cfg: ProductConfig) -> list[str]:
