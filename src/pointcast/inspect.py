@@ -33,6 +33,14 @@ from .sources.base import ModelSpec
 UTC = UTC
 CENTRE_MODELS = {"ecmf": ("ifs",), "kwbc": ("gfs",), "rjtd": ("msm",),
                  "edzw": ("icon-eu", "icon-d2")}
+# An ensemble member's message (it names its member) is read by the centre's ensemble first.
+CENTRE_ENSEMBLES = {"ecmf": ("ens",), "kwbc": ("gefs",), "edzw": ("icon-eu-eps",)}
+# WMO GRIB2 code table 4.6, type of ensemble forecast.
+ENSEMBLE_TYPES = {0: "control (unperturbed high-resolution control forecast)",
+                  1: "control (unperturbed low-resolution control forecast)",
+                  2: "perturbed (negatively perturbed forecast)",
+                  3: "perturbed (positively perturbed forecast)",
+                  4: "multi-model forecast"}
 STEP_WORDS = {"instant": "instantaneous", "accum": "accumulated", "avg": "average",
               "max": "maximum", "min": "minimum", "diff": "difference", "rms": "root mean square",
               "sd": "standard deviation"}
@@ -148,7 +156,8 @@ def _describe(h, offset: int, length: int) -> dict[str, Any]:
     else:
         raw_param = f"{_get(h, 'table2Version')}/{_get(h, 'indicatorOfParameter')}"
     msg = _Msg(short, tol, level, step_type, edition, param_id, grib_units, raw_param)
-    model, rows = _rows_for(msg, centre)
+    ensemble = _ensemble(h)
+    model, rows = _rows_for(msg, centre, ensemble is not None)
     entry: dict[str, Any] = {"offset": offset, "length": length, "edition": edition,
                              "centre": centre}
     factor, refused = judge(rows[0], msg) if rows else (1.0, None)
@@ -176,6 +185,8 @@ def _describe(h, offset: int, length: int) -> dict[str, Any]:
     entry["level"] = _level(h, tol, level, notes)
     entry |= _time(h, start_m, end_m, step_type, notes)
     entry["grid"] = _grid(h, notes)
+    if ensemble is not None:
+        entry["ensemble"] = ensemble
     if tol in (None, "unknown"):
         notes.append("typeOfLevel unknown to ecCodes (a local level type)")
     if notes:
@@ -193,8 +204,24 @@ class _Msg:
         self.paramId, self.units, self.parameter = paramId, units, parameter
 
 
-def _rows_for(msg: _Msg, centre: str | None) -> tuple[str | None, list[GribField]]:
-    order = [*CENTRE_MODELS.get(centre or "", ()), *MODELS]
+def _ensemble(h) -> dict[str, Any] | None:
+    """The member of an ensemble product (templates 4.1, 4.11 ...): its number
+    (``perturbationNumber``), its type (code table 4.6) and the ensemble's size; None for a
+    message that names no member."""
+    member = _get(h, "perturbationNumber", int)
+    if member is None:
+        return None
+    kind = _get(h, "typeOfEnsembleForecast", int)
+    return {"member": member, "type": kind,
+            "type_name": ENSEMBLE_TYPES.get(kind, f"code {kind} (not in WMO table 4.6)")
+            if kind is not None else None,
+            "size": _get(h, "numberOfForecastsInEnsemble", int)}
+
+
+def _rows_for(msg: _Msg, centre: str | None,
+              member: bool = False) -> tuple[str | None, list[GribField]]:
+    ensembles = CENTRE_ENSEMBLES.get(centre or "", ()) if member else ()
+    order = [*ensembles, *CENTRE_MODELS.get(centre or "", ()), *MODELS]
     for mid in dict.fromkeys(order):
         model: ModelSpec = MODELS[mid]
         rows = [r for r in model.fields if matches(r, msg)]

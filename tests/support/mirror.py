@@ -309,3 +309,145 @@ def add_foreign_message(path: Path) -> int:
         rows.insert(2, ["", str(at), rows[0][2], "TMP", "500 mb", rows[0][5], ""])
         index.write_text("".join(f"{i + 1}:" + ":".join(r[1:]) + "\n" for i, r in enumerate(rows)))
     return n
+
+
+# ------------------------------------------------------------------------------------------
+# Ensembles: tiny runs in the real layouts, written with ecCodes
+# ------------------------------------------------------------------------------------------
+
+ENSEMBLE_ROOTS = {"ens": "ecmwf", "gefs": "noaa", "icon-eu-eps": "dwd"}
+# What each ensemble's tables read, as (paramId, accumulated) per ``.index`` / wgrib2 / DWD name.
+_ENS_PARAMS = {"2t": (167, False), "10u": (165, False), "10v": (166, False),
+               "100u": (228246, False), "100v": (228247, False), "tp": (228, True)}
+_GEFS_PARAMS = {("TMP", "2 m above ground"): (167, False), ("UGRD", "10 m above ground"): (165, False),
+                ("VGRD", "10 m above ground"): (166, False), ("APCP", "surface"): (228228, True)}
+_EPS_PARAMS = {"T_2M": (167, False), "U_10M": (165, False), "V_10M": (166, False),
+               "TOT_PREC": (228228, True)}
+EPS_UUID = "ae487d28fe2e11e4af85e50a2a56a360"  # a uuidOfHGrid for the tiny ICON-EU-EPS grid
+EPS_CELLS = 16
+
+
+def ensemble_value(param_id: int, member: int, step: int) -> float:
+    """The constant value of a member's field in the trees below (tells members apart)."""
+    return param_id % 1000 + member + step / 100
+
+
+def _member_message(centre: str, param_id: int, init: datetime, step: int, member: int | None,
+                    size: int, accum_from: int | None, cells: int | None = None) -> bytes:
+    """One GRIB2 message: an ensemble member's (template 4.1, 4.11 accumulated;
+    ``typeOfEnsembleForecast`` 1 for the control, 3 for a perturbed member) or, ``member``
+    None, a deterministic one (4.0, 4.8), as ECMWF's ``oper-fc`` control; on the sample's
+    regular grid or on ``cells`` cells of an unstructured grid (template 3.101)."""
+    h = eccodes.codes_grib_new_from_samples("GRIB2")
+    try:
+        s = eccodes.codes_set
+        s(h, "centre", centre)
+        s(h, "dataDate", int(f"{init:%Y%m%d}"))
+        s(h, "dataTime", int(f"{init:%H%M}"))
+        if cells is not None:
+            s(h, "gridDefinitionTemplateNumber", 101)
+            s(h, "numberOfDataPoints", cells)
+            s(h, "numberOfGridUsed", 37)
+            s(h, "numberOfGridInReference", 1)
+            eccodes.codes_set_string(h, "uuidOfHGrid", EPS_UUID)
+            s(h, "shapeOfTheEarth", 6)
+        ensemble = member is not None
+        s(h, "productDefinitionTemplateNumber", (11 if ensemble else 8) if accum_from is not None
+          else (1 if ensemble else 0))
+        if param_id in (1, 2):  # DWD's CLAT/CLON (0/191/1, 0/191/2)
+            s(h, "parameterCategory", 191)
+            s(h, "parameterNumber", param_id)
+        else:
+            s(h, "paramId", param_id)
+        if ensemble:
+            s(h, "typeOfEnsembleForecast", 1 if member == 0 else 3)
+            s(h, "perturbationNumber", member)
+            s(h, "numberOfForecastsInEnsemble", size)
+        if accum_from is not None:
+            s(h, "startStep", accum_from)
+            s(h, "endStep", step)
+        else:
+            s(h, "step", step)
+        n = eccodes.codes_get(h, "numberOfDataPoints")
+        value = ensemble_value(param_id, member or 0, step)
+        eccodes.codes_set_values(h, [value + 0.25 * (k % 2) for k in range(n)])
+        return eccodes.codes_get_message(h)
+    finally:
+        eccodes.codes_release(h)
+
+
+def publish_ensemble(tree: Path, model_id: str, init: datetime, steps: list[int]) -> list[Path]:
+    """Write a tiny run of an ensemble in its upstream's real layout (``sources/ens.py``,
+    ``gefs.py``, ``icon_eps.py``), every member, with the real index formats; returns the data
+    files written."""
+    from pointcast.sources import MODELS
+
+    model = MODELS[model_id]
+    root = tree / ENSEMBLE_ROOTS[model_id]
+    out: list[Path] = []
+
+    def write(rel: str, messages: list[tuple[dict, bytes]], index: str | None, bz: bool = False):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = b"".join(m for _, m in messages)
+        path.write_bytes(bz2.compress(data) if bz else data)
+        offsets, at = [], 0
+        for _, m in messages:
+            offsets.append(at)
+            at += len(m)
+        if index == "ecmwf":
+            path.with_suffix(".index").write_text("".join(
+                json.dumps(dict(e, _offset=o, _length=len(m))) + "\n"
+                for (e, m), o in zip(messages, offsets, strict=True)))
+        elif index == "wgrib2":
+            Path(f"{path}.idx").write_text("".join(
+                f"{i}:{o}:d={init:%Y%m%d%H}:{e['param']}:{e['level']}:{e['time']}:ENS={e['ens']}\n"
+                for i, ((e, _), o) in enumerate(zip(messages, offsets, strict=True), 1)))
+        out.append(path)
+
+    for step in steps:
+        if model_id == "ens":
+            for stream, kind, members in (("enfo", "ef", range(1, model.members)), ("oper", "fc", (None,))):
+                msgs = []
+                for member in members:
+                    for param, (pid, acc) in _ENS_PARAMS.items():
+                        entry = {"domain": "g", "date": f"{init:%Y%m%d}", "time": f"{init:%H%M}",
+                                 "expver": "0001", "class": "od", "type": "pf" if member else "fc",
+                                 "stream": stream, "step": str(step), "levtype": "sfc",
+                                 **({"number": str(member)} if member else {}), "param": param}
+                        msgs.append((entry, _member_message("ecmf", pid, init, step, member,
+                                                            model.members, 0 if acc else None)))
+                write(f"{init:%Y%m%d}/{init:%H}z/ifs/0p25/{stream}/{init:%Y%m%d%H}0000-{step}h-"
+                      f"{stream}-{kind}.grib2", msgs, "ecmwf")
+        elif model_id == "gefs":
+            for member in range(model.members):
+                msgs = []
+                for (param, level), (pid, acc) in _GEFS_PARAMS.items():
+                    if acc and step == 0:
+                        continue
+                    start = (step - 1) // 6 * 6
+                    time = f"{start}-{step} hour acc fcst" if acc else (
+                        "anl" if step == 0 else f"{step} hour fcst")
+                    entry = {"param": param, "level": level, "time": time,
+                             "ens": f"+{member}" if member else "low-res ctl"}
+                    msgs.append((entry, _member_message("kwbc", pid, init, step, member,
+                                                        model.members, start if acc else None)))
+                name = "gec00" if member == 0 else f"gep{member:02d}"
+                write(f"gefs.{init:%Y%m%d}/{init:%H}/atmos/pgrb2sp25/{name}.t{init:%H}z.pgrb2s."
+                      f"0p25.f{step:03d}", msgs, "wgrib2")
+        else:
+            stem = f"icon-eu-eps/grib/{init:%H}"
+            for param, (pid, acc) in _EPS_PARAMS.items():
+                msgs = [({}, _member_message("edzw", pid, init, step, m, model.members,
+                                             0 if acc else None, EPS_CELLS))
+                        for m in range(1, model.members + 1)]
+                name = param.lower()
+                write(f"{stem}/{name}/icon-eu-eps_europe_icosahedral_single-level_"
+                      f"{init:%Y%m%d%H}_{step:03d}_{name}.grib2.bz2", msgs, None, bz=True)
+            if step == 0:
+                for number, name in ((1, "clat"), (2, "clon")):
+                    write(f"{stem}/{name}/icon-eu-eps_europe_icosahedral_time-invariant_"
+                          f"{init:%Y%m%d%H}_{name}.grib2.bz2",
+                          [({}, _member_message("edzw", number, init, 0, None, 0, None,
+                                                EPS_CELLS))], None, bz=True)
+    return out

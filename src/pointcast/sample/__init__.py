@@ -11,7 +11,8 @@ from an analytic weather model.
   ``terrain``: land, sea and orography under it; ``grids``: the grids it is sampled on.
 - ``encode``: GRIB2 writing shared by the upstreams; one module per upstream's encoding and
   layout: ``ifs`` (ECMWF open data), ``icon`` (DWD open data, ICON-EU and ICON-D2), ``gfs``
-  (NOAA), ``msm`` (JMA).
+  (NOAA), ``msm`` (JMA); ``ensemble``: ENS, ICON-EU-EPS and GEFS, members from the same
+  weather plus a documented perturbation (``ensemble.perturbation``).
 
 Choices a reader of the files should know: overcast is 99.99 % so that 16-bit packing never
 decodes above 100 % (JMA's 12-bit percentages are capped at 99.98 % for the same reason).

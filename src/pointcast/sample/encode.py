@@ -127,15 +127,34 @@ SFC = dict(typeOfFirstFixedSurface=1, scaleFactorOfFirstFixedSurface=0,
 _CENTRE_KIND = {"ecmf": "ecmwf", "edzw": "dwd", "rjtd": "jma", "kwbc": "ncep"}
 
 
+@dataclass(frozen=True)
+class EnsembleKeys:
+    """How an upstream labels its ensemble members in GRIB2 (product definition templates
+    4.1 and 4.11, the ensemble twins of 4.0 and 4.8; typeOfGeneratingProcess 4, ensemble
+    forecast). Code table 4.6 (typeOfEnsembleForecast) and 1.4 (typeOfProcessedData) as each
+    centre uses them: see ``sample.ensemble``."""
+
+    size: int  # numberOfForecastsInEnsemble as the upstream writes it
+    control_type: int  # typeOfEnsembleForecast of the control (perturbationNumber 0)
+    perturbed_type: int  # ... of a perturbed member
+    control_data: int  # typeOfProcessedData of the control
+    perturbed_data: int  # ... of a perturbed member
+
+
+_ENSEMBLE_TEMPLATE = {0: 1, 8: 11}
+
+
 class Encoder:
     """GRIB2 messages of one model run: a base message with the grid, centre, reference time
     and packing, cloned once per product into a template that is reused for every step."""
 
     def __init__(self, grid: SampleGrid | CellGrid, init: datetime, *, centre: str, packing: str,
                  parameter: Callable[[int, Product], None], bits: int = 16,
-                 process_id: int | None = None, vertical: tuple[int, int, str] | None = None):
+                 process_id: int | None = None, vertical: tuple[int, int, str] | None = None,
+                 ensemble: EnsembleKeys | None = None):
         """``parameter(handle, product)`` sets the keys naming ``product``'s parameter, as the
-        upstream encodes it."""
+        upstream encodes it; ``ensemble``: the run is an ensemble's, every message a member's
+        (``message(member=...)``)."""
         self.kind = _CENTRE_KIND[centre]
         base = eccodes.codes_grib_new_from_samples("GRIB2")
         s = eccodes.codes_set
@@ -157,8 +176,9 @@ class Encoder:
             s(base, "grib2LocalSectionPresent", 1)
             s(base, "localDefinitionNumber", 1)
             s(base, "marsClass", "od")
-            s(base, "marsType", "fc")
-            s(base, "marsStream", "oper")
+            # An ensemble's members: stream enfo, type cf (control) or pf (``message``).
+            s(base, "marsType", "cf" if ensemble else "fc")
+            s(base, "marsStream", "enfo" if ensemble else "oper")
             s(base, "experimentVersionNumber", "0001")
         else:
             s(base, "subCentre", 255)
@@ -193,7 +213,7 @@ class Encoder:
             s(base, "longitudeOfLastGridPointInDegrees", float(grid.lons[-1]))
             s(base, "iDirectionIncrementInDegrees", grid.dlon)
             s(base, "jDirectionIncrementInDegrees", grid.dlat)
-        s(base, "typeOfGeneratingProcess", 2)
+        s(base, "typeOfGeneratingProcess", 4 if ensemble else 2)
         if process_id is not None:
             s(base, "generatingProcessIdentifier", process_id)
         s(base, "packingType", packing)
@@ -202,6 +222,7 @@ class Encoder:
         self.parameter = parameter
         # (nlev, numberOfVGridUsed, uuidOfVGrid) of the model levels' vertical grid.
         self.vertical = vertical
+        self.ensemble = ensemble
         self._base = base
         self._templates: dict[tuple, int] = {}
         self._statistical: dict[tuple, bool] = {}
@@ -246,6 +267,11 @@ class Encoder:
         if h is None:
             h = eccodes.codes_clone(self._base)
             self.parameter(h, product)
+            if self.ensemble:
+                # Template 4.0 -> 4.1, 4.8 -> 4.11: ecCodes keeps the keys both have.
+                number = eccodes.codes_get_long(h, "productDefinitionTemplateNumber")
+                eccodes.codes_set(h, "productDefinitionTemplateNumber", _ENSEMBLE_TEMPLATE[number])
+                eccodes.codes_set(h, "numberOfForecastsInEnsemble", self.ensemble.size)
             if product.type_of_level == "isobaricInhPa":
                 if product.level is None:
                     raise ValueError(f"{product.param}: an isobaricInhPa message needs a level")
@@ -255,14 +281,16 @@ class Encoder:
                 self._model_level(h, product)
             eccodes.codes_set_long(h, "stepUnits", 0 if minutes else 1)
             self._statistical[key] = (
-                eccodes.codes_get_long(h, "productDefinitionTemplateNumber") == 8)
+                eccodes.codes_get_long(h, "productDefinitionTemplateNumber") in (8, 11))
             self._templates[key] = h
         return h
 
     def message(self, product: Product, values: np.ndarray, *, end: int, start: int = 0,
-                minutes: bool = False, bits: int | None = None) -> bytes:
+                minutes: bool = False, bits: int | None = None, member: int | None = None
+                ) -> bytes:
         """Encode ``values`` as ``product`` at step ``end`` (a statistic over ``start``-``end``
-        for accumulations, means and maxima), in hours, or in minutes if ``minutes``.
+        for accumulations, means and maxima), in hours, or in minutes if ``minutes``; in an
+        ensemble's run as its ``member`` (perturbationNumber, 0 the control).
 
         The product's template handle is reused: only the step keys and the values change
         from one message to the next, which keeps the per-message cost near the packing."""
@@ -273,6 +301,18 @@ class Encoder:
             eccodes.codes_set_long(h, "endStep", end)
         else:
             eccodes.codes_set_long(h, "forecastTime", end)
+        if self.ensemble:
+            if member is None:
+                raise ValueError(f"{product.param}: an ensemble's message needs its member")
+            control = member == 0
+            e = self.ensemble
+            eccodes.codes_set_long(h, "perturbationNumber", member)
+            eccodes.codes_set_long(h, "typeOfEnsembleForecast",
+                                   e.control_type if control else e.perturbed_type)
+            eccodes.codes_set_long(h, "typeOfProcessedData",
+                                   e.control_data if control else e.perturbed_data)
+            if self.kind == "ecmwf":  # the MARS type of ECMWF's local section
+                eccodes.codes_set_string(h, "marsType", "cf" if control else "pf")
         # A constant field is packed with 0 bits, after which ecCodes would pick 24: reset.
         eccodes.codes_set_long(h, "bitsPerValue", bits or self.bits)
         eccodes.codes_set_values(h, np.ascontiguousarray(values, dtype=np.float64).ravel())

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..sources.base import ModelSpec
-from ..sources.icon import NATIVE_GRIDS
+from ..sources.icon import NATIVE_GRIDS, NativeGrid
 
 R_EARTH = 6.371e6  # m, the sphere of the sample's geometry (grids, terrain and weather)
 
@@ -75,11 +75,13 @@ class CellGrid:
                 f"lon {self.lons.min():.2f}..{self.lons.max():.2f}")
 
 
-def cell_grid(model: ModelSpec, scale: int, area: tuple[float, float, float, float]) -> CellGrid:
-    """``model``'s native-style grid at ``scale`` times its mesh size, cropped to its domain and
-    ``area`` (west, south, east, north). Only the lattice's latitude band is generated (the
-    lattice index runs monotonically with latitude), so scale 1 costs no global array."""
-    g = NATIVE_GRIDS[model.id]
+def cell_grid(model: ModelSpec, scale: int, area: tuple[float, float, float, float],
+              native: NativeGrid | None = None) -> CellGrid:
+    """``model``'s native-style grid (``native``, by default ``NATIVE_GRIDS[model.id]``) at
+    ``scale`` times its mesh size, cropped to its domain and ``area`` (west, south, east,
+    north). Only the lattice's latitude band is generated (the lattice index runs
+    monotonically with latitude), so scale 1 costs no global array."""
+    g = native or NATIVE_GRIDS[model.id]
     west, south, east, north = area
     south, north = max(south, g.lat_min), min(north, g.lat_max)
     west, east = max(west, g.lon_min), min(east, g.lon_max)

@@ -25,7 +25,7 @@ from ..config import parse_init
 from ..sources import run_steps
 from ..sources.base import FetchedRun, ModelSpec, RunRef, floor_run
 from ..sources.icon import NATIVE_GRIDS
-from . import gfs, icon, ifs, msm
+from . import ensemble, gfs, icon, ifs, msm
 from .encode import Writer
 from .grids import CellGrid, SampleGrid, cell_grid, sample_grid
 from .terrain import LandMask
@@ -40,6 +40,8 @@ SYNTHETIC_NOTE = ("SYNTHETIC DATA: written by pointcast's embedded sample source
                   "analytic weather model; this is not a real forecast.")
 
 DEFAULT_SCALE = 4
+# The ensembles' grids are this many times coarser than the deterministic models' by default.
+ENSEMBLE_COARSENING = 4
 ICON_LAYOUTS = ("v1", "legacy")
 # West, south, east, north: Europe, and Asia as far as Japan (MSM's whole domain lies inside,
 # and IFS covers Japan beyond MSM's horizon).
@@ -59,6 +61,9 @@ class SampleSource:
     # DWD's tree for ICON-EU/ICON-D2: "v1" (native grids, DWD's only scheme after 30 November
     # 2026) or "legacy" (``icon-eu/grib/...`` bz2 files on regular lat/lon grids).
     icon_layout: str = "v1"
+    # The ensembles' (ENS, ICON-EU-EPS, GEFS) scale: every Nth row/column (N times the mesh
+    # size on ICON's native grids); None = ENSEMBLE_COARSENING times ``scale``.
+    ensemble_scale: int | None = None
     _init: datetime | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
@@ -75,6 +80,12 @@ class SampleSource:
         if not (-180 <= area[0] and area[2] <= 180 and -90 <= area[1] and area[3] <= 90):
             raise ValueError(f"sample source: area {self.area!r} is outside -180..180/-90..90")
         self.area = area
+        if self.ensemble_scale is None:
+            self.ensemble_scale = ENSEMBLE_COARSENING * self.scale
+        if (isinstance(self.ensemble_scale, bool) or not isinstance(self.ensemble_scale, int)
+                or self.ensemble_scale < 1):
+            raise ValueError(f"sample source: ensemble_scale must be an integer >= 1, got "
+                             f"{self.ensemble_scale!r}")
         try:
             self._init = parse_init(self.init)
         except ValueError as e:
@@ -87,7 +98,7 @@ class SampleSource:
 
     @classmethod
     def from_options(cls, name: str, options: Mapping[str, Any]) -> SampleSource:
-        known = {"scale", "area", "init", "horizon_hours", "icon_layout"}
+        known = {"scale", "area", "init", "horizon_hours", "icon_layout", "ensemble_scale"}
         unknown = sorted(set(options) - known - {"type"})
         if unknown:
             raise ValueError(f"source {name!r} (sample): unknown option(s) {unknown}; "
@@ -119,12 +130,15 @@ class SampleSource:
             "steps_minutes": [int(s.total_seconds() // 60) for s in run.steps],
             "scale": self.scale, "area": list(self.area),
         }
+        scale = self.scale
+        if model.members and self.ensemble_scale is not None:  # set by __post_init__
+            scale = fingerprint["scale"] = self.ensemble_scale
         native = model.id in NATIVE_GRIDS and self.icon_layout == "v1"
-        if model.id in NATIVE_GRIDS:
+        if model.id in NATIVE_GRIDS or model.id == "icon-eu-eps":
             fingerprint["icon_layout"] = self.icon_layout
         notes = (SYNTHETIC_NOTE,
-                 f"sample {model.id} run {init:%Y-%m-%d %H} UTC, scale {self.scale} (every "
-                 f"{self.scale}th row/column of the {model.grid.dlat} deg grid), area "
+                 f"sample {model.id} run {init:%Y-%m-%d %H} UTC, scale {scale} (every "
+                 f"{scale}th row/column of the {model.grid.dlat} deg grid), area "
                  f"{list(self.area)}")
         if marker.exists():
             try:
@@ -140,13 +154,19 @@ class SampleSource:
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
-        grid = (cell_grid if native else sample_grid)(model, self.scale, self.area)
-        weather = Weather(model, grid, LandMask.load(cache))
+        if model.members:
+            grid = ensemble.grid(model, scale, self.area)
+            weather = Weather(ensemble.weather_model(model), grid, LandMask.load(cache))
+        else:
+            grid = (cell_grid if native else sample_grid)(model, scale, self.area)
+            weather = Weather(model, grid, LandMask.load(cache))
         writer = Writer(run_dir)
         try:
-            writer.write("README.txt", _readme(model, init, grid, self).encode(),
+            writer.write("README.txt", _readme(model, init, grid, scale, self).encode(),
                          data_file=False)
-            if isinstance(grid, CellGrid):  # native: an ICON model in the v1 tree
+            if model.members:
+                ensemble.write_files(run, model, grid, weather, writer, self.icon_layout)
+            elif isinstance(grid, CellGrid):  # native: an ICON model in the v1 tree
                 icon.write_v1_files(run, model, grid, weather, writer)
             elif model.id == "ifs":
                 ifs.write_files(run, model, grid, weather, writer)
@@ -171,16 +191,16 @@ class SampleSource:
         return FetchedRun(run=run, files=files, notes=notes)
 
 
-def _readme(model: ModelSpec, init: datetime, grid: SampleGrid | CellGrid,
+def _readme(model: ModelSpec, init: datetime, grid: SampleGrid | CellGrid, scale: int,
             src: SampleSource) -> str:
     return (
         f"{SYNTHETIC_NOTE}\n\n"
         f"Model stood in for: {model.name} ({model.id}), run {init:%Y-%m-%d %H:%M} UTC.\n"
         f"Layout, parameter encoding, packing and step conventions follow the real upstream\n"
-        f"(ECMWF open data for IFS, DWD open data for ICON, JMA's GPV for MSM), the values\n"
-        f"do not.\n"
+        f"(ECMWF open data for IFS and ENS, DWD open data for ICON and ICON-EU-EPS, NOAA for\n"
+        f"GFS and GEFS, JMA's GPV for MSM), the values do not.\n"
         f"Grid: {grid.describe()}\n"
-        f"(scale {src.scale}: {src.scale} times the operational grid spacing, "
+        f"(scale {scale}: {scale} times the operational grid spacing, "
         f"area {list(src.area)}).\n"
         f"Generator: {GENERATOR} (pointcast.sample).\n"
     )

@@ -8,7 +8,7 @@ ECMWF open data, DWD open data ...) is a place runs of those models come from.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -49,7 +49,8 @@ class Layout:
 
     Templates are ``str.format`` strings over ``init`` (the run's start, a datetime: use
     ``{init:%Y%m%d}``), ``step`` (whole hours), ``minute`` (minutes past the hour), ``first``
-    and ``last`` (the step range of a ``step_groups`` file) and whatever ``path_vars`` returns.
+    and ``last`` (the step range of a ``step_groups`` file), whatever ``path_vars`` returns and
+    the variables of each of ``parts``.
     """
 
     name: str
@@ -62,6 +63,10 @@ class Layout:
     # (a "path" key replaces the template), or None when the row has no file at that step.
     path_vars: Callable[[GribField, int | None, int], dict[str, Any] | None] | None = None
     compression: str | None = None  # "bz2": files are stored compressed (ingest unpacks them)
+    # A step's messages split over several files: the template variables of each, in order
+    # (GEFS: a file per member, {"member": "gep01"}; ECMWF ENS: the perturbed members in
+    # enfo-ef, the control in oper-fc). Empty: one file a step (or a field).
+    parts: tuple[Mapping[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

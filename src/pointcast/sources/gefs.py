@@ -1,16 +1,43 @@
-"""NOAA GEFS 0.25 deg, the GFS ensemble, as NOAA publishes it (``pgrb2sp25``).
+"""NOAA GEFS 0.25 deg, the GFS ensemble (GEFS v12), as NOAA publishes it (``pgrb2sp25``).
 
-Grid: 0.25 degree regular lat/lon, global, as GFS (``sources/gfs.py``). Runs at 00/06/12/18
-UTC; the 0.25 degree files are 3-hourly to 240 h. A file a member and step:
-``gefs.<YYYYMMDD>/<HH>/atmos/pgrb2sp25/<member>.t<HH>z.pgrb2s.0p25.f<FFF>``, the control
-``gec00`` (perturbationNumber 0) and the perturbed members ``gep01``-``gep30``, each with its
-wgrib2 ``.idx``.
+Grid: 0.25 degree regular lat/lon, global, as GFS (``sources/gfs.py``): rows from 90 N to 90 S,
+columns from 0 E to 359.75 E. Runs at 00/06/12/18 UTC; the 0.25 degree files (``pgrb2s``, the
+most used surface fields) are 3-hourly from 0 to 240 h for every run (the 0.5 degree
+``pgrb2a``/``pgrb2b`` files go on to 384 h and are not read here). 31 members: the control
+``gec00`` and the perturbed members ``gep01``-``gep30``, **a file a member and step**::
+
+    gefs.<YYYYMMDD>/<HH>/atmos/pgrb2sp25/<member>.t<HH>z.pgrb2s.0p25.f<FFF>
+
+each with its wgrib2 ``.idx`` inventory beside it (dynamical.org's GEFS archiver,
+dynamical-org/reformatters ``src/reformatters/noaa/gefs/gefs_config_models.py``: ``ge{c00|pNN}``
+file names, the ``s`` files up to 240 h, ``noaa-gefs-pds.s3.amazonaws.com`` first and NOMADS's
+``nomads.ncep.noaa.gov/pub/data/nccf/com/gens/prod`` as the fallback; Microsoft's description of
+the NOAA GEFS open data, microsoft/AIforEarthDataSets ``data/noaa-gefs.md``). ``UPSTREAM``
+names the same two mirrors in that order and one layout whose ``parts`` are the 31 members
+(``{member}``), so a run's step is 31 files, each fetched by byte ranges from its index.
+
+The inventory is wgrib2's, as for GFS, with the ensemble member in a seventh field: ``ENS=low-res
+ctl`` for the control, ``ENS=+1`` ... ``ENS=+30`` for the members (a real ``gep01`` inventory,
+reformatters ``tests/noaa/fixtures/gep01.t00z.pgrb2s.0p25.f015.idx``:
+``15:6562241:d=2025080100:UGRD:10 m above ground:15 hour fcst:ENS=+1``; ``gec00`` in
+``gec00.t00z.pgrb2a.0p50.f432.idx``). ``gfs.idx_wanted`` reads it (the member is in the file
+name; the seventh field is not needed). Encodings, as the inventories show: TMP at 2 m and
+UGRD/VGRD at 10 m instantaneous (``2t``, ``10u``, ``10v``: paramIds 167, 165, 166 as ecCodes
+reads NCEP's 0/0/0 at 103/2 and 0/2/2, 0/2/3 at 103/10); APCP surface (0/1/8, kg m-2) over
+windows that **reset every 6 hours** as GFS's (``12-15 hour acc`` at f015, ``6-9 hour acc`` at
+f009, ``426-432 hour acc`` at f432; reformatters deaccumulates GEFS with
+``window_reset_frequency = 6h``), none at f000. The messages are GRIB2 ensemble products
+(template 4.1, 4.11 for APCP): ``perturbationNumber`` 0 for ``gec00`` and 1-30 for ``gep01``-
+``gep30``, ``typeOfEnsembleForecast`` (WMO code table 4.6) 1, unperturbed low-resolution
+control, for ``gec00`` and 3, positively perturbed, for the others (what wgrib2 prints as
+``low-res ctl`` and ``+N``). Data: NOAA, public domain.
 """
 
 from __future__ import annotations
 
 from ..gribtable import Encoding as _E, GribField, Processing
-from .base import ModelSpec, RegularGrid, hours
+from .base import Layout, Mirror, ModelSpec, RegularGrid, Upstream, hours
+from .gfs import idx_wanted
 
 _MS = "m s**-1"
 
@@ -25,6 +52,21 @@ FIELDS: tuple[GribField, ...] = (
               encodings=(_E(228228, "kg m**-2", "0/1/8"),)),
 )
 
+MEMBER_FILES: tuple[str, ...] = ("gec00", *(f"gep{n:02d}" for n in range(1, 31)))
+
+_STEM = "gefs.{init:%Y%m%d}/{init:%H}/atmos/pgrb2sp25/{member}.t{init:%H}z.pgrb2s.0p25.f{step:03d}"
+
+UPSTREAM = Upstream(
+    mirrors=(
+        Mirror("aws", "https://noaa-gefs-pds.s3.amazonaws.com"),
+        Mirror("nomads", "https://nomads.ncep.noaa.gov/pub/data/nccf/com/gens/prod"),
+    ),
+    layouts=(Layout("pgrb2sp25", _STEM, f"{_STEM}.idx", index="wgrib2",
+                    parts=tuple({"member": m} for m in MEMBER_FILES)),),
+    select=idx_wanted,
+    licence="NOAA GEFS, public domain (US Government work)",
+)
+
 GEFS = ModelSpec(
     id="gefs",
     name="NOAA GEFS (0.25 deg, 31 members)",
@@ -33,6 +75,7 @@ GEFS = ModelSpec(
     steps=hours(*range(0, 241, 3)),
     fields=FIELDS,
     run_hours=(0, 6, 12, 18),
-    resolution_km=25.0,
-    members=31,
+    resolution_km=25.0,  # native C384 (about 25 km), published on 0.25 deg
+    upstream=UPSTREAM,
+    members=len(MEMBER_FILES),
 )

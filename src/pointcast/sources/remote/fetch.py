@@ -97,7 +97,8 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
             absent = [f for f in absent if f.path not in hourly]
             _check_absent(what, layout, files, absent)
             paths = tuple(got[f.path] for f in files if f.path in got and f.path not in hourly)
-            grid = _cell_centres(centres, paths[0], Path(cache) / "http" / "grids", download)
+            grid = _cell_centres(centres, paths[0], Path(cache) / "http" / "grids", download,
+                                 layout.compression)
     finally:
         progress.close()
     notes = _absent_notes(what, absent) + _hourly_notes(what, model, files, hourly)
@@ -123,7 +124,7 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
 
 
 def _cell_centres(files: dict[str, RemoteFile], first: Path, grids: Path,
-                  download) -> tuple[Path, ...]:
+                  download, compression: str | None) -> tuple[Path, ...]:
     """The cell-centre ``files`` (``cell_centre_files``) of the unstructured grid the run's
     ``first`` file is on: from ``grids/<uuidOfHGrid>/`` when an earlier run fetched them,
     otherwise fetched into it with ``download`` (``download.download_files``). () on a regular
@@ -131,7 +132,8 @@ def _cell_centres(files: dict[str, RemoteFile], first: Path, grids: Path,
     grid = index_file(first)[0].grid if files else None
     if not isinstance(grid, CellGridKey):
         return ()
-    todo = [(f, grids / grid.uuid / f"{param}.grib2") for param, f in files.items()]
+    suffix = ".grib2.bz2" if compression == "bz2" else ".grib2"  # kept as the tree stores them
+    todo = [(f, grids / grid.uuid / f"{param}{suffix}") for param, f in files.items()]
     got, absent = download(todo)
     if absent:
         raise SourceUnavailable(f"{absent[0].path}: the cell centres of grid {grid.uuid} are not "

@@ -1,5 +1,7 @@
 """The files of a run: for each layout of an upstream, which paths (and indexes) a run's steps
-and the model's table rows name, and which files hold an unstructured grid's cell centres.
+and the model's table rows name (each of them once per ``Layout.parts`` where a step is split
+over several files, as GEFS's file per member), and which files hold an unstructured grid's
+cell centres.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ def run_files(layout: Layout, model: ModelSpec, init: datetime,
 
     def add(tmpl_vars: dict[str, Any], step_min: int, param: str = "",
             level: int | None = None, optional: bool = False) -> None:
+        for part in layout.parts or ({},):
+            add_one({**tmpl_vars, **part}, step_min, param, level, optional)
+
+    def add_one(tmpl_vars: dict[str, Any], step_min: int, param: str,
+                level: int | None, optional: bool) -> None:
         path = tmpl_vars.pop("path", layout.path).format(init=init, **tmpl_vars)
         if path in seen:
             if not optional:  # a file some required row reads is required

@@ -1,0 +1,337 @@
+"""The ensembles as their upstreams write them: ECMWF ENS (open data, stream ``enfo``), DWD
+ICON-EU-EPS and NOAA GEFS, members from the deterministic sample weather plus a documented
+perturbation (``perturbation``) that tests can evaluate exactly.
+
+**Values.** Member ``k`` of an ensemble is the sample weather of its deterministic twin (IFS for
+ENS, ICON-EU for ICON-EU-EPS, GFS for GEFS: the same ``weather`` functions, flavour and
+orography, so at a shared grid point the control equals the twin's run and the ensemble mean
+sits near it) changed by ``perturbation(model_id, k)``: 2 m temperature plus ``t2m_k`` (K),
+the wind vector at every height times ``wind`` (speed scaled, direction kept), precipitation
+times ``precip`` (the rate, so every accumulation and window too; some members are dry). The
+control (perturbationNumber 0) is unperturbed. The perturbed members' values are spread evenly
+and shuffled by a fixed hash, per model and variable: ``t2m_k`` over -3..+3 K, ``wind`` over
+0.7..1.3, ``precip`` over max(0, -0.5..2.5), so about a sixth of the members are dry and the mean
+factor is about 1. They are constant through the run (a real ensemble's spread grows with lead
+time; this one does not, so that shares and quantiles are exact at every step).
+
+**Grids.** Coarser than the deterministic samples (``SampleSource.ensemble_scale``): ENS and
+GEFS on every Nth row and column of their 0.25 degree grids (``grids.sample_grid``, so their
+points are a subset of IFS's and GFS's samples when N is a multiple of their scale), ICON-EU-EPS
+on a native-style lattice (``grids.cell_grid``) of N times its 13 km mesh.
+
+**Encoding** (templates 4.1 instantaneous, 4.11 accumulations; typeOfGeneratingProcess 4):
+
+- ENS: ``<YYYYMMDD>/<HH>z/ifs/0p25/enfo/<YYYYMMDDHH>0000-<step>h-enfo-ef.grib2``, one file a
+  step holding every member of every parameter, with its ``.index`` (MARS keys with ``type``
+  ``cf``/``pf`` and, for ``pf``, ``number``). As ``ifs``: paramIds, CCSDS 16 bits, MARS local
+  section (class od, stream enfo). Control: typeOfEnsembleForecast 1, typeOfProcessedData 3
+  (control forecast), as in a real ECMWF ENS control message (``tests/data/pygrib``, TIGGE:
+  number 0, numberOfForecastsInEnsemble 51); perturbed members 3 (WMO code table 4.6:
+  positively perturbed) and 4 (perturbed forecast), assumed from that message and WMO's
+  tables, not checked against a real ENS perturbed message.
+- ICON-EU-EPS: one file a parameter and step holding all 40 members (1-40, no control), DWD's
+  encoding of ICON-EU (``icon``), steps in minutes, CCSDS 16 bits (DWD's ICON packing since
+  16 June 2026), typeOfEnsembleForecast 192 (DWD local), typeOfProcessedData 5 (control and
+  perturbed), numberOfForecastsInEnsemble 40: what ICON's GRIB output writes for an ensemble
+  (ICON's ``gribout_nml`` documentation, ``typeOfGeneratingProcess`` 4, "ensemble") and what
+  public descriptions of the decoded ICON-EPS files report. Tree ``v1`` (``icon_layout``):
+  ``v1/`` + ``sources.icon.v1_path("icon-eu-eps", ...)``, uncompressed (assumed: the v1 paths of
+  ICON-EU applied to the ensemble); ``legacy``: ``icon-eu-eps/grib/<HH>/<param>/icon-eu-eps_
+  europe_icosahedral_single-level_<YYYYMMDDHH>_<SSS>_<param>.grib2.bz2`` (parameter names in
+  lower case), as DWD's ICON-EU-EPS tree. Both on the native grid (DWD publishes no lat/lon
+  ICON-EU-EPS), numberOfGridUsed 37 (R03B07 nest, 13 km since November 2022), with the cell
+  centres as CLAT/CLON at step 0 (legacy: ``.../clat/icon-eu-eps_europe_icosahedral_
+  time-invariant_<YYYYMMDDHH>_clat.grib2.bz2``).
+- GEFS: one file a member and step, ``gefs.<YYYYMMDD>/<HH>/atmos/pgrb2sp25/<member>.t<HH>z.
+  pgrb2s.0p25.f<FFF>`` (``gec00``, ``gep01``-``gep30``), with its wgrib2 ``.idx`` (lines ending
+  ``ENS=low-res ctl`` or ``ENS=+<n>``), NCEP's encoding of GFS (``gfs``), APCP over the windows
+  that reset every 6 hours (no APCP at f000), generating process 107 (NCEP ON388 table A:
+  GEFS). Control typeOfEnsembleForecast 1 (low-resolution control) and typeOfProcessedData 3,
+  perturbed 3 and 4, numberOfForecastsInEnsemble **30**: NCEP counts the perturbed members
+  only (as reported from decoded GEFS files; ECMWF counts the control, 51).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..gribtable import CELL_CENTRES, Processing
+from ..sources import GFS, ICON_EU, IFS
+from ..sources.base import ModelSpec, RunRef
+from ..sources.gfs import reset_start
+from ..sources.icon import NativeGrid, v1_path
+from . import gfs, icon, ifs
+from .encode import Encoder, EnsembleKeys, Product, Writer, products_of, quantity, to_raw
+from .grids import CellGrid, SampleGrid, cell_grid, sample_grid
+from .weather import Weather, _hash01, integrate
+
+# The deterministic model whose sample weather each ensemble perturbs.
+TWINS: dict[str, ModelSpec] = {"ens": IFS, "icon-eu-eps": ICON_EU, "gefs": GFS}
+# perturbationNumber of each ensemble's first member: 0 where a control is published.
+FIRST_MEMBER = {"ens": 0, "icon-eu-eps": 1, "gefs": 0}
+# ICON-EU-EPS's native grid: DWD grid 37, the R03B07 European nest (13 km).
+ICON_EU_EPS_GRID = NativeGrid(37, 29.5, 70.5, -23.5, 62.5, 13.0)
+
+ECMWF_ENSEMBLE = EnsembleKeys(size=51, control_type=1, perturbed_type=3, control_data=3,
+                              perturbed_data=4)
+DWD_ENSEMBLE = EnsembleKeys(size=40, control_type=192, perturbed_type=192, control_data=5,
+                            perturbed_data=5)
+NCEP_ENSEMBLE = EnsembleKeys(size=30, control_type=1, perturbed_type=3, control_data=3,
+                             perturbed_data=4)
+# NCEP's generating process for GEFS (ON388 table A: 107).
+GEFS_PROCESS_ID = 107
+
+T2M_SPREAD_K = (-3.0, 3.0)
+WIND_FACTORS = (0.7, 1.3)
+PRECIP_FACTORS = (-0.5, 2.5)  # clipped at 0: the members below are dry
+_WIND_VARS = frozenset({"u10", "v10", "u", "v"})
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """How one member departs from the deterministic sample weather (module docstring)."""
+
+    t2m_k: float = 0.0  # added to 2 m temperature, K
+    wind: float = 1.0  # factor on the wind vector at every height
+    precip: float = 1.0  # factor on the precipitation rate (and so on every accumulation)
+
+    def apply(self, var: str, values: np.ndarray) -> np.ndarray:
+        """The member's value of the catalogue variable ``var`` from the deterministic one
+        (canonical units)."""
+        if var == "t2m":
+            return values + self.t2m_k
+        if var in _WIND_VARS:
+            return values * self.wind
+        if var == "tp":
+            return values * self.precip
+        raise ValueError(f"the sample ensembles perturb no {var!r}")
+
+
+def members(model: ModelSpec) -> range:
+    """The perturbationNumbers of ``model``'s members."""
+    first = FIRST_MEMBER[model.id]
+    return range(first, first + model.members)
+
+
+def perturbation(model_id: str, member: int) -> Perturbation:
+    """The perturbation of ``member`` (perturbationNumber) of the ensemble ``model_id``: a pure
+    function of the two, the same on every grid point and at every step."""
+    model = _ensemble(model_id)
+    if member not in members(model):
+        raise ValueError(f"{model_id} has no member {member}")
+    if member == 0:
+        return Perturbation()
+    perturbed = model.members - (1 if FIRST_MEMBER[model_id] == 0 else 0)
+    j = member - 1
+    seed = zlib.crc32(model_id.encode())
+
+    def spread(salt: int, lo: float, hi: float) -> float:
+        keys = [_hash01(seed, salt, i) for i in range(perturbed)]
+        rank = sorted(range(perturbed), key=lambda i: (keys[i], i)).index(j)
+        return lo + (hi - lo) * rank / max(perturbed - 1, 1)
+
+    return Perturbation(t2m_k=spread(1, *T2M_SPREAD_K), wind=spread(2, *WIND_FACTORS),
+                        precip=max(0.0, spread(3, *PRECIP_FACTORS)))
+
+
+def weather_model(model: ModelSpec) -> ModelSpec:
+    """The model the ensemble's ``Weather`` is made for: its deterministic twin (flavour,
+    orography smoothing) with the ensemble's rows (no model levels)."""
+    return replace(TWINS[model.id], fields=model.fields)
+
+
+def grid(model: ModelSpec, scale: int, area: tuple[float, float, float, float]
+         ) -> SampleGrid | CellGrid:
+    """The ensemble's sample grid at ``scale`` times its grid spacing (module docstring)."""
+    if model.id == "icon-eu-eps":
+        return cell_grid(model, scale, area, ICON_EU_EPS_GRID)
+    return sample_grid(model, scale, area)
+
+
+def write_files(run: RunRef, model: ModelSpec, grid: SampleGrid | CellGrid, weather: Weather,
+                writer: Writer, icon_layout: str) -> None:
+    """Every file of an ensemble's run, in step order."""
+    if model.id == "ens":
+        assert isinstance(grid, SampleGrid)
+        _write_ens(run, model, grid, weather, writer)
+    elif model.id == "icon-eu-eps":
+        assert isinstance(grid, CellGrid)
+        _write_icon_eps(run, model, grid, weather, writer, icon_layout)
+    elif model.id == "gefs":
+        assert isinstance(grid, SampleGrid)
+        _write_gefs(run, model, grid, weather, writer)
+    else:
+        raise ValueError(f"the sample source has no ensemble writer for {model.id!r}")
+
+
+def _ensemble(model_id: str) -> ModelSpec:
+    from ..sources import MODELS
+
+    model = MODELS.get(model_id)
+    if model is None or not model.members or model_id not in TWINS:
+        raise ValueError(f"{model_id!r} is not an ensemble the sample writes")
+    return model
+
+
+def _heights(model: ModelSpec) -> tuple[int, ...]:
+    return tuple(sorted({lv for r in model.fields if r.typeOfLevel == "heightAboveGround"
+                         for lv in (r.levels or ())}))
+
+
+def _write_ens(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
+               writer: Writer) -> None:
+    init = run.init
+    prods = products_of(model)
+    ids = list(members(model))
+    perts = {k: perturbation(model.id, k) for k in ids}
+    enc = Encoder(grid, init, centre="ecmf", packing=ifs.PACKING, parameter=ifs._parameter,
+                  ensemble=ECMWF_ENSEMBLE)
+    base = f"{init:%Y%m%d}/{init:%H}z/ifs/0p25/enfo"
+    main = [int(s.total_seconds() // 60) for s in run.steps]
+    try:
+        for snap in integrate(weather, init, main, [], _heights(model), ()):
+            step = snap.minute // 60
+            chunks: list[bytes] = []
+            index: list[str] = []
+            offset = 0
+            for p in prods:
+                if p.processing not in (Processing.INSTANT, Processing.ACCUM_SINCE_START):
+                    raise ValueError(f"ens: no sample encoding of {p.short_name}")
+                det = snap.q[quantity(p, ifs._ECMWF_QUANTITY[p.short_name])]
+                for k in ids:
+                    values = to_raw(perts[k].apply(p.rows[0].var, det), p)
+                    msg = enc.message(p, values, end=step, start=0, member=k)
+                    chunks.append(msg)
+                    entry: dict[str, Any] = {
+                        "domain": "g", "date": f"{init:%Y%m%d}", "time": f"{init:%H%M}",
+                        "expver": "0001", "class": "od", "type": "cf" if k == 0 else "pf",
+                        "stream": "enfo", "step": str(step), "levtype": "sfc",
+                    }
+                    if k:
+                        entry["number"] = str(k)
+                    entry.update(param=p.param, _offset=offset, _length=len(msg))
+                    index.append(json.dumps(entry))
+                    offset += len(msg)
+            name = f"{base}/{init:%Y%m%d%H}0000-{step}h-enfo-ef"
+            writer.write(f"{name}.grib2", b"".join(chunks))
+            writer.write(f"{name}.index", ("\n".join(index) + "\n").encode(), data_file=False)
+    finally:
+        enc.close()
+
+
+def _icon_eps_path(layout: str, param: str, run: RunRef, minute: int) -> str:
+    init = run.init
+    if layout == "v1":
+        return "v1/" + v1_path("icon-eu-eps", param, init, minute)
+    name = param.lower()
+    stem = f"icon-eu-eps/grib/{init:%H}/{name}/icon-eu-eps_europe_icosahedral"
+    if param in CELL_CENTRES:
+        return f"{stem}_time-invariant_{init:%Y%m%d%H}_{name}.grib2.bz2"
+    return f"{stem}_single-level_{init:%Y%m%d%H}_{minute // 60:03d}_{name}.grib2.bz2"
+
+
+def _write_icon_eps(run: RunRef, model: ModelSpec, grid: CellGrid, weather: Weather,
+                    writer: Writer, layout: str) -> None:
+    prods = products_of(model)
+    ids = list(members(model))
+    perts = {k: perturbation(model.id, k) for k in ids}
+    compress = layout != "v1"
+    enc = Encoder(grid, run.init, centre="edzw", packing=icon.V1_PACKING,
+                  parameter=icon._parameter, ensemble=DWD_ENSEMBLE)
+    # The cell centres: deterministic fields, one message each.
+    centres = Encoder(grid, run.init, centre="edzw", packing=icon.V1_PACKING,
+                      parameter=icon._parameter)
+    main = [int(s.total_seconds() // 60) for s in run.steps]
+    try:
+        for param, short in CELL_CENTRES.items():
+            p = Product(short, param, "surface", None, ())
+            values = grid.lats if param == "CLAT" else grid.lons
+            writer.write(_icon_eps_path(layout, param, run, 0),
+                         centres.message(p, values, end=0, minutes=True,
+                                         bits=icon.CELL_CENTRE_BITS), compress=compress)
+        for snap in integrate(weather, run.init, main, [], (), ()):
+            for p in prods:
+                if p.processing not in (Processing.INSTANT, Processing.ACCUM_SINCE_START):
+                    raise ValueError(f"icon-eu-eps: no sample encoding of {p.param}")
+                det = snap.q[icon._quantity(p)]
+                msgs = [enc.message(p, to_raw(perts[k].apply(p.rows[0].var, det), p),
+                                    end=snap.minute, start=0, minutes=True, member=k)
+                        for k in ids]
+                writer.write(_icon_eps_path(layout, p.param, run, snap.minute), b"".join(msgs),
+                             compress=compress)
+    finally:
+        enc.close()
+        centres.close()
+
+
+def gefs_file_name(run: RunRef, member: int, step_h: int) -> str:
+    """NOAA's path of a GEFS pgrb2s.0p25 member file (relative to the bucket's root)."""
+    init = run.init
+    who = "gec00" if member == 0 else f"gep{member:02d}"
+    return (f"gefs.{init:%Y%m%d}/{init:%H}/atmos/pgrb2sp25/{who}.t{init:%H}z.pgrb2s.0p25."
+            f"f{step_h:03d}")
+
+
+def _write_gefs(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
+                writer: Writer) -> None:
+    init = run.init
+    by_key = {(p.param, gfs._ncep_level(p)): p for p in products_of(model)}
+    order = [k for k in gfs._NCEP_ORDER if k in by_key]
+    if set(by_key) - set(order):
+        raise ValueError(f"gefs: no file position for {sorted(set(by_key) - set(order), key=str)}")
+    prods = [by_key[k] for k in order]
+    ids = list(members(model))
+    perts = {k: perturbation(model.id, k) for k in ids}
+    main = [int(s.total_seconds() // 60) for s in run.steps]
+    if any(m % 60 for m in main):
+        raise ValueError("GEFS steps are whole hours")
+    resets = sorted({reset_start(m // 60) * 60 for m in main if m > 0})
+    at_reset: dict[int, np.ndarray] = {}
+    enc = Encoder(grid, init, centre="kwbc", packing=gfs.NCEP_PACKING, parameter=gfs._parameter,
+                  process_id=GEFS_PROCESS_ID, ensemble=NCEP_ENSEMBLE)
+    date = f"{init:%Y%m%d%H}"
+    try:
+        for snap in integrate(weather, init, main, [r for r in resets if r not in main], (), ()):
+            if snap.minute in resets:
+                at_reset[snap.minute] = snap.q["tp_acc"]
+            if not snap.main:
+                continue
+            step = snap.minute // 60
+            q = snap.q
+            start = 0
+            if step > 0:
+                start = reset_start(step)
+                q["tp_window"] = q["tp_acc"] - at_reset[start * 60]
+            for k in ids:
+                chunks: list[bytes] = []
+                index: list[str] = []
+                offset = 0
+                ens = "ENS=low-res ctl" if k == 0 else f"ENS=+{k}"
+                for p in prods:
+                    statistical = p.processing is Processing.ACCUM_SINCE_START
+                    if statistical and step == 0:
+                        continue  # no window ends at the analysis
+                    values = to_raw(perts[k].apply(p.rows[0].var, q[gfs._ncep_quantity(p)]), p)
+                    msg = enc.message(p, values, end=step, start=start if statistical else 0,
+                                      member=k)
+                    when = (f"{start}-{step} hour acc fcst" if statistical
+                            else "anl" if step == 0 else f"{step} hour fcst")
+                    lv = gfs._ncep_level(p)
+                    level = (f"{lv} m above ground" if p.type_of_level == "heightAboveGround"
+                             else gfs._NCEP_LEVEL_NAMES[p.type_of_level])
+                    index.append(f"{len(index) + 1}:{offset}:d={date}:{p.param}:{level}:{when}:"
+                                 f"{ens}")
+                    chunks.append(msg)
+                    offset += len(msg)
+                name = gefs_file_name(run, k, step)
+                writer.write(name, b"".join(chunks))
+                writer.write(f"{name}.idx", ("\n".join(index) + "\n").encode(), data_file=False)
+            for r in [r for r in at_reset if r < start * 60]:
+                del at_reset[r]
+    finally:
+        enc.close()
