@@ -86,8 +86,8 @@ def _quantiles() -> dict[str, Any]:
     no ensemble covers the time) per quantile; eu-wind's precomputed heights without
     ``hubheight``, the requested one with it."""
     def rows(e: contract.Element) -> dict[str, Any]:
-        value = {"anyOf": [{"type": e.type, "minimum": e.valid[0], "maximum": e.valid[1]} if e.valid
-                           else {"type": e.type}, {"type": "null"}]}
+        value = {"type": e.type, "nullable": True,  # OpenAPI 3.0's null
+                 **({"minimum": e.valid[0], "maximum": e.valid[1]} if e.valid else {})}
         return {"type": "array", "description": f"{e.about} ({e.unit}), one row per time",
                 "items": {"type": "array", "items": value}}
 
