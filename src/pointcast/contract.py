@@ -79,6 +79,10 @@ _LATLON_PAIRS = Param(
     f"lat,lon pairs in decimal degrees separated by ';' (or '|'): up to {MAX_PAIRS} with freq=1H, "
     f"{MAX_PAIRS_SUBHOURLY} with 15min/30min",
 )
+_LATLON_PAIR = Param(
+    "latlon", {"type": "string", "format": "latlon-pair", "pattern": f"^{PAIR_SYNTAX}$"},
+    "one lat,lon pair in decimal degrees",
+)
 _FREQ = Param("freq", {"type": "string", "enum": list(FREQS)}, "time step of the answer")
 _HUBHEIGHT = Param(
     "hubheight", {"type": "string", "format": "hub-height", "pattern": f"^{HUB_HEIGHT_SYNTAX}$"},
@@ -318,6 +322,26 @@ JAPAN_MRF = Table((_DATE, _WX_MRF, _MAXTEMP, _MINTEMP, _POP))
 HOURLY_POP = _POP
 """The hourly probability of precipitation the daily ``pop`` is the highest of (archive, global hourly file)."""
 
+# --------------------------------------------------------------------------- extension: quantiles
+
+QUANTILE_DATA = Table((
+    Element("temperature", "number", "°C", 1, (-100.0, 70.0), about="quantiles of the members' 2 m temperature",
+            ref="temperature_quantiles"),
+    Element("precipitation", "number", "mm", 2, (0.0, 500.0),
+            about="quantiles of the members' precipitation in the clock hour holding the time",
+            ref="precipitation_quantiles"),
+    Element("wind_speed", "number", "m/s", 1, (0.0, 150.0), about="quantiles of the members' wind speed at 10 m",
+            ref="wind_speed_quantiles"),
+))
+"""The series of the quantile extension (docs/api.md, "Extension: quantiles"), by the archive
+variable each is read from (``ref``): per time one row of the ensemble's quantiles, a row of
+nulls where no ensemble of the product covers the time."""
+QUANTILE_DIR = "quantiles"
+"""A product's folder of quantile files in the run tree: ``<product>/quantiles/<point id>.json``."""
+QUANTILE_HEIGHTS = "heights"
+"""eu-wind's quantile file: the point's precomputed heights, and the wind speed at each."""
+QUANTILE_WIND_AT = "wind_speed_at"
+
 # --------------------------------------------------------------------------- operations
 
 
@@ -334,12 +358,13 @@ class Operation:
     product: str | None
     params: tuple[Param, ...]
     summary: str
-    answer: str  # the kind of answer: "eu", "wind", "global", "japan" or "catalog" (`tables`)
+    answer: str  # the kind of answer: "eu", "wind", "global", "japan", "quantiles" or "catalog" (`tables`)
     errors: tuple[int, ...]  # error statuses besides 401/429, which only API keys bring
     spec_section: str | None = None
+    extension: bool = False  # ours, beside the specification (docs/api.md, "Extension: ...")
 
 
-OPERATIONS: tuple[Operation, ...] = (
+_FORECASTS: tuple[Operation, ...] = (
     Operation("medium-range-common", "/V1/forecast/medium-range/common", "eu-medium", (_LATLON_PAIRS, _FREQ),
               "European medium range forecast (14 days)", "eu", (400, 403, 404), "4.1"),
     Operation("short-range-common", "/V1/forecast/short-range/common", "eu-short", (_LATLON_PAIRS, _FREQ),
@@ -351,10 +376,23 @@ OPERATIONS: tuple[Operation, ...] = (
               "Global forecast (srf 72 h hourly, mrf 14 days daily)", "global", (400, 403, 404), "4.4"),
     Operation("ss1wx", "/api/v1/ss1wx", "japan", (_LAT, _LON),
               "Japan 1 km forecast (srf 72 h hourly, mrf 10 days daily)", "japan", (400, 403, 404), "4.5"),
+)
+OPERATIONS: tuple[Operation, ...] = (
+    *_FORECASTS,
+    Operation("quantiles", "/V1/forecast/quantiles", None,
+              (Param("product", {"type": "string", "enum": [op.product for op in _FORECASTS]},
+                     "the product whose ensemble quantiles are answered"),
+               _LATLON_PAIR,
+               dataclasses.replace(_HUBHEIGHT, required=False,
+                                   description=f"eu-wind only: {_HUBHEIGHT.description}; without it, every "
+                                               "precomputed height of the point")),
+              "Ensemble quantiles of a product at one point (extension, not in the specification)", "quantiles",
+              (400, 403, 404), extension=True),
     Operation("catalog", "/catalog", None, (), "What the current run serves: products, points, basetime",
               "catalog", (404,)),
 )
-"""The documented operations: the five forecast operations and the catalog of the current run."""
+"""The documented operations: the five forecast operations of the specification, the quantile
+extension and the catalog of the current run."""
 BY_PRODUCT: dict[str, Operation] = {op.product: op for op in OPERATIONS if op.product}
 
 

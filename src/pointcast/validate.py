@@ -6,7 +6,8 @@ every point; no NaN but in an element whose inputs no model supplies there (the 
 products take from the contract), from the facts each build slice found in its own rows of the
 archive (`ArchiveFacts`: no process holds a product's whole archive); no JSON file has a null
 value (from the files each slice wrote, `FileFacts`: nor does any process hold the names of a
-run's million files); the JSON files parse, hold
+run's million files), but for the quantile files, where null is the value of the times no
+ensemble covers (`check_quantiles`); the JSON files parse, hold
 exactly the contract's elements in its order, each of its type, inside its range or its
 missing value (`check_entries`), have (for a `freq` file) one entry per step of the horizon
 and daily (mrf) extremes that agree with the hourly (srf) temperatures of the same file
@@ -30,9 +31,10 @@ import xarray as xr
 
 from . import contract
 from .config import Config
+from .ensemble import QUANTILES
 from .facts import ArchiveFacts, FileFacts, spread_paths
 from .products import PRODUCTS
-from .products.base import ProductOutput
+from .products.base import ProductOutput, is_quantile_file
 from .products.eu_wind import ladder_answers
 from .publish import POINT, StagedFiles
 
@@ -60,10 +62,13 @@ def archive_facts(ds: xr.Dataset) -> ArchiveFacts:
 def file_facts(files: Mapping[str, bytes], expected: list[str]) -> FileFacts:
     """The `FileFacts` of a product's ``files`` (a build slice's, or a whole product's held in
     memory), of which ``expected`` should all be there. The nulls are those the staging tree
-    noted as the files passed (`publish.StagedFiles.with_null`), else found in the bytes."""
+    noted as the files passed (`publish.StagedFiles.with_null`), else found in the bytes; the
+    quantile files' are none of them: null is their value where no ensemble covers
+    (`check_quantiles`)."""
     rels = sorted(rel for rel in files if not rel.endswith("/index.json"))
     with_null = (sorted(set(files.with_null()).intersection(rels)) if isinstance(files, StagedFiles)
                  else [rel for rel in rels if b"null" in files[rel]])
+    with_null = [rel for rel in with_null if not is_quantile_file(rel)]
     return FileFacts([f for f in expected if f not in files], with_null, spread_paths(rels))
 
 
@@ -123,6 +128,9 @@ def _files(pid: str, files: Mapping[str, bytes], found: FileFacts, horizon_hours
             obj = orjson.loads(data)
         except orjson.JSONDecodeError as e:
             errors.append(f"{pid}: {rel} is not valid JSON: {e}")
+            continue
+        if is_quantile_file(rel):
+            errors += [f"{pid}: {rel}: {e}" for e in check_quantiles(pid, obj, horizon_hours)]
             continue
         answers = [obj]
         if isinstance(obj, dict) and "heights" in obj:  # a windpack ladder object: an answer per height
@@ -185,6 +193,45 @@ def check_entries(pid: str, obj: dict) -> list[str]:
             problem = _bad_values(element, values)
             if problem:
                 errors.append(f"{key} {element.name}: {problem}")
+    return errors
+
+
+def check_quantiles(pid: str, obj: dict, horizon_hours: int) -> list[str]:
+    """A parsed quantile file (docs/api.md, "Extension: quantiles"): its keys in order, the
+    quantiles and units of the contract (`contract.QUANTILE_DATA`), and per series one row
+    per step of the horizon, each of a number per quantile, in range and not decreasing, or
+    of nulls only (no ensemble covers the time: the one place a null is allowed)."""
+    series = {e.name: (e, obj.get(e.name)) for e in contract.QUANTILE_DATA}
+    head = ["product", "latitude", "longitude", "basetime", "updated_time", "start", "step_seconds", "quantiles",
+            "unit", *series]
+    if isinstance(obj.get(contract.QUANTILE_HEIGHTS), list) and isinstance(obj.get(contract.QUANTILE_WIND_AT), dict):
+        head += [contract.QUANTILE_HEIGHTS, contract.QUANTILE_WIND_AT]
+        at = obj[contract.QUANTILE_WIND_AT]
+        if list(at) != [contract.height_name(h) for h in obj[contract.QUANTILE_HEIGHTS]]:
+            return [f"{contract.QUANTILE_WIND_AT} keys {list(at)} are not its heights"]
+        wind = contract.QUANTILE_DATA["wind_speed_quantiles"]
+        series |= {f"{contract.QUANTILE_WIND_AT} {name}": (wind, rows) for name, rows in at.items()}
+    if list(obj) != head:
+        return [f"keys {list(obj)} are not {head}"]
+    errors = []
+    if obj["product"] != pid or obj["quantiles"] != list(QUANTILES):
+        errors.append(f"product {obj['product']} or quantiles {obj['quantiles']} not {pid}, {list(QUANTILES)}")
+    unit = {e.name: e.unit for e in contract.QUANTILE_DATA}
+    if obj["unit"] != unit:
+        errors.append(f"unit {obj['unit']} is not the contract's {unit}")
+    step = obj["step_seconds"]
+    steps = horizon_hours * 3600 // step if isinstance(step, int) and step > 0 and 3600 % step == 0 else None
+    for name, (element, rows) in series.items():
+        if (not isinstance(rows, list) or len(rows) != steps
+                or not all(isinstance(r, list) and len(r) == len(QUANTILES) for r in rows)):
+            errors.append(f"{name} is not {steps} rows of {len(QUANTILES)}")
+            continue
+        known = [r for r in rows if any(v is not None for v in r)]
+        problem = _bad_values(element, tuple(v for r in known for v in r))
+        if problem or any(None in r for r in known):
+            errors.append(f"{name}: {problem or 'a row with a null among numbers'}")
+        elif known and (np.diff(np.asarray(known, dtype=np.float64), axis=1) < 0).any():
+            errors.append(f"{name}: decreasing quantiles in a row")
     return errors
 
 

@@ -182,7 +182,7 @@ def test_quantiles_are_the_members_quantiles(published):
     cfg_path, root, _ = published
     cfg = load_config(cfg_path)
     kinds = {"global": {"temperature", "wind", "precipitation"}, "eu-short": {"temperature", "wind", "precipitation"},
-             "eu-wind": {"wind"}, "japan": {"temperature", "wind", "precipitation"}}
+             "eu-wind": {"temperature", "wind", "precipitation"}, "japan": {"temperature", "wind", "precipitation"}}
     for pid, hours in (("global", 230), ("eu-short", 70), ("eu-wind", 70), ("japan", 140)):
         ensembles = cfg.products[pid].ensembles
         ds = xr.open_zarr(root / "zarr" / f"{pid}.zarr").isel(init_time=-1)

@@ -188,6 +188,7 @@ def register_formats(catalog: dict) -> dict[str, list[tuple[float, float]]]:
     formats = {
         "latlon-pairs": st.tuples(st.sampled_from([";", "|"]), st.lists(pair, min_size=1, max_size=12)).map(
             lambda t: t[0].join(t[1])),
+        "latlon-pair": pair,  # the quantile extension's one pair
         "hub-height": st.one_of(
             st.sampled_from(["100m", "112.5m", "113m", "90m", "10m", "300m", "300.01m", "9.99m", "0m", "1000000m"]),
             st.decimals(0, 400, places=2).map(lambda d: f"{d}m"),

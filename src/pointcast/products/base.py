@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -18,8 +18,9 @@ try:
 except ImportError:  # installed without a C compiler (setup.py): the same bytes, slower
     # mypy types the name by the first import; both modules have the same functions (_render.pyi)
     from .. import _render_numpy as _render  # type: ignore[no-redef]
-from ..config import ProductConfig
-from ..contract import FREQ_MINUTES
+from ..config import Point, ProductConfig
+from ..contract import FREQ_MINUTES, QUANTILE_DATA, QUANTILE_DIR, QUANTILE_HEIGHTS, QUANTILE_WIND_AT, height_name
+from ..ensemble import QUANTILES
 from ..facts import ArchiveFacts, FileFacts
 
 if TYPE_CHECKING:
@@ -365,7 +366,7 @@ def ensemble_archive(out: xr.Dataset, ds: xr.Dataset, heights: bool = False) -> 
             var = var if heights else var.sel(height=10.0)
         extra = ("height",) if "height" in var.dims else ()
         values = var.transpose("point", "time", *extra, "quantile").values[None].astype(np.float64) + add
-        spec_lo, spec_hi = (-100.0, 70.0) if add else (0.0, 500.0)
+        spec_lo, spec_hi = QUANTILE_DATA[name].valid or (None, None)
         out[name] = (dims + extra + ("quantile",), values.astype(np.float32),
                      {"units": units, "long_name": about, "valid_min": spec_lo, "valid_max": spec_hi,
                       "missing_where": NO_ENSEMBLE})
@@ -374,3 +375,81 @@ def ensemble_archive(out: xr.Dataset, ds: xr.Dataset, heights: bool = False) -> 
                            {"long_name": "probability of not exceeding the value among the members"})
     return out
 
+
+
+def quantile_paths(product_id: str, cfg: ProductConfig) -> list[str]:
+    """The quantile files of a product's points (docs/api.md, "Extension: quantiles"): one a
+    point when the product has ensembles, else none."""
+    return [f"{product_id}/{QUANTILE_DIR}/{p.id}.json" for p in cfg.points] if cfg.ensembles else []
+
+
+def is_quantile_file(rel: str) -> bool:
+    """Whether a product's file (``<product>/...``) is a quantile file, the only files whose
+    numbers may be null (where no ensemble covers)."""
+    return rel.split("/")[1:2] == [QUANTILE_DIR] and rel.count("/") == 2
+
+
+def put_quantiles(files: Files | StagedFiles, product_id: str, cfg: ProductConfig, ctx: RunContext,
+                  archive: xr.Dataset, step: np.timedelta64,
+                  heights: Callable[[Point], list[float]] | None = None) -> None:
+    """Put each point's quantile file (`quantile_paths`) into ``files``: the quantile variables
+    of the product's ``archive`` (`ensemble_archive`) at the precision of
+    `contract.QUANTILE_DATA`, so that a file holds the archive's values as published; null
+    where no ensemble covers (an archive without a variable: no ensemble in the run). A
+    windpack archive's wind speed has a height: ``heights`` gives each point's own (its
+    ladder object's), the file holds the 10 m one as ``wind_speed`` too."""
+    if not cfg.ensembles:
+        return
+    if "quantile" in archive.coords and archive["quantile"].values.tolist() != list(QUANTILES):
+        raise ValueError(f"{product_id}: the archive's quantiles {archive['quantile'].values.tolist()} "
+                         f"are not {list(QUANTILES)}")
+    times = archive.init_time.values[0] + archive.lead_time.values
+    shape = (len(cfg.points), len(times), len(QUANTILES))
+
+    def rows(name: str, height: float = 10.0) -> QuantileRows:
+        """A variable's rows, at ``height`` where it has heights (the windpack's wind speed)."""
+        var = archive.get(name)
+        if var is None:
+            return QuantileRows(np.full(shape, np.nan), QUANTILE_DATA[name].decimals)
+        var = var.isel(init_time=0)
+        var = var.sel(height=height) if "height" in var.dims else var
+        return QuantileRows(var.transpose("point", "lead_time", "quantile").values.astype(np.float64),
+                            QUANTILE_DATA[name].decimals)
+
+    series = {e.name: rows(e.ref) for e in QUANTILE_DATA}
+    wind = QUANTILE_DATA["wind_speed_quantiles"].ref
+    at_height = {h: rows(wind, h) for h in archive.height.values.tolist()} if heights is not None else {}
+    head = {"basetime": iso(ctx.basetime), "updated_time": iso(ctx.generated),
+            "start": iso(times[0]), "step_seconds": int(step / np.timedelta64(1, "s")),
+            "quantiles": list(QUANTILES), "unit": {e.name: e.unit for e in QUANTILE_DATA}}
+    for j, (p, rel) in enumerate(zip(cfg.points, quantile_paths(product_id, cfg), strict=True)):
+        extra = {}
+        if heights is not None:
+            own = heights(p)
+            extra = {QUANTILE_HEIGHTS: dumps(own),
+                     QUANTILE_WIND_AT: b"{" + b",".join(json.dumps(height_name(h)).encode() + b":"
+                                                         + at_height[h].at(j) for h in own) + b"}"}
+        data = with_arrays({"product": product_id, "latitude": p.lat, "longitude": p.lon, **head},
+                           **{name: r.at(j) for name, r in series.items()}, **extra)
+        files.put(rel, data, b"null" in data)
+
+
+class QuantileRows:
+    """The quantile rows of a variable's values (point, time, quantile) as JSON texts: per
+    point an array of one array of the quantiles per time, joined in one pass over its texts
+    and the separators between them."""
+
+    def __init__(self, values: np.ndarray, decimals: int | None):
+        points, steps, width = values.shape
+        self.texts = numbers(values.reshape(points, steps * width).T, decimals)
+        seps = np.full(steps * width + 1, b",", dtype=object)
+        seps[width::width] = b"],["
+        seps[0], seps[-1] = b"[[", b"]]"
+        self.parts = np.empty(2 * steps * width + 1, dtype=object)
+        self.parts[0::2] = seps if steps else [b"[]"]
+
+    def at(self, j: int) -> bytes:
+        """The JSON array of point (column) ``j``."""
+        if len(self.parts) > 1:
+            self.parts[1::2] = self.texts.at(j)
+        return b"".join(self.parts.tolist())

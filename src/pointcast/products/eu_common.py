@@ -7,8 +7,9 @@ entry's datetime, as rates (kg/m2/h), means (W/m2) or maxima; states are instant
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -27,11 +28,16 @@ from .base import (
     iso,
     numbers,
     published_direction,
+    put_quantiles,
     put_with_records,
+    quantile_paths,
     render_index,
     strings,
 )
 from .global_wx import point_time_zone
+
+if TYPE_CHECKING:
+    from ..publish import StagedFiles
 
 HEIGHTS = (10.0, 100.0, 200.0)
 KELVIN = 273.15
@@ -206,7 +212,7 @@ class EuCommon:
         return INPUTS
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
-              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+              files: Files | StagedFiles | None = None) -> ProductOutput:
         files = Files() if files is None else files
         basetime, updated, units = iso(ctx.basetime), iso(ctx.generated), UNITS
         for freq, step, ds in freq_series(series, cfg, ctx):
@@ -219,11 +225,13 @@ class EuCommon:
                 put_with_records(files, f"{self.id}/{freq}/{p.id}.json",
                                  {"latitude": p.lat, "longitude": p.lon, "basetime": basetime,
                                   "updated_time": updated, "freq": freq, "unit": units}, "data", rows, j)
-        # The archive keeps the finest series (the last one yielded).
-        return ProductOutput(files=files, archive=self._archive(ds, values, cfg, ctx, step))
+        # The archive keeps the finest series (the last one yielded), and the quantile files its.
+        archive = self._archive(ds, values, cfg, ctx, step)
+        put_quantiles(files, self.id, cfg, ctx, archive, step)
+        return ProductOutput(files=files, archive=archive)
 
     def expected_files(self, cfg: ProductConfig) -> list[str]:
-        return [f"{self.id}/{freq}/{p.id}.json" for freq in cfg.freqs for p in cfg.points]
+        return [f"{self.id}/{freq}/{p.id}.json" for freq in cfg.freqs for p in cfg.points] + quantile_paths(self.id, cfg)
 
     def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
         # each point's own zone: the viewer shows its meteogram in local time (docs/viewer.md)

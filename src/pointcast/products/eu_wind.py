@@ -36,7 +36,9 @@ from .base import (
     iso,
     numbers,
     published_direction,
+    put_quantiles,
     put_with_records,
+    quantile_paths,
     render_index,
     strings,
     with_arrays,
@@ -87,16 +89,17 @@ class EuWind:
     def expected_files(self, cfg: ProductConfig) -> list[str]:
         return [rel for freq in cfg.freqs for p in cfg.points
                 for rel in (f"{self.id}/{freq}/{p.id}.json",
-                            *(f"{self.id}/{freq}/{p.id}/{height_name(h)}.json" for h in p.hub_heights))]
+                            *(f"{self.id}/{freq}/{p.id}/{height_name(h)}.json" for h in p.hub_heights))
+                ] + quantile_paths(self.id, cfg)
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
               files: Files | StagedFiles | None = None) -> ProductOutput:
         files = Files() if files is None else files
         basetime, updated = iso(ctx.basetime), iso(ctx.generated)
         own = [point_heights(p) for p in cfg.points]
-        # The wind, and the ensembles' wind speed quantiles for the archive
-        wanted = [v for v in (*self.variables, "wspd_q") if v in series]
-        for freq, step, ds in freq_series(series[wanted], cfg, ctx):  # noqa: B007 (step: after the loop)
+        # The wind, and the ensembles' quantiles where the product has ensembles (`ensemble_archive`).
+        quantiles = [v for v in ("t2m_q", "tp_q", "wspd_q") if v in series]
+        for freq, step, ds in freq_series(series[[*self.variables, *quantiles]], cfg, ctx):  # noqa: B007 (step: after the loop)
             wind = _wind(ds)
             stamps = strings([iso(t) for t in ds.time.values])
             # Per height: its points (a hub height is often one point's alone), each one's
@@ -128,8 +131,10 @@ class EuWind:
                     **{e.name: b"[" + b",".join(array(texts[e.name], i) for i, texts in at) + b"]"
                        for e in WIND_DATA.elements[1:]})
                 files.put(f"{self.id}/{freq}/{p.id}.json", data, b"null" in data)
-        # The archive keeps the finest series (the last one yielded).
-        return ProductOutput(files=files, archive=self._archive(ds, wind, cfg, ctx, step))
+        # The archive keeps the finest series (the last one yielded), and the quantile files its.
+        archive = self._archive(ds, wind, cfg, ctx, step)
+        put_quantiles(files, self.id, cfg, ctx, archive, step, point_heights)
+        return ProductOutput(files=files, archive=archive)
 
     def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
         return render_index(self.id, self.path, cfg, ctx,

@@ -22,8 +22,8 @@ from __future__ import annotations
 import functools
 import json
 from collections import defaultdict
-from collections.abc import MutableMapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -41,6 +41,8 @@ from .base import (
     ensemble_archive,
     iso,
     numbers,
+    put_quantiles,
+    quantile_paths,
     render_index,
     with_arrays,
 )
@@ -60,6 +62,9 @@ from .wx import (
     whole_first_day,
     wx_elements,
 )
+
+if TYPE_CHECKING:
+    from ..publish import StagedFiles
 
 SRF_HOURS = 72
 MRF_DAYS = 14
@@ -119,10 +124,10 @@ def read_hourly(data: bytes) -> tuple[np.datetime64, dict[str, np.ndarray]]:
 
 class GlobalWx(WxProduct):
     def expected_files(self, cfg: ProductConfig) -> list[str]:
-        return [f"{self.id}/{d}{p.id}.json" for p in cfg.points for d in ("", "hourly/")]
+        return [f"{self.id}/{d}{p.id}.json" for p in cfg.points for d in ("", "hourly/")] + quantile_paths(self.id, cfg)
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
-              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+              files: Files | StagedFiles | None = None) -> ProductOutput:
         start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
         ds = aggregate(series, start, HOUR, cfg.horizon_hours)
         lats = np.array([p.lat for p in cfg.points])
@@ -145,7 +150,9 @@ class GlobalWx(WxProduct):
             files[f"{self.id}/hourly/{p.id}.json"] = with_arrays(
                 {"lat": p.lat, "lon": p.lon, "time_zone": zones[j], "start": iso(start), "step_seconds": 3600},
                 **{k: array(t, j) for k, t in texts.items()})
-        return ProductOutput(files=files, archive=self._archive(ds, hourly, zones, cfg, ctx))
+        archive = self._archive(ds, hourly, zones, cfg, ctx)
+        put_quantiles(files, self.id, cfg, ctx, archive, HOUR)
+        return ProductOutput(files=files, archive=archive)
 
     def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
         return render_index(self.id, self.path, cfg, ctx,

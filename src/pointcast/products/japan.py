@@ -10,7 +10,7 @@ hourly precipitation probability of the day.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -20,7 +20,16 @@ from .. import codes, physics
 from ..config import ProductConfig
 from ..contract import HOURLY_POP, JAPAN_MRF, JAPAN_SRF
 from ..interp import aggregate
-from .base import Files, ProductOutput, RunContext, archive_frame, ensemble_archive, render_index
+from .base import (
+    Files,
+    ProductOutput,
+    RunContext,
+    archive_frame,
+    ensemble_archive,
+    put_quantiles,
+    quantile_paths,
+    render_index,
+)
 from .wx import (
     HOUR,
     Members,
@@ -34,6 +43,9 @@ from .wx import (
     whole_first_day,
     wx_elements,
 )
+
+if TYPE_CHECKING:
+    from ..publish import StagedFiles
 
 TOKYO = ZoneInfo("Asia/Tokyo")
 SRF_HOURS = 72
@@ -55,10 +67,10 @@ HOURLY = (*(e for e in JAPAN_SRF if e.type != "date-time"), HOURLY_POP)
 
 class Japan(WxProduct):
     def expected_files(self, cfg: ProductConfig) -> list[str]:
-        return [f"{self.id}/{p.id}.json" for p in cfg.points]
+        return [f"{self.id}/{p.id}.json" for p in cfg.points] + quantile_paths(self.id, cfg)
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,
-              files: MutableMapping[str, bytes] | None = None) -> ProductOutput:
+              files: Files | StagedFiles | None = None) -> ProductOutput:
         start = np.datetime64(ctx.basetime.replace(tzinfo=None), "ns")
         ds = aggregate(series, start, HOUR, cfg.horizon_hours)
         lats = np.array([p.lat for p in cfg.points])
@@ -75,7 +87,9 @@ class Japan(WxProduct):
         files = Files() if files is None else files
         for p, element in zip(cfg.points, elements, strict=True):
             files[f"{self.id}/{p.id}.json"] = element
-        return ProductOutput(files=files, archive=self._archive(ds, hourly, cfg, ctx))
+        archive = self._archive(ds, hourly, cfg, ctx)
+        put_quantiles(files, self.id, cfg, ctx, archive, HOUR)
+        return ProductOutput(files=files, archive=archive)
 
     def index(self, cfg: ProductConfig, ctx: RunContext) -> bytes:
         return render_index(self.id, self.path, cfg, ctx, time_zone="Asia/Tokyo")

@@ -8,10 +8,11 @@ One module a job, each depending only on those above it (``make lint`` checks it
 - ``compress``: gzip answers assembled from deflate blocks made once per run;
 - ``splice``: point files cut once so that an answer splices the requested coordinates in;
 - ``wind``: windpack heights between two precomputed ones, interpolated;
+- ``quantiles``: the quantile extension's answers from a point's quantile file;
 - ``run``: the served run, its index, files and answers, cached per run;
 - ``responses``: answers and the HTTP responses made of them (validators, 304, gzip);
 - ``metrics``: ``GET /metrics``, the Prometheus metrics (requests, latency, product ages, last cycle);
-- ``operations``: the operations (the five forecast operations, catalog, OpenAPI), verification and the viewer's files;
+- ``operations``: the operations (the five forecast operations, the quantile extension, catalog, OpenAPI), verification and the viewer's files;
 - ``openapi``: the OpenAPI document of the operations;
 - ``app``: ``PointcastApp``, the pure ASGI app and the one way in;
 - ``http``: the HTTP adapter, one HTTP/1.1 connection (httptools) answered by the ASGI app;

@@ -25,7 +25,7 @@ PARAMETERS: dict[str, dict[str, contract.Param]] = {
 """Operation name -> parameter name -> its documentation (the contract's)."""
 
 _SUCCESS = {"eu": "EuForecasts", "wind": "WindForecasts", "global": "GlobalWx", "japan": "JapanWx",
-            "catalog": "Catalog"}
+            "quantiles": "Quantiles", "catalog": "Catalog"}
 _CACHE_HEADERS = {
     "ETag": {"required": True, "schema": _STR,
              "description": "run and content (weak for global/wx and ss1wx: without requestId)"},
@@ -81,6 +81,34 @@ def _wx(tables: dict[str, contract.Table]) -> dict[str, Any]:
                 wxdata={"type": "array", "minItems": 1, "maxItems": 1, "items": element})
 
 
+def _quantiles() -> dict[str, Any]:
+    """The quantile extension's object: per series one row per time of a number (or null, where
+    no ensemble covers the time) per quantile; eu-wind's precomputed heights without
+    ``hubheight``, the requested one with it."""
+    def rows(e: contract.Element) -> dict[str, Any]:
+        value = {"type": e.type, "nullable": True,  # OpenAPI 3.0's null
+                 **({"minimum": e.valid[0], "maximum": e.valid[1]} if e.valid else {})}
+        return {"type": "array", "description": f"{e.about} ({e.unit}), one row per time",
+                "items": {"type": "array", "items": value}}
+
+    data = contract.QUANTILE_DATA
+    head: dict[str, Any] = {
+        "product": {"type": "string", "enum": [op.product for op in contract.OPERATIONS if op.product]},
+        "latitude": _NUM, "longitude": _NUM, "basetime": _TIME, "updated_time": _TIME,
+        "start": dict(_TIME, description="the first row's time (UTC)"),
+        "step_seconds": {"type": "integer", "minimum": 1},
+        "quantiles": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}},
+        "unit": _obj(data.names, closed=True, **{e.name: {"type": "string", "enum": [e.unit]} for e in data})}
+    series: dict[str, Any] = {e.name: rows(e) for e in data}
+    windpack: dict[str, Any] = {
+        "hub_height": dict(_STR, description="eu-wind with hubheight: the requested height"),
+        contract.QUANTILE_HEIGHTS: {"type": "array", "items": _NUM,
+                                    "description": "eu-wind without hubheight: the precomputed heights (m)"},
+        contract.QUANTILE_WIND_AT: {"type": "object", "additionalProperties": rows(data["wind_speed_quantiles"]),
+                                    "description": "eu-wind without hubheight: the wind speed at each height"}}
+    return _obj((*head, *series), **head, **series, **windpack)
+
+
 def schemas() -> dict[str, Any]:
     """The components' schemas: the answers of every kind and the error bodies."""
     keyed = "one key per requested pair, its text as sent"
@@ -93,6 +121,7 @@ def schemas() -> dict[str, Any]:
         "WindForecast": _eu(contract.tables("wind")["data"], {"hub_height": _STR}),
         "GlobalWx": _wx(contract.tables("global")),
         "JapanWx": _wx(contract.tables("japan")),
+        "Quantiles": _quantiles(),
         "Catalog": _obj(("run_id", "products"), run_id=_STR, products={"type": "array", "items": _obj(
             ("product", "operations", "points"), product=_STR, operations={"type": "array", "items": _STR},
             points={"type": "array", "items": {"type": "object"}})}),
@@ -141,6 +170,9 @@ def document(served: Iterable[tuple[str, str, tuple[str, ...]]], secured: bool =
             "summary": op.summary,
             **({"description": f"Section {op.spec_section} of the forecast service specification; "
                                "the answer is documented in docs/api.md."} if op.spec_section else {}),
+            **({"description": "An extension of pointcast, not in the forecast service specification; "
+                               "the answer is documented in docs/api.md.", "x-extension": True}
+               if op.extension else {}),
             "parameters": [
                 {"name": p, "in": "query", "required": documented[p].required,
                  "description": documented[p].description, "schema": documented[p].schema}

@@ -1,4 +1,4 @@
-"""The operations: the five forecast operations, ``/catalog`` and ``/openapi.json`` (``OPERATIONS``, path ->
+"""The operations: the five forecast operations, the quantile extension, ``/catalog`` and ``/openapi.json`` (``OPERATIONS``, path ->
 ``Operation``), the verification answer and the run-tree files the viewer reads.
 
 A handler checks its parameters (``grammar``), then reads the run the request resolved and
@@ -21,7 +21,7 @@ from pathlib import Path, PurePath
 from typing import Protocol
 
 from .. import contract, viewer
-from ..contract import FREQS, height_name, max_pairs
+from ..contract import FREQS, QUANTILE_DIR, height_name, max_pairs
 from ..publish import VERIFICATION_DIR
 from .compress import Deflated, Piece
 from .errors import ApiError, invalid, no_data, not_found, out_of_range, outside_coverage
@@ -224,6 +224,55 @@ def _wind_at_height(
     return [tail], digest
 
 
+def handle_quantiles(app: Served, op: Operation, request: Request) -> Answer:
+    """The quantile extension (docs/api.md, "Extension: quantiles"): a product's ensemble
+    quantiles at one point, its quantile file behind the requested coordinates; for the
+    windpack with ``hubheight``, the wind speed quantiles at that height (`Run.quantiles_at`)."""
+    product = single(request.params, "product")
+    served = contract.BY_PRODUCT.get(product)
+    if served is None:
+        raise invalid("product")
+    pair = parse_pairs(single(request.params, "latlon"), 1, check_range=False)[0]
+    height = None
+    if "hubheight" in request.params:
+        values = request.params["hubheight"]
+        if served.answer != "wind" or any(v != values[0] for v in values):
+            raise invalid("hubheight")  # a windpack parameter, given once
+        height = parse_hubheight(values[0])
+    check_pair_ranges([pair])
+    if height is not None:
+        check_hubheight_range(height)
+
+    grid = app.grid(product)
+    check_coverage(grid, [pair])
+
+    run = request.run()  # resolved once; everything below reads from this run
+    index = run.product(product)
+    if index is None:
+        raise no_data(f"no published forecast for {product} in the current run")
+    _, point_id = next(_points([pair], grid, index))
+    quantiles = run.quantile_file(product, point_id)
+    if quantiles is None:
+        raise no_data(f'"latlon" has no quantile forecast of {product} in the current run: {pair.text}')
+    lat_json, lon_json = pair.lat_json, pair.lon_json
+    if height is None:
+        parts, digest = quantiles.splice(lat_json, lon_json), quantiles.point.digest
+    else:
+        at = run.quantiles_at(product, point_id, height)
+        if at is None:
+            log.error("run %s: %s point %s has no quantile heights around %s", run.run_id, product, point_id,
+                      height.text)
+            raise no_data(f'"hubheight" {height.text} is not between two precomputed heights of the point: '
+                          f"{pair.text}")
+        tail, digest = at
+        parts = [b'{"product":', json.dumps(product).encode(), b',"latitude":', lat_json,
+                 b',"longitude":', lon_json, tail]
+    tag = hashlib.blake2b(b"\0".join([os.fsencode(run.run_id), op.path.encode(), product.encode(),
+                                      (height.text if height else "").encode(), lat_json, lon_json, digest]),
+                          digest_size=16)
+    return Answer(parts, b'"' + tag.hexdigest().encode() + b'"', run.published, index.next_update, run.deflated)
+
+
 def handle_global(app: Served, op: Operation, request: Request) -> Answer:
     """global/wx: ``latlon=<lat>/<lon>`` and an optional ``tz``; the answer is ss1wx's shape.
 
@@ -326,9 +375,11 @@ def _catalog(run: Run) -> tuple[list[tuple[str, Piece]], list[Piece], bytes, dat
             if isinstance(p.get("heights"), list):  # eu-wind: the precomputed heights
                 entry["heights"] = p["heights"]
             points.append(entry)
-        freqs = [f for f in FREQS if (run.path / "json" / index.product / f).is_dir()]
+        folder = run.path / "json" / index.product
+        freqs = [f for f in FREQS if (folder / f).is_dir()]
         rest = {
-            "operations": [o.path for o in OPERATIONS.values() if o.product == index.product],
+            "operations": [o.path for o in OPERATIONS.values() if o.product == index.product
+                           or (o.handler is handle_quantiles and (folder / QUANTILE_DIR).is_dir())],
             "grid": meta.get("grid"),
             "basetime": meta.get("basetime"),
             "updated_time": meta.get("updated_time"),
@@ -355,7 +406,7 @@ def handle_openapi(app: Served, op: Operation, request: Request) -> Answer:
 
 _HANDLERS: dict[str, Handler] = {"medium-range-common": handle_common, "short-range-common": handle_common,
                                  "short-range-windpack": handle_windpack, "global-wx": handle_global,
-                                 "ss1wx": handle_ss1wx, "catalog": handle_catalog}
+                                 "ss1wx": handle_ss1wx, "quantiles": handle_quantiles, "catalog": handle_catalog}
 OPERATIONS: dict[str, Operation] = {
     op.path: op
     for op in (
@@ -403,7 +454,7 @@ def file_response(data: bytes, path: str, encoded: bool | None = None) -> Respon
 def tree_file(run: Run, path: str) -> Path | None:
     """The file of ``run``'s JSON tree that a viewer URL names (docs/contracts.md has the layout),
     or None: the run files, a product's ``index.json``, its point files (``<freq>/<id>.json``,
-    ``<id>.json``, ``hourly/<id>.json``, a hub height's ``<freq>/<id>/<height>.json``) and the
+    ``<id>.json``, ``hourly/<id>.json``, ``quantiles/<id>.json``, a hub height's ``<freq>/<id>/<height>.json``) and the
     verification files."""
 
     parts = path[1:].split("/")
@@ -424,7 +475,7 @@ def tree_file(run: Run, path: str) -> Path | None:
         return folder / "index.json"
     if len(parts) == 2 and stem in index.point_ids:
         return folder / parts[1]
-    if len(parts) == 3 and (parts[1] in FREQS or parts[1] == "hourly") and stem in index.point_ids:
+    if len(parts) == 3 and (parts[1] in FREQS or parts[1] in ("hourly", QUANTILE_DIR)) and stem in index.point_ids:
         return folder / parts[1] / parts[2]
     if (len(parts) == 4 and parts[1] in FREQS and parts[2] in index.hubs
             and stem in {height_name(m) for m in index.hubs[parts[2]]}):

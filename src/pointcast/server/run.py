@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from ..config import utc_time
-from ..contract import height_name
+from ..contract import QUANTILE_DIR, height_name
 from .compress import Deflated, Piece
 from .grammar import HubHeight
+from .quantiles import QuantileFile
 from .splice import WX_LAYOUT, PointFile, WindFile, check_wxdata
 from .wind import WindLadder, wind_at
 
@@ -380,6 +381,41 @@ class Run:
         digest = hashlib.blake2b(b"\0".join([ladder.digest, repr(height.metres).encode()]), digest_size=16).digest()
         self.files.put(key, (tail, digest), len(tail))
         return tail, digest
+
+    def quantile_file(self, product: str, point_id: str) -> QuantileFile | None:
+        """A point's quantile file (``json/<product>/quantiles/<point id>.json``), parsed once
+        per run; None when the run has none (its product has no ensembles) or it is no
+        quantile file (logged)."""
+        key = ("quantiles", product, point_id)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        # product from the contract's table, point id from index.json.
+        what = f"{product}/{QUANTILE_DIR}/{point_id}"
+        data = self._read(self.path / "json" / product / QUANTILE_DIR, point_id, what)
+        if data is None:
+            return None
+        try:
+            quantiles = QuantileFile.from_bytes(data, key)
+        except ValueError as exc:  # includes invalid JSON and invalid UTF-8
+            log.error("run %s: %s is not a quantile file: %s", self.run_id, what, exc)
+            return None
+        self.files.put(key, quantiles, quantiles.size)
+        return quantiles
+
+    def quantiles_at(self, product: str, point_id: str, height: HubHeight) -> tuple[Piece, bytes] | None:
+        """A point's quantiles with the wind speed at ``height`` (`QuantileFile.at_height`),
+        rendered once per run and height text; None when there is no file or no heights
+        around ``height`` in it."""
+        key = ("quantiles-at", product, point_id, height.text)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        quantiles = self.quantile_file(product, point_id)
+        answer = None if quantiles is None else quantiles.at_height(height, key)
+        if answer is not None:
+            self.files.put(key, answer, len(answer[0]))
+        return answer
 
     def deflated(self, piece: Piece) -> Deflated:
         """A piece's deflate form, made at its first gzip answer and cached like the files."""

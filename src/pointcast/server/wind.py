@@ -76,14 +76,23 @@ def _round(values: np.ndarray, decimals: int | None) -> list[float]:
     return (np.round(values, decimals) + 0.0).tolist()  # + 0.0: no -0.0
 
 
+def log_profile(lower: np.ndarray, upper: np.ndarray, z: float, z1: float, z2: float) -> np.ndarray:
+    """A wind quantity at height ``z`` between its values at the heights z1 < z2 around it:
+    linear in ln(z), exact for the neutral logarithmic profile u(z) = (u*/k) ln(z/z0), whose
+    components (at a constant direction, its speed too) are linear in ln(z) (docs/api.md,
+    "Precomputed heights and interpolation")."""
+    w = math.log(z / z1) / math.log(z2 / z1)
+    return lower + (upper - lower) * w
+
+
 def wind_at(ladder: WindLadder, height: HubHeight, z1: float, z2: float | None = None) -> bytes:
     """The 2.2 object at ``height`` without its coordinates (``b',"basetime": ... }'``, to
     splice behind them): the ladder's row z1 as published when ``z2`` is None, else between
     the rows z1 < z2.
 
-    Between two heights u and v are each linear in ln(z) (exact for the neutral logarithmic
-    profile); speed and direction follow from the interpolated components, the direction
-    rounded as the precomputed heights round it (``products.base.published_direction``)."""
+    Between two heights u and v are each interpolated by `log_profile`; speed and direction
+    follow from the interpolated components, the direction rounded as the precomputed heights
+    round it (``products.base.published_direction``)."""
     lower = ladder.row(z1)
     if z2 is None:
         values = [ladder.columns[e.ref][lower].tolist() for e in WIND_DATA.elements[1:]]
@@ -91,10 +100,8 @@ def wind_at(ladder: WindLadder, height: HubHeight, z1: float, z2: float | None =
         from ..products.base import published_direction  # imported on first use: it loads pandas and xarray
 
         upper = ladder.row(z2)
-        w = math.log(height.metres / z1) / math.log(z2 / z1)
-        lo_u, lo_v = ladder.columns["u_windspd"][lower], ladder.columns["v_windspd"][lower]
-        u = lo_u + (ladder.columns["u_windspd"][upper] - lo_u) * w
-        v = lo_v + (ladder.columns["v_windspd"][upper] - lo_v) * w
+        u, v = (log_profile(ladder.columns[ref][lower], ladder.columns[ref][upper], height.metres, z1, z2)
+                for ref in ("u_windspd", "v_windspd"))
         between = {"windspd": np.hypot(u, v), "windir": published_direction(u, v),  # calm: exactly 0
                    "u_windspd": u, "v_windspd": v}
         values = [_round(between[e.ref], e.decimals) for e in WIND_DATA.elements[1:]]
