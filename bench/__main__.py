@@ -30,7 +30,7 @@ from . import decode, http
 from .workload import clear_outputs, settle, write_config
 
 QUICK_SCALE, QUICK_POINTS = 16, 100
-GROUPS = ("decode", "cycle", "http", "points", "dask", "output", "scale")
+GROUPS = ("decode", "cycle", "http", "ensembles", "points", "dask", "output", "scale")
 EUROPE = ("eu-medium", "eu-short", "eu-wind")  # the products of the European points list
 SCALE_FACTOR = 50  # points_50k_cost: 50,000 points a list against 1,000
 
@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                      for k in (*curve, SCALE_FACTOR)}
     if "points" in only:
         variants["points"] = config(work / f"p{10 * n}{tag}", points=10 * n)
+    if "ensembles" in only:
+        variants["ensembles"] = config(work / f"p{n}{tag}-ensembles", points=n, ensembles=True)
     cfg = load_config(base)
     models = list(dict.fromkeys(m for pc in cfg.products.values() for m in pc.models))
     print(f"# pointcast bench: scale {scale}, {n} points per list, products "
@@ -159,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         line("decode_vs_eccodes", ecc / pc_s, ">= 0.8")
     settle(removed_at)
     one = cycle_figures(args, cfg, base, n, ecc, seconds, work, only) if "cycle" in only else None
+    if "ensembles" in only:
+        ensemble_figures(variants["ensembles"], models, ecc if "decode" in only or "cycle" in only else None,
+                         n, args.repeat)
     if "dask" in only:
         runs = {k: cycle(variants[f"cluster{k}"]) for k in (1, 2)}
         walls = {k: r["wall_s"] for k, r in runs.items()}
@@ -191,6 +196,30 @@ def main(argv: list[str] | None = None) -> int:
         if "scale" in only:
             scale_figures(args, variants, roots, n, curve, base_gzip, scale)
     return 0
+
+
+def ensemble_figures(config: Path, models: list[str], ecc: float | None, n: int, repeat: int) -> None:
+    """The cycle with the products' ensembles against plain ecCodes decoding every message the
+    tables name, the deterministic models' (``ecc``, measured already, or here) and the
+    ensembles' (every member's), and the largest process of that cycle."""
+    cfg = load_config(config)
+    ensembles = list(dict.fromkeys(e for pc in cfg.products.values() for e in pc.ensembles))
+    for m in ensembles:  # written once per scale, then read from the cache
+        decode.fetched_files(cfg, m)
+    floor = {m: d["eccodes_s"] for m, d in decode.measure(cfg, ensembles, cfg.dask.workers, repeat,
+                                                          pointcast=False).items()}
+    if ecc is None:
+        ecc = sum(d["eccodes_s"] for d in decode.measure(cfg, models, cfg.dask.workers, repeat,
+                                                         pointcast=False).values())
+    total = ecc + sum(floor.values())
+    print("# ensembles: plain ecCodes " + ", ".join(f"{m} {s:.1f} s" for m, s in floor.items())
+          + f", deterministic models {ecc:.1f} s", flush=True)
+    run = cycle(config)
+    line("ens_cycle_vs_decode_floor", run["wall_s"] / total, "<= 2.5",
+         f"cycle with {', '.join(ensembles)} ({n} points a list) {run['wall_s']:.1f} s / ecCodes decode "
+         f"{total:.1f} s")
+    line("ens_peak_rss_gb", run["process_peak_gb"], "<= 6",
+         f"the largest process ({run['process_peak_of']}); all together {run['tree_gb']:.2f} GB")
 
 
 def output_figures(config: Path, run_id: str) -> None:

@@ -101,13 +101,17 @@ def settle(removed_at: float | None) -> None:
 def write_config(dest: Path, *, scale: int, points: int, scheduler: str = "threads",
                  workers: int = 2, cache: Path | None = None,
                  products: set[str] | None = None, json: str | None = None,
-                 build_processes: int | None = None) -> Path:
+                 build_processes: int | None = None, ensembles: bool = False) -> Path:
     """Write ``dest/pointcast.toml`` and its points lists; the output root is ``dest/output``,
     the sample cache ``cache`` (default ``dest/output/cache``); ``products`` keeps only those;
     ``json`` sets ``[output] json`` and ``build_processes`` ``[dask] build_processes`` (both
-    left to the shipped configuration when None). Returns the path."""
+    left to the shipped configuration when None); without ``ensembles`` the products' ensembles
+    are taken out (the figures but the ``ensembles`` group's measure the deterministic
+    cycle). Returns the path."""
     dest.mkdir(parents=True, exist_ok=True)
     text = SHIPPED.read_text()
+    if not ensembles:
+        text = re.sub(r"(?m)^ensembles\s*=.*\n", "", text)
     if products is not None:
         blocks = re.split(r"(?m)^(?=\[)", text)
         text = "".join(b for b in blocks if not (m := re.match(r"\[products\.([\w-]+)\]", b))

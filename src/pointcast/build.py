@@ -70,7 +70,13 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
             ds = decode(fetched.files, model.fields, model=model.id, points=len(points), attrs=attrs)
     except Exception as e:
         raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e
-    if model.members:  # every member must hold what the first does
+    if model.members:
+        # Time-invariant fields (ENS's orography, in its control's oper-fc file only) are every member's.
+        constants = {v: da for _, member in members for v, da in member.data_vars.items() if "time" not in da.dims}
+        members = [(k, member.assign({v: da for v, da in constants.items() if v not in member}))
+                   for k, member in members]
+        ds = members[0][1]
+        # every member must hold what the first does
         unlike = [k for k, member in members if set(member.data_vars) != set(ds.data_vars)]
         if unlike:
             raise ModelFailed(f"{model.id}: members {unlike} hold other variables than member "

@@ -592,3 +592,42 @@ def test_times_are_read_one_way():
     with pytest.raises(ValueError):
         utc_time("yesterday")
     assert parse_time("yesterday") is None and parse_time(None) is None
+
+
+# --- ensembles --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("models, ensembles, key, reason", [
+    ('["icon-eu", "ifs"]', '["ifs"]', "products.eu-medium.ensembles", "model 'ifs' is not an ensemble"),
+    ('["icon-eu", "ens"]', '["ens"]', "products.eu-medium.models", "model 'ens' is an ensemble: name it in 'ensembles'"),
+])
+def test_an_ensemble_in_the_wrong_list_names_the_file_key_and_line(tmp_path, models, ensembles, key, reason):
+    """Which models are ensembles is the sources' to say (above the configuration): `pointcast
+    check` and the cycle refuse the mix-up with the file, key and line (`sourcing.check_models`)."""
+    import subprocess
+    import sys
+
+    text = BASE.replace('models = ["icon-eu", "ifs"]', f"models = {models}\nensembles = {ensembles}").replace(
+        "[models.icon-eu]", "[models.ens]\nsource = \"sample\"\n[models.icon-eu]")
+    path = write(tmp_path, text)
+    cfg = load_config(path)
+    from pointcast.sourcing import check_models
+
+    with pytest.raises(ConfigError) as ei:
+        check_models(cfg)
+    assert (ei.value.file, ei.value.key) == (str(path), key)
+    assert ei.value.line == line_of(text, key.rsplit(".", 1)[1] + " =") and reason in ei.value.reason
+    if key.endswith("ensembles"):  # once through the command a user runs
+        done = subprocess.run([sys.executable, "-m", "pointcast.cli", "check", "--config", str(path)],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and f"{path}:{ei.value.line}: {key}: " in done.stderr
+
+
+def test_an_unknown_model_names_the_file_key_and_line(tmp_path):
+    from pointcast.sourcing import check_models
+
+    text = BASE.replace("[models.icon-eu]", "[models.icon-eu-epss]\nsource = \"sample\"\n[models.icon-eu]")
+    with pytest.raises(ConfigError) as ei:
+        check_models(load_config(write(tmp_path, text)))
+    assert (ei.value.key, ei.value.line) == ("models.icon-eu-epss", line_of(text, "[models.icon-eu-epss]"))
+    assert "unknown model" in ei.value.reason and "icon-eu-eps" in ei.value.reason

@@ -68,7 +68,7 @@ def test_published_run_is_complete_and_says_synthetic(published):
     assert (root / "current").is_symlink() and run_dir(root).name == run_id
     manifest = json.loads((run_dir(root) / "manifest.json").read_text())
     assert manifest["synthetic"] is True and "SYNTHETIC" in manifest["notice"]
-    assert set(manifest["models"]) == {"ifs", "gfs", "icon-eu", "icon-d2", "msm"}
+    assert set(manifest["models"]) == {"ifs", "gfs", "icon-eu", "icon-d2", "msm", "ens", "icon-eu-eps", "gefs"}
     validation = json.loads((run_dir(root) / "validation.json").read_text())
     assert validation["ok"] is True and validation["errors"] == []
     points = [line.split(",")[0] for line in (cfg.parent / "points" / "europe.csv").read_text().splitlines()[1:]
@@ -451,7 +451,8 @@ def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefec
     from pointcast.sources.base import RunRef
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "config" / "pointcast.toml")
-    cfg = replace(cfg, products={"eu-medium": replace(cfg.products["eu-medium"], models=("icon-d2", "ifs"))})
+    cfg = replace(cfg, products={"eu-medium": replace(cfg.products["eu-medium"], models=("icon-d2", "ifs"),
+                                                      ensembles=())})
     basetime, old = datetime(2026, 1, 15, 3, tzinfo=UTC), datetime(2026, 1, 14, 0, tzinfo=UTC)
     first = {"icon-d2": RunRef("icon-d2", basetime, (timedelta(0),), "sample", True, True),
              "ifs": RunRef("ifs", old, run_steps(IFS, old), "sample", True, True)}

@@ -8,11 +8,14 @@ import gzip
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -104,8 +107,9 @@ def test_killed_cycle_leaves_no_staging_and_the_next_one_is_served(s3_server, pr
     root = f"s3://{BUCKET}/cycle"
     cfg = small_config(tmp_path / "cfg", "threads")
     cfg.write_text(re.sub(r'^root = .*$', f'root = "{root}"\ncache = "cache"', cfg.read_text(), flags=re.M))
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    # A short path: the build's fork server puts its socket under TMPDIR, and a socket's path
+    # has at most 107 bytes (pytest's own temporary paths grow with its runs' numbers).
+    tmp = Path(tempfile.mkdtemp(prefix="pc-s3-"))
     env = {**prefect_env(), **env, "TMPDIR": str(tmp)}
     killed = _run(cfg, {**env, "POINTCAST_FAULT": "kill@upload"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-4000:]
@@ -123,6 +127,7 @@ def test_killed_cycle_leaves_no_staging_and_the_next_one_is_served(s3_server, pr
     done = _run(cfg, env)
     assert done.returncode == 0, done.stderr[-4000:]
     assert not list(tmp.glob(".staging-*"))  # swept by the cycle's retention
+    shutil.rmtree(tmp, ignore_errors=True)
     run_id = httpx.get(f"{base}/current").text.strip()
     run = f"{base}/runs/{run_id}"
     manifest = httpx.get(f"{run}/manifest.json")

@@ -31,6 +31,9 @@ CITED: dict[tuple, str] = {
     ("ens", "u", "100u", (100,)): _ECMWF_ENS,
     ("ens", "v", "100v", (100,)): _ECMWF_ENS,
     ("ens", "tp", "tp", None): _ECMWF_ENS,
+    # The control's oper-fc file is the IFS's own, with the IFS's z at step 0 (sources/ifs.py).
+    ("ens", "orog", "z", None): ("ECMWF open data, IFS oper-fc: surface geopotential z (129, m2 s-2) "
+                                 "at step 0, the IFS table's row (tests/sources/test_upstream_tables.py)"),
     **{("icon-eu-eps", r.var, r.shortName, r.levels): _DWD_EPS for r in ICON_EU_EPS.fields},
 }
 

@@ -68,7 +68,9 @@ class Fields:
     """Values by (shortName, member, end step in hours), on the file's points (the ensembles'
     parameters only: a deterministic twin's files hold more)."""
 
-    def __init__(self, files, wanted=("2t", "10u", "10v", "100u", "100v", "tp")):
+    def __init__(self, files, wanted=("2t", "10u", "10v", "100u", "100v", "tp"), control: bool = False):
+        """``control``: a message without a member is the ensemble's control (member 0: ENS's
+        oper-fc file since IFS cycle 50r1)."""
         self.values: dict[tuple[str, int, int], np.ndarray] = {}
         self.templates: dict[tuple[str, int, int], int] = {}
         for f in files:
@@ -78,7 +80,8 @@ class Fields:
                 elif keys["short"] == "tlon":
                     self.lons = values
                 elif keys["short"] in wanted:
-                    key = (keys["short"], keys["perturbationNumber"], keys["endStep"])
+                    member = 0 if control and keys["perturbationNumber"] == -1 else keys["perturbationNumber"]
+                    key = (keys["short"], member, keys["endStep"])
                     assert key not in self.values, key
                     self.values[key] = values
                     self.templates[key] = keys["productDefinitionTemplateNumber"]
@@ -127,7 +130,9 @@ def test_files_follow_the_upstream_layouts(fetched):
     ens = [p for p in rel["ens"] if p.endswith("20260115000000-6h-enfo-ef.grib2")]
     assert [p.split("sample/ens/2026011500/")[1] for p in ens] == [
         "20260115/00z/ifs/0p25/enfo/20260115000000-6h-enfo-ef.grib2"]
-    assert len(fetched["ens"].files) == 5  # 0, 3, 6, 9, 12 h
+    # 0, 3, 6, 9, 12 h, each an enfo-ef file (the perturbed members) and an oper-fc file (the control)
+    assert len(fetched["ens"].files) == 10
+    assert sum(str(f).endswith("-6h-oper-fc.grib2") for f in fetched["ens"].files) == 1
     gefs = {p.split("2026011500/")[1] for p in rel["gefs"]}
     assert "gefs.20260115/00/atmos/pgrb2sp25/gec00.t00z.pgrb2s.0p25.f000" in gefs
     assert "gefs.20260115/00/atmos/pgrb2sp25/gep30.t00z.pgrb2s.0p25.f012" in gefs
@@ -140,9 +145,12 @@ def test_files_follow_the_upstream_layouts(fetched):
             "2026011500_012_tot_prec.grib2.bz2") in legacy
     assert len(v1) == len(legacy) == 2 + 4 * 13  # CLAT/CLON, 4 parameters at 0..12 h
     # The indexes: ECMWF's names the member, NOAA's the ensemble tag.
-    index = fetched["ens"].files[2].with_suffix(".index").read_text().splitlines()
-    assert len(index) == 6 * 51 and '"type": "cf"' in index[0] and '"number"' not in index[0]
-    assert '"type": "pf"' in index[1] and '"number": "1"' in index[1]
+    enfo, oper = (next(f for f in fetched["ens"].files if str(f).endswith(f"-6h-{name}.grib2"))
+                  for name in ("enfo-ef", "oper-fc"))
+    index = enfo.with_suffix(".index").read_text().splitlines()
+    assert len(index) == 6 * 50 and '"type": "pf"' in index[0] and '"number": "1"' in index[0]
+    control = oper.with_suffix(".index").read_text().splitlines()
+    assert len(control) == 6 and '"type": "fc"' in control[0] and '"number"' not in control[0]
     idx = [f for f in fetched["gefs"].files if f.name == "gep07.t00z.pgrb2s.0p25.f012"][0]
     lines = Path(f"{idx}.idx").read_text().splitlines()
     assert lines[0].endswith(":TMP:2 m above ground:12 hour fcst:ENS=+7")
@@ -163,15 +171,21 @@ def test_members_carry_the_ensemble_keys_and_match_the_tables(fetched, mid):
             assert rows, (f.name, m.shortName)
             for row in rows:
                 assert judge(row, m) == (1.0, None), (row.var, m.shortName)
+            if model.id == "ens" and m.member is None:  # the control: the deterministic stream's message
+                assert m.ensemble_type is None and m.ensemble_size is None and "oper-fc" in f.name
+                seen.setdefault(m.shortName, set()).add(0)
+                continue
             assert m.ensemble_size == size
             assert m.ensemble_type == (control_type if m.member == 0 else perturbed_type)
             seen.setdefault(m.shortName, set()).add(m.member)
     for short, got in seen.items():
-        assert got == set(members(model)), short
-    fields = Fields(fetched[mid].files)
-    for (short, _, end), template in fields.templates.items():
+        assert got == ({0} if short == "z" else set(members(model))), short  # ENS's ground: the control's
+    fields = Fields(fetched[mid].files, control=True)
+    for (short, member, end), template in fields.templates.items():
         accumulated = short == "tp"
-        assert template == (11 if accumulated else 1), (short, end)
+        ensemble = 11 if accumulated else 1
+        deterministic = 8 if accumulated else 0
+        assert template == (deterministic if (model.id == "ens" and member == 0) else ensemble), (short, member, end)
 
 
 def _check_members(fields: Fields, model_id: str, short: str, var: str, step: int,
@@ -197,7 +211,7 @@ def test_members_are_the_deterministic_weather_plus_their_perturbation(fetched, 
     by its perturbation; ICON-EU-EPS: the ICON-EU weather of its cells."""
     for mid, twin, names in (("ens", IFS, {"2t": "t2m", "10u": "u10", "100v": "v", "tp": "tp"}),
                              ("gefs", GFS, {"2t": "t2m", "10v": "v10", "tp": "tp"})):
-        ens = Fields(fetched[mid].files)
+        ens = Fields(fetched[mid].files, control=True)
         det_run = SampleSource(scale=SCALE, init=INIT, horizon_hours=HORIZON)
         det = Fields(det_run.fetch(det_run.discover(twin, NOW), twin, cache / "twins").files)
         for short, var in names.items():
@@ -244,4 +258,4 @@ def test_ensemble_scale_defaults_to_four_times_the_scale_and_horizon_caps_the_st
     src = SampleSource(scale=SCALE, ensemble_scale=ENSEMBLE_SCALE, init=INIT, horizon_hours=6)
     run = src.discover(ENS, NOW)
     assert run.steps[-1] == timedelta(hours=6)
-    assert len(src.fetch(run, ENS, tmp_path).files) == 3
+    assert len(src.fetch(run, ENS, tmp_path).files) == 3 * 2  # enfo-ef and oper-fc a step

@@ -203,12 +203,15 @@ def _write_ens(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather
             step = snap.minute // 60
             files: dict[str, tuple[list[bytes], list[str]]] = {"enfo": ([], []), "oper": ([], [])}
             for p in prods:
-                if p.processing not in (Processing.INSTANT, Processing.ACCUM_SINCE_START):
+                constant = p.processing is Processing.CONSTANT
+                if constant and step:
+                    continue  # the orography, at step 0 only, as the IFS's
+                if p.processing not in (Processing.INSTANT, Processing.ACCUM_SINCE_START) and not constant:
                     raise ValueError(f"ens: no sample encoding of {p.short_name}")
                 det = snap.q[quantity(p, ifs._ECMWF_QUANTITY[p.short_name])]
-                for k in ids:
+                for k in [0] if constant else ids:  # the orography is the control's oper-fc field
                     stream = "oper" if k == 0 else "enfo"
-                    values = to_raw(perts[k].apply(p.rows[0].var, det), p)
+                    values = to_raw(det if constant else perts[k].apply(p.rows[0].var, det), p)
                     msg = encoders[stream].message(p, values, end=step, start=0, member=k if k else None)
                     chunks, index = files[stream]
                     entry: dict[str, Any] = {

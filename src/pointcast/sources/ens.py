@@ -59,7 +59,7 @@ from typing import Any
 
 from ..gribtable import Encoding as _E, GribField, Processing
 from .base import Layout, ModelSpec, RegularGrid, Upstream
-from .ifs import UPSTREAM as IFS_UPSTREAM, index_wanted as ifs_index_wanted, steps_for_run
+from .ifs import G, UPSTREAM as IFS_UPSTREAM, index_wanted as ifs_index_wanted, steps_for_run
 
 _MS = "m s**-1"
 
@@ -74,6 +74,11 @@ FIELDS: tuple[GribField, ...] = (
     # m (of water equivalent) accumulated since the start -> kg m-2.
     GribField("tp", "tp", "surface", processing=Processing.ACCUM_SINCE_START, scale=1000.0,
               encodings=(_E(228, "m"),)),
+    # Surface geopotential (m2 s-2) at step 0 -> surface height (m): the control's oper-fc
+    # file holds it (the IFS's row, sources/ifs.py), every member's ground (the members'
+    # temperatures are corrected from it to the points' elevations).
+    GribField("orog", "z", "surface", processing=Processing.CONSTANT, scale=1.0 / G,
+              encodings=(_E(129, "m**2 s**-2"),)),
 )
 
 # MARS types of a member's message: perturbed, control (enfo before 50r1), control (oper since).
