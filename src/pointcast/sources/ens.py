@@ -59,7 +59,7 @@ from typing import Any
 
 from ..gribtable import Encoding as _E, GribField, Processing
 from .base import Layout, ModelSpec, RegularGrid, Upstream
-from .ifs import G, UPSTREAM as IFS_UPSTREAM, index_wanted as ifs_index_wanted, steps_for_run
+from .ifs import UPSTREAM as IFS_UPSTREAM, G, index_wanted as ifs_index_wanted, steps_for_run
 
 _MS = "m s**-1"
 
