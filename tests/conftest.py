@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import pointcast  # noqa: F401  (first: it binds pyproj to its own PROJ before a test module imports ecCodes)
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no network here
 # Coverage rasters (grids/raster.py) are built once per machine and shared by the test processes
 # (the global one reads the whole land mask): the cache is keyed by what the raster depends on.

@@ -32,6 +32,21 @@ encodes a field the way that upstream does, with ecCodes:
   1 and 3 once, 4-7 repeated per field), centre rjtd, simple packing; 1.5 m TMP/RH, TCDC/LCDC
   in %, APCP over the past hour, DSWRF the past hour's mean (none at the analysis time).
 
+* The ensembles, every member (``perturbation``: the atmosphere with a known offset of the
+  temperature and factors of the wind and the precipitation), as GRIB2 ensemble products
+  (template 4.1, 4.11 for the accumulations; ``perturbationNumber``,
+  ``numberOfForecastsInEnsemble``, ``typeOfEnsembleForecast`` 3 for a perturbed member):
+  ECMWF ENS's 50 perturbed members in ``.../enfo/<YYYYMMDDHH>0000-<step>h-enfo-ef.grib2`` with
+  its ``.index`` (MARS ``type`` pf, ``number``) on the IFS's grid and steps, the control being the
+  IFS's ``oper-fc`` file of the step (ECMWF's dissemination since IFS cycle 50r1: ``enfo:cf`` is
+  discontinued); NOAA GEFS ``gefs.<YYYYMMDD>/<HH>/atmos/pgrb2sp25/<gec00|gepNN>.t<HH>z.pgrb2s.
+  0p25.f<FFF>``, a file a member and step to 240 h by 3, wgrib2's ``.idx`` with the member in a
+  seventh field (``ENS=low-res ctl``, ``ENS=+N``), APCP in 6-hour-reset buckets; DWD ICON-EU-EPS
+  in the legacy tree ``icon-eu-eps/grib/<HH>/<param>/icon-eu-eps_europe_icosahedral_single-level_
+  <YYYYMMDDHH>_<FFF>_<param>.grib2.bz2``, the 40 members in a bzip2 file, native grid 37 with
+  CLAT/CLON in ``..._time-invariant_<YYYYMMDDHH>_<clat|clon>.grib2.bz2``, hourly to 48 h,
+  3-hourly to 72 h, 6-hourly to 120 h.
+
 Grids are coarse (the encodings and layouts are the real ones): fields are linear in latitude
 and in a longitude ``lam`` that folds at 90 E and 90 W (grid lines of every grid here), so
 bilinear interpolation reproduces them exactly, across the dateline and Greenwich too.
@@ -729,6 +744,223 @@ def relative_humidity(t, td):
     return 100.0 * es(td) / es(t)
 
 
+# ------------------------------------------------------------------------------------------
+# Ensembles: every member is the atmosphere with a known perturbation (``perturbation``)
+# ------------------------------------------------------------------------------------------
+
+_GOLDEN = (0.6180339887, 0.7548776662, 0.5698402910)  # irrational steps: members' values scattered
+
+
+def perturbation(member: int) -> tuple[float, float, float]:
+    """Member ``member``'s departure from the atmosphere, the same at every place and time:
+    (temperature offset K, wind factor, precipitation factor). The control (0) has none; the
+    perturbed members' offsets span -2..2 K, their wind factors 0.6..1.4 and their
+    precipitation factors 0.02..3 (log-uniform, so that some members' hours are wet and
+    some are not, and some days reach 1 mm and some do not)."""
+    if member == 0:
+        return 0.0, 1.0, 1.0
+    a, b, c = ((member * g) % 1.0 for g in _GOLDEN)
+    return 4.0 * a - 2.0, 0.6 + 0.8 * b, 0.02 * 150.0 ** c
+
+
+def member_keys(member: int, size: int, control_type: int = 1) -> list[tuple[str, object]]:
+    """Section 4 of a member's message (template 4.1; 4.11 for the accumulations, set by the
+    caller's step keys): WMO code table 4.6, ``control_type`` for the control (0 or 1), 3
+    (positively perturbed) for the others."""
+    return [("typeOfEnsembleForecast", control_type if member == 0 else 3),
+            ("perturbationNumber", member), ("numberOfForecastsInEnsemble", size)]
+
+
+def ensemble_step_keys(start: float, end: float | None, unit: str = "h",
+                       stat: int | None = None) -> list[tuple[str, object]]:
+    """``step_keys`` for an ensemble member: template 4.1 (instant) or 4.11 (statistic)."""
+    keys = step_keys(start, end, unit, stat)
+    return [("productDefinitionTemplateNumber", 1 if end is None else 11)] + keys[1:]
+
+
+def encode_member(base: int, keys: list[tuple[str, object]], values: np.ndarray,
+                  bits: int = 16) -> bytes:
+    """``encode`` with the product template set first, so that the keys after it (parameter,
+    level, member) land in the template's section 4."""
+    return encode(base, sorted(keys, key=lambda kv: kv[0] != "productDefinitionTemplateNumber"),
+                  values, bits)
+
+
+ENS_MEMBERS = 51  # the control (oper-fc since IFS cycle 50r1) and 50 perturbed members
+
+
+def write_ens(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0) -> int:
+    """ECMWF ENS's perturbed members (1-50) in ``<...>/enfo/<YYYYMMDDHH>0000-<step>h-enfo-ef
+    .grib2`` and its ``.index`` (MARS ``type`` pf, ``number``), on the IFS's grid and steps.
+    The control is the IFS's own ``oper-fc`` file of the step (``write_ifs``), as ECMWF
+    disseminates it since IFS cycle 50r1 (12 May 2026: ``enfo:cf`` discontinued)."""
+    base, lat, lon = regular_base("ecmf", 90.0, -90.0, -180.0, 180.0 - dres, dres, dres, init,
+                                  [("setLocalDefinition", 1), ("localDefinitionNumber", 1),
+                                   ("marsClass", "od"), ("marsType", "pf"),
+                                   ("marsStream", "enfo"), ("experimentVersionNumber", "0001"),
+                                   ("typeOfProcessedData", 4), ("typeOfGeneratingProcess", 4)])
+    eccodes.codes_set(base, "packingType", "grid_ccsds")
+    eccodes.codes_set(base, "bitsPerValue", 16)
+    h0 = hours_of(init, atm.t0)
+    orog = atm.orog(lat, lon)
+    run = root / f"{init:%Y%m%d}" / f"{init:%H}z" / "ifs" / "0p25" / "enfo"
+    run.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for step in IFS_STEPS:
+        t = h0 + step
+        t2 = atm.temperature(lat, lon, t, orog + 2.0)
+        u, v = atm.u10(lat, lon, t), atm.v10(lat, lon, t)
+        acc = atm.precip(lat, lon, h0, t) / 1000.0  # m from the start
+        inst = ensemble_step_keys(step, None)
+        blob, lines = bytearray(), []
+        for k in range(1, ENS_MEMBERS):
+            dt, fw, fp = perturbation(k)
+            ens = member_keys(k, ENS_MEMBERS)
+            for pid, keys, vals in (
+                    (167, inst, t2 + dt), (165, inst, fw * u), (166, inst, fw * v),
+                    (228246, inst, fw * u * atm.profile(100.0)),
+                    (228247, inst, fw * v * atm.profile(100.0)),
+                    (228, ensemble_step_keys(0, step, stat=1), fp * acc)):
+                msg = encode_member(base, [("paramId", pid), *ens, *keys], vals)
+                entry = {"domain": "g", "date": f"{init:%Y%m%d}", "time": f"{init:%H%M}",
+                         "expver": "0001", "class": "od", "type": "pf", "stream": "enfo",
+                         "step": str(step), "levtype": "sfc", "number": str(k),
+                         "param": IFS_NAMES[pid]}
+                lines.append(json.dumps({**entry, "_offset": len(blob), "_length": len(msg)}))
+                blob += msg
+        stem = run / f"{init:%Y%m%d%H}0000-{step}h-enfo-ef"
+        stem.with_suffix(".grib2").write_bytes(bytes(blob))
+        stem.with_suffix(".index").write_text("\n".join(lines) + "\n")
+        n += len(lines)
+    release_prototypes()
+    eccodes.codes_release(base)
+    return n
+
+
+GEFS_MEMBERS = 31  # gec00 and gep01-gep30
+GEFS_STEPS = tuple(range(0, 241, 3))
+
+
+def write_gefs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0) -> int:
+    """NOAA GEFS ``pgrb2sp25``: a file a member and step, ``gec00`` (the control) and
+    ``gep01``-``gep30``, each with wgrib2's ``.idx`` (the member as its seventh field, ``ENS=low-res
+    ctl`` / ``ENS=+N``); encoded as GFS (``write_gfs``) but as ensemble products; APCP in
+    6-hour-reset buckets, none at f000; PRMSL too (a field the tables do not read)."""
+    base, lat, lon = regular_base("kwbc", 90.0, -90.0, 0.0, 360.0 - dres, dres, dres, init,
+                                  [("subCentre", 2), ("tablesVersion", 2),
+                                   ("localTablesVersion", 1),
+                                   ("generatingProcessIdentifier", 107),
+                                   ("typeOfGeneratingProcess", 4)])
+    eccodes.codes_set(base, "packingType", "grid_complex_spatial_differencing")
+    eccodes.codes_set(base, "bitsPerValue", 24)
+    h0 = hours_of(init, atm.t0)
+    orog = atm.orog(lat, lon)
+    run = root / f"gefs.{init:%Y%m%d}" / f"{init:%H}" / "atmos" / "pgrb2sp25"
+    run.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for step in GEFS_STEPS:
+        t = h0 + step
+        when = "anl" if step == 0 else f"{step} hour fcst"
+        start = (step - 1) // 6 * 6
+        t2 = atm.temperature(lat, lon, t, orog + 2.0)
+        u, v = atm.u10(lat, lon, t), atm.v10(lat, lon, t)
+        bucket = atm.precip(lat, lon, h0 + start, t)
+        inst = ensemble_step_keys(step, None)
+        for k in range(GEFS_MEMBERS):
+            dt, fw, fp = perturbation(k)
+            ens = member_keys(k, GEFS_MEMBERS)
+            kind = [("typeOfProcessedData", 3 if k == 0 else 4)]
+            fields = [("PRMSL", "mean sea level", param(0, 3, 1) + level(101) + inst,
+                       atm.p_sea(lat, lon, t), when),
+                      ("TMP", "2 m above ground", param(0, 0, 0) + level(103, 2) + inst, t2 + dt, when),
+                      ("UGRD", "10 m above ground", param(0, 2, 2) + level(103, 10) + inst, fw * u, when),
+                      ("VGRD", "10 m above ground", param(0, 2, 3) + level(103, 10) + inst, fw * v, when)]
+            if step > 0:
+                fields.append(("APCP", "surface", param(0, 1, 8) + level(1)
+                               + ensemble_step_keys(start, step, stat=1), fp * bucket,
+                               f"{start}-{step} hour acc fcst"))
+            blob, lines = bytearray(), []
+            for i, (name, where, keys, vals, time) in enumerate(fields):
+                msg = encode_member(base, kind + keys + ens, vals, bits=24)
+                member = "low-res ctl" if k == 0 else f"+{k}"
+                lines.append(f"{i + 1}:{len(blob)}:d={init:%Y%m%d%H}:{name}:{where}:{time}:ENS={member}")
+                blob += msg
+            path = run / f"{'gec' if k == 0 else 'gep'}{k:02d}.t{init:%H}z.pgrb2s.0p25.f{step:03d}"
+            path.write_bytes(bytes(blob))
+            Path(f"{path}.idx").write_text("\n".join(lines) + "\n")
+            n += len(lines)
+    release_prototypes()
+    eccodes.codes_release(base)
+    return n
+
+
+ICON_EU_EPS = IconModel("icon-eu-eps", 37, (29.5, 70.5), (-23.5, 62.5), 1.0, 74, 0, (), 48, 120,
+                        False)
+EPS_MEMBERS = 40  # ICON-EPS publishes no control
+EPS_STEPS = tuple(range(0, 49)) + tuple(range(51, 73, 3)) + tuple(range(78, 121, 6))
+
+
+def write_icon_eu_eps(root: Path, atm: Atmosphere, init: datetime) -> int:
+    """DWD ICON-EU-EPS in DWD's legacy tree, bzip2-compressed: ``icon-eu-eps/grib/<HH>/<param>/
+    icon-eu-eps_europe_icosahedral_single-level_<YYYYMMDDHH>_<FFF>_<param>.grib2.bz2``, the 40
+    members a file (one message each), and CLAT/CLON in ``..._time-invariant_<YYYYMMDDHH>_
+    <clat|clon>.grib2.bz2``; native grid 37 (template 3.101), encoded as ICON-EU (``write_icon``)
+    but as ensemble products. Hourly to 48 h, 3-hourly to 72 h, 6-hourly to 120 h."""
+    import bz2
+
+    model = ICON_EU_EPS
+    lat, lon = icon_cells(model)
+    h = eccodes.codes_grib_new_from_samples("GRIB2")
+    for k, v in [("centre", "edzw"), ("subCentre", 255), ("tablesVersion", 19),
+                 ("localTablesVersion", 1), ("generatingProcessIdentifier", 2),
+                 ("significanceOfReferenceTime", 1), ("productionStatusOfProcessedData", 0),
+                 ("typeOfProcessedData", 4), ("typeOfGeneratingProcess", 4),
+                 ("dataDate", int(f"{init:%Y%m%d}")), ("dataTime", int(f"{init:%H%M}")),
+                 ("gridDefinitionTemplateNumber", 101), ("numberOfGridUsed", model.grid_number),
+                 ("numberOfGridInReference", 1),
+                 ("uuidOfHGrid", uuid.uuid5(uuid.NAMESPACE_URL, model.name).hex),
+                 ("packingType", "grid_ccsds"), ("bitsPerValue", 16)]:
+        eccodes.codes_set_string(h, k, v) if isinstance(v, str) else eccodes.codes_set(h, k, v)
+    h0 = hours_of(init, atm.t0)
+    orog = atm.orog(lat, lon)
+    stem = root / "icon-eu-eps" / "grib" / f"{init:%H}"
+    n = 0
+
+    def put(name: str, kind: str, messages: list[bytes]) -> None:
+        nonlocal n
+        path = stem / name / f"icon-eu-eps_europe_icosahedral_{kind}_{name}.grib2.bz2"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(bz2.compress(b"".join(messages)))
+        n += len(messages)
+
+    mins = lambda m: step_keys(m, None, "m")  # noqa: E731
+    run = f"{init:%Y%m%d%H}"
+    put("clat", f"time-invariant_{run}", [encode(h, param(0, 191, 1) + level(1) + mins(0), lat)])
+    put("clon", f"time-invariant_{run}", [encode(h, param(0, 191, 2) + level(1) + mins(0), lon)])
+    for step in EPS_STEPS:
+        t, m = h0 + step, step * 60
+        t2 = atm.temperature(lat, lon, t, orog + 2.0)
+        u, v = atm.u10(lat, lon, t), atm.v10(lat, lon, t)
+        acc = atm.precip(lat, lon, h0, t)
+        inst = ensemble_step_keys(m, None, "m")
+        files: dict[str, list[bytes]] = {"t_2m": [], "u_10m": [], "v_10m": [], "tot_prec": []}
+        for k in range(1, EPS_MEMBERS + 1):
+            dt, fw, fp = perturbation(k)
+            ens = member_keys(k, EPS_MEMBERS)
+            for name, keys, vals in (
+                    ("t_2m", param(0, 0, 0) + level(103, 2) + inst, t2 + dt),
+                    ("u_10m", param(0, 2, 2) + level(103, 10) + inst, fw * u),
+                    ("v_10m", param(0, 2, 3) + level(103, 10) + inst, fw * v),
+                    ("tot_prec", param(0, 1, 52) + level(1)
+                     + ensemble_step_keys(0, m, "m", 1), fp * acc)):
+                files[name].append(encode_member(h, keys + ens, vals))
+        for name, messages in files.items():
+            put(name, f"single-level_{run}_{step:03d}", messages)
+    release_prototypes()
+    eccodes.codes_release(h)
+    return n
+
+
 def _write(job: tuple[str, Path, Atmosphere, datetime]) -> int:
     name, root, atm, init = job
     if name == "ifs":
@@ -737,16 +969,26 @@ def _write(job: tuple[str, Path, Atmosphere, datetime]) -> int:
         return write_gfs(root / "noaa", atm, init)
     if name == "msm":
         return write_msm(root / "jma", atm, init)
+    if name == "ens":
+        return write_ens(root / "ecmwf", atm, init)
+    if name == "gefs":
+        return write_gefs(root / "noaa", atm, init)
+    if name == "icon-eu-eps":
+        return write_icon_eu_eps(root / "dwd", atm, init)
     return write_icon(root / "dwd", atm, init, {"icon-eu": ICON_EU, "icon-d2": ICON_D2}[name])
 
 
-def publish(root: Path, atm: Atmosphere, init: datetime, processes: int = 2) -> dict[str, int]:
-    """The whole replica under ``root``: ``ecmwf/``, ``noaa/``, ``dwd/``, ``jma/``; the models
-    are written in ``processes`` forked processes. Returns the messages written per model."""
+def publish(root: Path, atm: Atmosphere, init: datetime, processes: int = 2,
+            ensembles: bool = True) -> dict[str, int]:
+    """The whole replica under ``root``: ``ecmwf/``, ``noaa/``, ``dwd/``, ``jma/``, the
+    ensembles beside their centres' models (unless not ``ensembles``); the models are written
+    in ``processes`` forked processes. Returns the messages written per model."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    names = ["icon-eu", "ifs", "icon-d2", "gfs", "msm"]  # longest first
+    names = ["icon-eu", "ens", "icon-eu-eps", "gefs", "ifs", "icon-d2", "gfs", "msm"]  # longest first
+    if not ensembles:
+        names = [n for n in names if n not in ("ens", "icon-eu-eps", "gefs")]
     with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
         counts = pool.map(_write, [(n, root, atm, init) for n in names])
         return dict(zip(names, counts, strict=True))
