@@ -705,7 +705,7 @@
     } else if (mrf.some((d) => d.pop != null)) {
       const day = (ts) => mrf.find((d) => ts >= secs(d.date) && ts < secs(d.date) + 86400);
       probabilityChart(body, tz, t, t.map((ts) => { const d = day(ts); return d && d.pop >= 0 ? d.pop : null; }),
-        "probability of the day %", "Probability of precipitation of the day (the highest of its hours)", seams);
+        "probability of the day %", "Probability of precipitation of the day (the daily pop: each hour shows its day's)", seams);
     }
     windChart(body, "wind", "Wind (arrows: where it blows to)", tz, t, [["speed m/s", "#1d3557", col(srf, "wndspd")]],
       col(srf, "wnddir"), seams, { ...ens, rows: ens.q && ens.q.wind_speed, what: "at 10 m" });
