@@ -231,11 +231,16 @@ def test_meteogram_of_every_product(browser, sites, published, site):
 
 def _assert_ensemble_charts(page, tree: Path, product: str, point: dict, rows: list[dict]) -> None:
     """The meteogram's quantile bands are the point's static quantile file (temperature, 10 m
-    wind; eu-wind: the first hub height's wind) and its probability bars the product's own
-    probability element."""
+    wind; eu-wind: the wind at the first hub height, then at the others chosen) and its
+    probability bars the product's own probability element."""
     q = json.loads((tree / product / "quantiles" / f"{point['id']}.json").read_bytes())
     if product == "eu-wind":
-        _assert_bands_are_the_quantiles(page, "hub-wind", q, q["wind_speed_at"][f"{point['hub_heights'][0]:g}m"])
+        first, *more = point["hub_heights"]
+        _assert_bands_are_the_quantiles(page, "hub-wind", q, q["wind_speed_at"][f"{first:g}m"])
+        for height in more:  # the bands at another hub height, chosen
+            page.select_option("#band-height", f"{height:g}")
+            _assert_bands_are_the_quantiles(page, "hub-wind", q, q["wind_speed_at"][f"{height:g}m"])
+        assert more, "the meteogram's windpack point has two hub heights"
         return
     _assert_bands_are_the_quantiles(page, "temperature", q, q["temperature"])
     _assert_bands_are_the_quantiles(page, "wind", q, q["wind_speed"])
