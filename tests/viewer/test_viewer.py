@@ -32,14 +32,17 @@ ARTIFACTS = Path(os.environ.get("POINTCAST_TEST_ARTIFACTS",
                                 Path(__file__).resolve().parents[2] / "output" / "test-artifacts" / "viewer"))
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# (product, point) whose meteogram is loaded; charts drawn -> series expected (without time)
+# (product, point) whose meteogram is loaded; charts drawn -> series expected (without time;
+# a chart with quantile bands has four more: the edges P10, P90, P25, P75)
 METEOGRAMS = {
-    ("eu-short", "paris"): {"temperature": 2, "precipitation": 2, "wind": 2, "cloud": 1, "pressure": 1},
-    ("eu-medium", "zugspitze"): {"temperature": 2, "precipitation": 2, "wind": 2, "cloud": 1, "pressure": 1},
-    ("eu-wind", "hollandse-kust-zuid"): {"hub-wind": 2, "profile": 1},
-    ("global", "london"): {"temperature": 1, "precipitation": 1, "wind": 1, "pressure": 1},
-    ("japan", "tokyo"): {"temperature": 2, "precipitation": 1, "wind": 1, "pressure": 1},
+    ("eu-short", "paris"): {"temperature": 6, "precipitation": 1, "probability": 1, "wind": 6, "cloud": 1, "pressure": 1},
+    ("eu-medium", "zugspitze"): {"temperature": 6, "precipitation": 1, "probability": 1, "wind": 6, "cloud": 1,
+                                 "pressure": 1},
+    ("eu-wind", "hollandse-kust-zuid"): {"hub-wind": 6, "profile": 1},
+    ("global", "london"): {"temperature": 5, "precipitation": 1, "probability": 1, "wind": 5, "pressure": 1},
+    ("japan", "tokyo"): {"temperature": 6, "precipitation": 1, "probability": 1, "wind": 5, "pressure": 1},
 }
+EDGES = ("P10", "P90", "P25", "P75")  # the band edge series, by label: the quantiles 0.1, 0.9, 0.25, 0.75
 
 CHARTS = """() => [...document.querySelectorAll('.chart')].map((box) => {
   const u = box._uplot, c = box.querySelector('canvas');
@@ -49,6 +52,16 @@ CHARTS = """() => [...document.querySelectorAll('.chart')].map((box) => {
   return {name: box.dataset.chart, series: u.series.length - 1, points: u.data[0].length,
           filled: u.data.slice(1).map((s) => s.filter((v) => v != null).length), painted};
 })"""
+# a chart's times, its bands (as the labels of their two edge series), the edges' values and the
+# legend saying what the bands are
+BANDS = """(name) => {
+  const box = document.querySelector(`[data-chart="${name}"]`), u = box._uplot;
+  const legend = box.querySelector('.bands-legend');
+  return {times: u.data[0], bands: (u.bands || []).map((b) => b.series.map((i) => u.series[i].label)),
+          edges: Object.fromEntries(u.series.map((s, i) => [s.label, u.data[i]]).filter(([l]) => /^P[0-9]+$/.test(l))),
+          bars: u.series.slice(1).map((s) => s.label), values: u.data.slice(1),
+          legend: legend ? legend.innerText : null};
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -210,9 +223,54 @@ def test_meteogram_of_every_product(browser, sites, published, site):
                 utc = datetime.fromisoformat(start).strftime("%H:%M")
                 assert page.locator("#data tr:nth-child(2) td").first.inner_text().endswith(utc)
                 assert "times in UTC" in page.inner_text("main")
+            _assert_ensemble_charts(page, tree, product, point, data[0])
             assert not errors, (product, errors)
         finally:
             page.close()
+
+
+def _assert_ensemble_charts(page, tree: Path, product: str, point: dict, rows: list[dict]) -> None:
+    """The meteogram's quantile bands are the point's static quantile file (temperature, 10 m
+    wind; eu-wind: the wind at the first hub height, then at the others chosen) and its
+    probability bars the product's own probability element."""
+    q = json.loads((tree / product / "quantiles" / f"{point['id']}.json").read_bytes())
+    if product == "eu-wind":
+        first, *more = point["hub_heights"]
+        _assert_bands_are_the_quantiles(page, "hub-wind", q, q["wind_speed_at"][f"{first:g}m"])
+        for height in more:  # the bands at another hub height, chosen
+            page.select_option("#band-height", f"{height:g}")
+            _assert_bands_are_the_quantiles(page, "hub-wind", q, q["wind_speed_at"][f"{height:g}m"])
+        assert more, "the meteogram's windpack point has two hub heights"
+        return
+    _assert_bands_are_the_quantiles(page, "temperature", q, q["temperature"])
+    _assert_bands_are_the_quantiles(page, "wind", q, q["wind_speed"])
+    chart = page.evaluate(BANDS, "probability")
+    if product == "global":  # the hourly file's pop at the meteogram's hours
+        hourly = json.loads((tree / product / "hourly" / f"{point['id']}.json").read_bytes())
+        start = datetime.fromisoformat(hourly["start"]).timestamp()
+        expected = [hourly["pop"][round((t - start) / hourly["step_seconds"])] for t in chart["times"]]
+    elif product == "japan":  # japan publishes the day's probability alone: each hour shows its day's
+        days = json.loads((tree / product / f"{point['id']}.json").read_bytes())["mrf"]
+        expected = [next(d["pop"] for d in days if 0 <= t - datetime.fromisoformat(d["date"]).timestamp() < 86400)
+                    for t in chart["times"]]
+    else:
+        expected = [r["precipitation_proba"] for r in rows]
+    assert chart["values"] == [expected] and any(expected), (product, chart["bars"])
+
+
+def _assert_bands_are_the_quantiles(page, chart: str, q: dict, rows: list) -> None:
+    """A chart's P10-P90 and P25-P75 bands, with a legend, whose edges are the quantile rows
+    (from the file's ``start`` every ``step_seconds``) at the chart's times: its first, middle
+    and last."""
+    got = page.evaluate(BANDS, chart)
+    assert got["bands"] == [["P90", "P10"], ["P75", "P25"]], (chart, got["bands"])
+    assert "P10–P90" in got["legend"] and "P25–P75" in got["legend"] and "ensemble" in got["legend"], got["legend"]
+    start, times = datetime.fromisoformat(q["start"]).timestamp(), got["times"]
+    for i in sorted({0, len(times) // 2, len(times) - 1}):
+        step = (times[i] - start) / q["step_seconds"]
+        assert step == int(step), (chart, times[i])
+        for label, level in zip(EDGES, (0.1, 0.9, 0.25, 0.75), strict=True):
+            assert got["edges"][label][i] == rows[int(step)][q["quantiles"].index(level)] is not None, (chart, i, label)
 
 
 def test_server_answers_only_the_files_the_tables_name(sites, published):
@@ -320,7 +378,7 @@ def test_verification_summary_and_error_band(browser, published, tmp_path):
         page.close()
         page, errors, absent = _open(browser, base + "/#/p/eu-short/paris", "meteogram-verification")
         charts = {c["name"]: c for c in page.evaluate(CHARTS)}
-        assert charts["temperature"]["series"] == 4  # temperature, dewpoint, +MAE, -MAE
+        assert charts["temperature"]["series"] == 8  # temperature, dewpoint, +MAE, -MAE, the quantile bands' edges
         band = page.evaluate("() => document.querySelector('[data-chart=temperature]')._uplot.data")
         rows = json.loads((tree / "eu-short" / "1H" / "paris.json").read_bytes())["data"]
         for i, lead in ((0, 0), (30, 30)):
@@ -348,3 +406,68 @@ def test_with_api_keys_the_run_files_need_the_key_and_the_page_does_not(publishe
         assert app.respond("GET", path, b"", [(b"x-api-key", b"k" * 32)]).status == 200
     assert app.respond("HEAD", "/", b"", []).status == 200
     assert app.respond("DELETE", "/manifest.json", b"", []).status == 405
+
+
+# The columns of the temperature chart's canvas at some times, with its curves hidden: how many
+# pixels hold the red of the quantile bands (the white or the faint seam shading has none).
+BAND_PIXELS = """async (times) => {
+  const u = document.querySelector('[data-chart=temperature]')._uplot;
+  u.series.forEach((s, i) => { if (i && !/^P[0-9]+$/.test(s.label)) u.setSeries(i, {show: false}); });
+  await new Promise((done) => requestAnimationFrame(done));  // uPlot redraws after the change
+  const {top, height} = u.bbox;
+  return times.map((t) => {
+    const px = u.ctx.getImageData(Math.round(u.valToPos(t, 'x', true)), top, 1, height).data;
+    let red = 0;  // the canvas is transparent over the page's white: red minus green, composed on white
+    for (let i = 0; i < px.length; i += 4) if ((px[i] - px[i + 1]) * px[i + 3] / 255 > 15) red++;
+    return red;
+  });
+}"""
+
+
+@needs_chromium
+def test_quantile_bands_leave_gaps_where_no_ensemble_covers(browser, published, tmp_path):
+    """Hours whose quantiles are null (no ensemble covers them) show no band, neither one at 0
+    nor one bridged across them; a point whose quantiles are all null shows none, its curves
+    drawn. The published tree with two of eu-short's quantile files planted with nulls."""
+    _, root, _ = published
+    tree = run_dir(root) / "json"
+    site = tmp_path / "json"
+    planted = site / "eu-short" / "quantiles"
+    for folder in (site, site / "eu-short", planted):  # the tree, linked, down to the planted files
+        folder.mkdir()
+        for entry in (tree / folder.relative_to(site)).iterdir():
+            if entry.name not in ("eu-short", "quantiles"):
+                (folder / entry.name).symlink_to(entry)
+    paris = json.loads((tree / "eu-short" / "quantiles" / "paris.json").read_bytes())
+    start, step = datetime.fromisoformat(paris["start"]).timestamp(), paris["step_seconds"]
+    hole = range(24 * 3600 // step, 48 * 3600 // step)  # the second day: no ensemble
+    for name in ("temperature", "wind_speed"):
+        paris[name] = [[None] * 5 if i in hole else row for i, row in enumerate(paris[name])]
+    (planted / "paris.json").write_text(json.dumps(paris))
+    berlin = json.loads((tree / "eu-short" / "quantiles" / "berlin.json").read_bytes())
+    for name in ("temperature", "precipitation", "wind_speed"):
+        berlin[name] = [[None] * 5 for _ in berlin[name]]
+    (planted / "berlin.json").write_text(json.dumps(berlin))
+    proc, base = _static_server(site)
+    try:
+        page, errors, absent = _open(browser, base + "/#/p/eu-short/paris", "meteogram-quantile-gap")
+        for chart in ("temperature", "wind"):
+            got = page.evaluate(BANDS, chart)
+            hours = [(t - start) / step for t in got["times"]]
+            for label, values in got["edges"].items():
+                assert [v is None for v in values] == [h in hole for h in hours], (chart, label)
+        t12, t36, t60 = (start + hours * 3600 for hours in (12, 36, 60))
+        covered, gap, again = page.evaluate(BAND_PIXELS, [t12, t36, t60])
+        assert covered > 5 and again > 5 and gap == 0, (covered, gap, again)
+        assert not errors and absent <= {"verification"}
+        page.close()
+        page, errors, absent = _open(browser, base + "/#/p/eu-short/berlin", "meteogram-quantile-none")
+        charts = {c["name"]: c for c in page.evaluate(CHARTS)}
+        for chart in ("temperature", "wind"):
+            assert charts[chart]["filled"][2:] == [0, 0, 0, 0] and all(charts[chart]["filled"][:2]), charts[chart]
+        assert page.evaluate(BAND_PIXELS, [t12, t36]) == [0, 0]
+        assert not errors and absent <= {"verification"}
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)

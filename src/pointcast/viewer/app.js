@@ -491,36 +491,94 @@
       temps.map((v, i) => (v == null || mae[i] == null ? null : v - mae[i]))];
   }
 
-  function tempChart(parent, tz, times, curves, symbols, seams, band) {
+  // -- the ensemble quantiles (docs/viewer.md): bands from <product>/quantiles/<id>.json
+
+  // the bands drawn: [lower, upper quantile, fill opacity]; the inner band darker
+  const QUANTILE_BANDS = [[0.1, 0.9, 0.15], [0.25, 0.75, 0.3]];
+
+  // a point's quantile file, for a product that has ensembles (manifest), else null
+  async function quantilesOf(run, product, point) {
+    const ensembles = (run.manifest.products[product] || {}).ensembles || [];
+    return ensembles.length ? optional(`${product}/quantiles/${point.id}.json`) : null;
+  }
+
+  // a series published from `start` every `step` seconds, at `times` (s): null off its times
+  function onTimes(start, step, values, times) {
+    const t0 = secs(start);
+    return times.map((t) => {
+      const i = (t - t0) / step;
+      return Number.isInteger(i) && i >= 0 && i < values.length && values[i] != null ? values[i] : null;
+    });
+  }
+
+  // one quantile of a quantile file's rows at `times`: null where no ensemble covers (a gap)
+  function quantileAt(q, rows, level, times) {
+    const k = q.quantiles.indexOf(level);
+    return onTimes(q.start, q.step_seconds, rows, times).map((r) => (r == null || r[k] == null ? null : r[k]));
+  }
+
+  // The P10-P90 and P25-P75 bands of `rows` (a quantile file's variable) added to a chart's
+  // series, data and bands: each band between two edge series that leave gaps where the
+  // quantiles are null, so hours no ensemble covers show no band (never a band at 0).
+  function addQuantileBands(series, data, bands, q, rows, times, rgb) {
+    const edges = bandEdges(q, rows, times);
+    for (const [lo, hi, alpha] of QUANTILE_BANDS) {
+      const edge = { width: 0.5, spanGaps: false, points: { show: false } };
+      series.push(line(`P${lo * 100}`, `rgba(${rgb},0.45)`, edge), line(`P${hi * 100}`, `rgba(${rgb},0.45)`, edge));
+      data.push(...edges.splice(0, 2));
+      bands.push({ series: [data.length - 1, data.length - 2], fill: `rgba(${rgb},${alpha})` });
+    }
+  }
+
+  // the bands' edge series in the order addQuantileBands adds them (P10, P90, P25, P75)
+  const bandEdges = (q, rows, times) => QUANTILE_BANDS.flatMap(([lo, hi]) => [quantileAt(q, rows, lo, times), quantileAt(q, rows, hi, times)]);
+
+  // what the bands are, beside a chart's title
+  function bandsLegend(q, rgb, ensembles, what) {
+    const swatch = (alpha) => h("span", { class: "swatch", style: `background: rgba(${rgb},${alpha})` });
+    const [[lo, hi, outer], [lo2, hi2, inner]] = QUANTILE_BANDS;
+    return h("span", { class: "bands-legend" }, " — ", swatch(outer), ` P${lo * 100}–P${hi * 100} `, swatch(inner),
+      ` P${lo2 * 100}–P${hi2 * 100}: quantiles of the ensemble members${what ? ` ${what}` : ""} (${ensembles.join(", ")}; `
+      + "no band where no ensemble covers)");
+  }
+
+  function tempChart(parent, tz, times, curves, symbols, seams, band, ens) {
     const series = curves.map(([label, stroke]) => line(label, stroke));
     const data = [times, ...curves.map((c) => c[2])];
     const extra = { padding: [24, null, null, null], hooks: { drawClear: [seamHook(seams)], draw: [symbolsHook(times, symbols)] },
-      axes: [{}, { label: "°C" }] };
+      axes: [{}, { label: "°C" }], bands: [] };
     if (band) {
       const edge = { width: 1, dash: [4, 3], points: { show: false } };
       series.push(line("temp + MAE", "rgba(200,40,40,0.35)", edge), line("temp − MAE", "rgba(200,40,40,0.35)", edge));
       data.push(band[0], band[1]);
-      extra.bands = [{ series: [data.length - 2, data.length - 1], fill: "rgba(200,40,40,0.10)" }];
+      extra.bands.push({ series: [data.length - 2, data.length - 1], fill: "rgba(200,40,40,0.10)" });
     }
-    return chart(parent, "temperature", band ? "Temperature (band: ±MAE of verification by lead time)" : "Temperature",
-      tz, series, data, extra);
+    const rgb = "192,57,43";
+    if (ens.q) addQuantileBands(series, data, extra.bands, ens.q, ens.q.temperature, times, rgb);
+    const title = band ? "Temperature (dashed: ±MAE of verification by lead time)" : "Temperature";
+    return chart(parent, "temperature", [title, ens.q ? bandsLegend(ens.q, rgb, ens.ensembles) : null], tz, series, data, extra);
   }
 
-  function precipChart(parent, tz, times, amount, pop, seams, unit) {
-    const series = [bars(`precipitation ${unit}`, "rgba(29,78,216,0.6)", { scale: "mm" })];
-    const data = [times, amount];
-    if (pop) { series.push(line("probability %", "#0e7490", { scale: "%" })); data.push(pop); }
-    return chart(parent, "precipitation", "Precipitation" + (pop ? " and its probability" : ""), tz, series, data, {
-      scales: { mm: { range: (u, lo, hi) => [0, Math.max(1, hi * 1.1)] }, "%": { range: [0, 100] } },
-      axes: [{}, { scale: "mm", label: unit }, ...(pop ? [{ scale: "%", side: 1, label: "%", grid: { show: false } }] : [])],
+  function precipChart(parent, tz, times, amount, seams, unit) {
+    return chart(parent, "precipitation", "Precipitation", tz, [bars(`precipitation ${unit}`, "rgba(29,78,216,0.6)")], [times, amount], {
+      scales: { y: { range: (u, lo, hi) => [0, Math.max(1, hi * 1.1)] } }, axes: [{}, { label: unit }],
       hooks: { drawClear: [seamHook(seams)] } });
   }
 
-  function windChart(parent, name, title, tz, times, curves, dirs, seams) {
-    return chart(parent, name, title, tz, curves.map(([label, stroke]) => line(label, stroke)),
-      [times, ...curves.map((c) => c[2])], {
-        scales: { y: { range: (u, lo, hi) => [0, Math.max(5, hi * 1.1)] } }, axes: [{}, { label: "m/s" }],
-        hooks: { drawClear: [seamHook(seams)], draw: [arrowsHook(times, dirs)] } });
+  function probabilityChart(parent, tz, times, pop, label, title, seams) {
+    return chart(parent, "probability", title, tz, [bars(label, "rgba(14,116,144,0.6)")], [times, pop], {
+      scales: { y: { range: [0, 100] } }, axes: [{}, { label: "%" }], hooks: { drawClear: [seamHook(seams)] } });
+  }
+
+  // wind speed curves; with `ens.rows` (a quantile file's rows of the first curve) its bands
+  function windChart(parent, name, title, tz, times, curves, dirs, seams, ens) {
+    const series = curves.map(([label, stroke]) => line(label, stroke));
+    const data = [times, ...curves.map((c) => c[2])];
+    const bands = [], rgb = "29,53,87";
+    if (ens && ens.rows) addQuantileBands(series, data, bands, ens.q, ens.rows, times, rgb);
+    return chart(parent, name, [title, ens && ens.rows ? bandsLegend(ens.q, rgb, ens.ensembles, ens.what) : null], tz, series, data, {
+      scales: { y: { range: (u, lo, hi) => [0, Math.max(5, hi * 1.1)] } }, axes: [{}, { label: "m/s" }], bands,
+      hooks: { drawClear: [seamHook(seams)], draw: [arrowsHook(times, dirs)] } });
   }
 
   function simpleChart(parent, name, title, tz, label, stroke, times, values, unit, seams, extra) {
@@ -557,25 +615,28 @@
     }
     const body = h("div");
     main.replaceChildren(head, body);
-    const verif = await verificationOf(product);
-    if (k === "eu") await renderEu(body, product, index, point, freq, tz, seams, verif, run);
-    else if (k === "wind") await renderWind(body, product, point, freq, tz, seams);
-    else await renderWx(body, product, point, tz, seams, verif, run);
+    const [verif, q] = await Promise.all([verificationOf(product), quantilesOf(run, product, point)]);
+    const ens = { q, ensembles: info.ensembles || [] };
+    if (k === "eu") await renderEu(body, product, point, freq, tz, seams, verif, ens);
+    else if (k === "wind") await renderWind(body, product, point, freq, tz, seams, ens);
+    else await renderWx(body, product, point, tz, seams, verif, ens);
     document.getElementById("run-line").textContent = `run ${run.manifest.run_id} · ${point.name || point.id}`;
   }
 
-  async function renderEu(body, product, index, point, freq, tz, seams, verif) {
+  async function renderEu(body, product, point, freq, tz, seams, verif, ens) {
     const f = await getJSON(`${product}/${freq}/${point.id}.json`);
     const rows = f.data;
     const t = rows.map((r) => secs(r.datetime));
     const temp = col(rows, "temp_2m");
     const band = errorBand(verif, ["temp_2m", "temp"], t, temp, secs(f.basetime));
     tempChart(body, tz, t, [["temperature 2 m °C", "#c0392b", temp], ["dewpoint °C", "#2b9348", col(rows, "dewpoint_temperature")]],
-      col(rows, "weather_type"), seams, band);
-    precipChart(body, tz, t, col(rows, "precipitation"), col(rows, "precipitation_proba"), seams, "mm/h");
+      col(rows, "weather_type"), seams, band, ens);
+    precipChart(body, tz, t, col(rows, "precipitation"), seams, "mm/h");
+    probabilityChart(body, tz, t, col(rows, "precipitation_proba"), "probability %",
+      "Probability of precipitation (at least 0.1 mm in the hour)", seams);
     windChart(body, "wind", "Wind at 10 m (arrows: where it blows to) and gust", tz, t,
       [["speed 10 m m/s", "#1d3557", col(rows, "windspd_10m")], ["gust m/s", "#e07a1f", col(rows, "windgust")]],
-      col(rows, "windir_10m"), seams);
+      col(rows, "windir_10m"), seams, { ...ens, rows: ens.q && ens.q.wind_speed, what: "at 10 m" });
     simpleChart(body, "cloud", "Cloud cover", tz, "total cloud cover %", "#6c757d", t, col(rows, "total_cloud_cover"), "%",
       seams, { fill: "rgba(108,117,125,0.25)" });
     simpleChart(body, "pressure", "Pressure at mean sea level", tz, "pressure hPa", "#6a4c93", t, col(rows, "sea_surface_pressure"), "hPa", seams);
@@ -590,14 +651,22 @@
 
   const PALETTE = ["#1d3557", "#c0392b", "#2b9348", "#e07a1f", "#6a4c93", "#0e7490"];
 
-  async function renderWind(body, product, point, freq, tz, seams) {
+  async function renderWind(body, product, point, freq, tz, seams, ens) {
     const f = await getJSON(`${product}/${freq}/${point.id}.json`);
     const heights = f.heights;
     const hubs = hubHeights(point).filter((m) => heights.includes(Number(m)));
     const t = f.datetime.map(secs);
-    windChart(body, "hub-wind", `Wind speed at the hub height${hubs.length > 1 ? "s" : ""} (arrows: direction at ${hubs[0]} m)`, tz, t,
+    // the bands around one hub height's curve (the first; a choice when there are more): the
+    // quantile file's wind speed at that height
+    const at = (m) => (ens.q && ens.q.wind_speed_at ? ens.q.wind_speed_at[`${Number(m)}m`] : null);
+    const hubChart = windChart(body, "hub-wind", `Wind speed at the hub height${hubs.length > 1 ? "s" : ""} (arrows: direction at ${hubs[0]} m)`, tz, t,
       hubs.map((m, i) => [`${m} m m/s`, PALETTE[i % PALETTE.length], ladderColumn(f, "windspd", m)]),
-      ladderColumn(f, "windir", hubs[0]), seams);
+      ladderColumn(f, "windir", hubs[0]), seams, { ...ens, rows: at(hubs[0]), what: hubs.length > 1 ? "at the chosen hub height" : `at ${hubs[0]} m` });
+    if (at(hubs[0]) && hubs.length > 1) {
+      const sel = h("select", { id: "band-height" }, hubs.filter((m) => at(m)).map((m) => h("option", { value: m }, `${m} m`)));
+      sel.addEventListener("change", () => hubChart.setData([...hubChart.data.slice(0, 1 + hubs.length), ...bandEdges(ens.q, at(sel.value), t)]));
+      hubChart.root.before(h("div", { class: "controls" }, h("label", {}, "quantile bands at ", sel)));
+    }
     const slider = h("input", { type: "range", min: 0, max: t.length - 1, value: 0, id: "profile-time" });
     const label = h("span", {});
     body.append(h("div", { class: "controls" }, h("label", {}, "profile at ", slider), label));
@@ -618,18 +687,28 @@
       [`${m} m dir °`, `windir_${m}m`, ladderColumn(f, "windir", m)]]), 12));
   }
 
-  async function renderWx(body, product, point, tz, seams, verif) {
+  async function renderWx(body, product, point, tz, seams, verif, ens) {
     const f = await getJSON(`${product}/${point.id}.json`);
+    // global's hourly file holds the hourly probability of precipitation; japan publishes the day's alone
+    const hourly = product === "global" ? await optional(`${product}/hourly/${point.id}.json`) : null;
     const srf = f.srf || [], mrf = f.mrf || [];
     const t = srf.map((r) => secs(r.date));
     const temp = col(srf, "temp");
     const curves = [["temperature °C", "#c0392b", temp]];
     if (srf.length && "feeltmp" in srf[0]) curves.push(["feels like °C", "#e07a1f", col(srf, "feeltmp")]);
     const band = errorBand(verif, ["temp", "temp_2m"], t, temp, t[0]);
-    tempChart(body, tz, t, curves, col(srf, "wx"), seams, band);
-    precipChart(body, tz, t, col(srf, "prec"), srf.length && "pop" in srf[0] ? col(srf, "pop") : null, seams, "mm/h");
+    tempChart(body, tz, t, curves, col(srf, "wx"), seams, band, ens);
+    precipChart(body, tz, t, col(srf, "prec"), seams, "mm/h");
+    if (hourly && hourly.pop) {
+      probabilityChart(body, tz, t, onTimes(hourly.start, hourly.step_seconds, hourly.pop, t), "probability %",
+        "Probability of precipitation (at least 0.1 mm in the hour)", seams);
+    } else if (mrf.some((d) => d.pop != null)) {
+      const day = (ts) => mrf.find((d) => ts >= secs(d.date) && ts < secs(d.date) + 86400);
+      probabilityChart(body, tz, t, t.map((ts) => { const d = day(ts); return d && d.pop >= 0 ? d.pop : null; }),
+        "probability of the day %", "Probability of precipitation of the day (the daily pop: each hour shows its day's)", seams);
+    }
     windChart(body, "wind", "Wind (arrows: where it blows to)", tz, t, [["speed m/s", "#1d3557", col(srf, "wndspd")]],
-      col(srf, "wnddir"), seams);
+      col(srf, "wnddir"), seams, { ...ens, rows: ens.q && ens.q.wind_speed, what: "at 10 m" });
     simpleChart(body, "pressure", "Pressure", tz, "pressure hPa", "#6a4c93", t, col(srf, "arpress"), "hPa", seams);
     body.append(h("h3", {}, "Days"), h("div", { class: "days", id: "days" }, mrf.map((d) => h("div", { class: "day", title: `wx ${d.wx}` },
       h("div", {}, new Intl.DateTimeFormat("en-GB", { timeZone: tz, weekday: "short", day: "2-digit", month: "short" }).format(new Date(d.date))),
