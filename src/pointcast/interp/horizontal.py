@@ -407,6 +407,7 @@ def extract(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
 # fields (fewer steps the more points, `ingest.values.block_steps`, down to one) and one step
 # of series.
 BLOCK_BYTES = 64 << 20
+MEMBER_BLOCK_BYTES = BLOCK_BYTES // 8  # an ensemble member's (`extract_members`)
 
 
 def extract_members(members: Sequence[tuple[int, xr.Dataset]], points: PointSet, heights: Sequence[float],
@@ -415,10 +416,11 @@ def extract_members(members: Sequence[tuple[int, xr.Dataset]], points: PointSet,
     """An ensemble's members (perturbation number, decoded run) -> its point dataset with a
     ``member`` dimension, a block of time steps at a time: each member extracted as a run of
     its own (`extract_blocks`, with the same weights: one sampling of the grid), the
-    variables ``keep`` only, and the members side by side. The members share the fields' byte
-    budget, so a block's memory is a deterministic run's, whatever the members."""
-    budget = BLOCK_BYTES // max(1, len(members))
-    runs = [extract_blocks(ds, points, heights, groups, budget, probability=False) for _, ds in members]
+    variables ``keep`` only, and the members side by side. Each member's blocks take an eighth
+    of a deterministic run's byte budget (`MEMBER_BLOCK_BYTES`): the blocks of every member are
+    held at once, and blocks much smaller than that cost more in overhead (each is profiled,
+    corrected and assembled on its own) than in memory."""
+    runs = [extract_blocks(ds, points, heights, groups, MEMBER_BLOCK_BYTES, derived=False) for _, ds in members]
     numbers = np.array([k for k, _ in members])
     for parts in zip(*runs, strict=True):
         rows = parts[0][0]
@@ -431,7 +433,7 @@ def extract_members(members: Sequence[tuple[int, xr.Dataset]], points: PointSet,
 
 def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                    groups: Sequence[tuple[int, Sequence[float]]] | None = None,
-                   block_bytes: int | None = None, probability: bool = True
+                   block_bytes: int | None = None, derived: bool = True
                    ) -> Iterator[tuple[slice, xr.Dataset]]:
     """Canonical gridded dataset -> the point dataset (time, point[, height]) a block of time
     steps at a time: each block's rows of the time axis and its series, computed, in order.
@@ -448,8 +450,9 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     points of a step, of about as many (`_time_blocks`). Every value is the one a single
     block would give: what a step needs of the steps before it (the model's surface height
     from the first step, the temperature where a precipitation interval starts) is carried
-    from block to block, and no point's series depends on the other points'. ``probability``:
-    whether to make the neighbourhood probability (not for an ensemble's members).
+    from block to block, and no point's series depends on the other points'. ``derived``:
+    whether to make the neighbourhood probability and a snowfall the source does not publish
+    (not for an ensemble's members, of which neither is kept).
     """
     s = sampling(ds, points)
     w, nd = s.weights, s.weights.grid_ndim
@@ -462,7 +465,7 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                                      new_axis=data.ndim - nd, dtype=np.float32,
                                      chunks=data.chunks[:-nd] + ((len(points),),))
     pop_steps = None
-    if "tp" in ds and probability:
+    if "tp" in ds and derived:
         hours, first, pop_steps = _pop_windows(ds.time.values, ds.tp.attrs["steps_minutes"], init_time(ds))
         tp = ds.tp.data if isinstance(ds.tp.data, da.Array) else da.from_array(ds.tp.data)
         tp = tp.rechunk({0: _window_chunks(first, tp.chunks[0])})
@@ -492,7 +495,8 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                     at = slice(first_point, min(first_point + per_piece, len(points)))
                     made, earlier[first_point] = _series(
                         {name: v[..., at] for name, v in values.items()}, ds, ds.time.values[piece],
-                        points[at], orog[at], heights, _groups_at(groups, at), earlier.get(first_point))
+                        points[at], orog[at], heights, _groups_at(groups, at), earlier.get(first_point),
+                        derived)
                     if piece == rows and at == slice(0, len(points)):
                         out, made = made, None
                         continue
@@ -614,7 +618,7 @@ def _divisor(n: int, at_most: int) -> int:
 
 
 def _series(values: dict[str, np.ndarray], ds: xr.Dataset, times: np.ndarray, points: PointSet,
-            orog: np.ndarray, heights: Sequence[float], groups, earlier):
+            orog: np.ndarray, heights: Sequence[float], groups, earlier, derived: bool = True):
     """One block's point dataset from its fields at the points (``values``): the dewpoint of a
     source that publishes humidity, the profiles, the elevation corrections, the snowfall of
     a source that publishes none. Returns it and the temperature the next block's snowfall
@@ -632,7 +636,7 @@ def _series(values: dict[str, np.ndarray], ds: xr.Dataset, times: np.ndarray, po
     profiles(out, values, ds, orog, np.asarray(heights, dtype=float),
              [(len(points), heights)] if groups is None else groups)
     correct_elevation(out, points.elevation - orog)
-    if "sf" not in out and {"tp", "t2m"} <= set(out.data_vars):
+    if derived and "sf" not in out and {"tp", "t2m"} <= set(out.data_vars):
         earlier = snowfall_from_temperature(out, ds, earlier)
     for name in map(str, out.data_vars):
         spec = variable(name)

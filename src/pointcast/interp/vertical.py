@@ -150,6 +150,8 @@ def _by_rows(compute, rows: np.ndarray, levels: int, points: int) -> list[np.nda
     so the values are those of one call. A part's profiles (``levels`` of ``points``, float64,
     sorted and gathered: `PROFILE_COPIES` copies) take at most about `PROFILE_PART_BYTES`."""
     per_row = PROFILE_COPIES * 8 * levels * points
+    if len(rows) * per_row < PROFILE_PART_BYTES // 16:  # too little to be worth a thread pool
+        return compute(rows)  # (an ensemble's members are profiled in small blocks, each)
     count = max(PROFILE_THREADS, -(-len(rows) * per_row // PROFILE_PART_BYTES))
     parts = [part for part in np.array_split(rows, count) if len(part)]
     if len(parts) < 2:
