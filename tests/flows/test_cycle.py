@@ -179,7 +179,7 @@ def test_points_built_in_slices_publish_the_same_run(published, tmp_path):
     from pointcast.flows.cycle import cycle
 
     _, root, _ = published
-    cfg = write_config(tmp_path)
+    cfg = write_config(tmp_path, ensembles=True)  # the members' statistics too, slice by slice
     text = cfg.read_text()
     cfg.write_text(text.replace("workers = 2\n", "workers = 2\npoints_per_slice = 16\n"
                                 "build_processes = 1\n", 1)
