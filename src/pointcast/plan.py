@@ -298,11 +298,12 @@ def _why(inputs: list[str], models: tuple[str, ...], lacking: dict[str, list[str
 
 def needed(cfg: Config) -> dict[str, timedelta]:
     """Every model of the products, in the order they first appear, with the horizon its run
-    must reach from its start: the longest of the products its blend ends (0 for a model that
-    ends none), so that discovery takes a run long enough."""
+    must reach from its start: the longest of the products whose blend, or whose ensembles,
+    it ends (0 for a model that ends none), so that discovery takes a run long enough (ENS's
+    00/12 UTC run rather than a newer 06/18 UTC one that stops at 144 h)."""
     models = dict.fromkeys(m for pc in cfg.products.values() for m in pc.models + pc.ensembles)
-    return {m: timedelta(hours=max([pc.horizon_hours for pc in cfg.products.values() if pc.models[-1] == m],
-                                   default=0))
+    return {m: timedelta(hours=max([pc.horizon_hours for pc in cfg.products.values()
+                                    if m in (pc.models[-1], *pc.ensembles[-1:])], default=0))
             for m in models}
 
 

@@ -228,3 +228,14 @@ def test_the_european_probability_is_a_share_of_members_and_the_neighbourhood_on
     assert np.all(np.min(np.abs(proba[..., None] - shares), axis=-1) <= 0.5)
     reference = ds["precipitation_proba_neighbourhood"].values
     assert np.isfinite(reference).all() and not np.array_equal(reference, proba)
+
+
+def test_discovery_asks_the_last_ensemble_of_a_product_for_its_horizon():
+    """An ensemble ending a product's ensembles must reach its horizon, as the last model of
+    its blend must: ENS's 06/18 UTC runs stop at 144 h, so discovery takes the 00/12 UTC run
+    for the global (342 h) and Japan (240 h) products rather than leave their last days to
+    the neighbourhood probability; an ensemble followed by another needs no horizon."""
+    cfg = load_config(Path(__file__).resolve().parents[2] / "config" / "pointcast.toml")
+    needed = plan.needed(cfg)
+    assert needed["ens"] == timedelta(hours=max(pc.horizon_hours for pc in cfg.products.values()))
+    assert needed["gefs"] == needed["icon-eu-eps"] == timedelta(0)
