@@ -169,7 +169,8 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
     series, used = blend_stage.blend(members, until)
     probability = with_ensembles(series, pc.ensembles, extracted, axis, where, heights,
                                  any("tp_members" in (PRODUCTS[pid].variables or ()) for pid in pids))
-    return series, _segments(used.get("t2m", []), axis), probability
+    return (series, _segments(used.get("t2m", []), axis, "model"),
+            _segments([e or ensemble.NEIGHBOURHOOD for e in probability], axis, "source"))
 
 
 def with_ensembles(series: xr.Dataset, ensembles: tuple[str, ...], extracted: dict, axis: np.ndarray,
@@ -198,14 +199,16 @@ def with_ensembles(series: xr.Dataset, ensembles: tuple[str, ...], extracted: di
     return used
 
 
-def _segments(models: list[str], axis: np.ndarray) -> list[dict]:
-    """Runs of the same model along the axis (at the first point), for the manifest."""
+def _segments(labels: list[str], axis: np.ndarray, key: str) -> list[dict]:
+    """Runs of the same label along the axis (at the first point), for the manifest: the model
+    of the 2 m temperature (``key`` "model": its seams) or the source of the probability
+    ("source")."""
     out: list[dict] = []
-    for i, m in enumerate(models):
-        if out and out[-1]["model"] == m:
+    for i, label in enumerate(labels):
+        if out and out[-1][key] == label:
             out[-1]["to"] = iso(axis[i])
         else:
-            out.append({"model": m, "from": iso(axis[i]), "to": iso(axis[i])})
+            out.append({key: label, "from": iso(axis[i]), "to": iso(axis[i])})
     return out
 
 
@@ -271,8 +274,8 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     ``corrected``, ``estimate``: `_built`."""
     release_freed()  # what the process's tasks before it freed (`pointcast.cluster.dask_scheduler`)
     cfg = part.cfg
-    series, seams, probability = blend_models(cfg, pids, at_points(extracted, part.points), part.where,
-                                              part.heights, ctx.basetime)
+    series, seams, probability_from = blend_models(cfg, pids, at_points(extracted, part.points), part.where,
+                                                   part.heights, ctx.basetime)
     writer = publish.TreeWriter(staging, cfg.output.json, threads=write_threads)
     facts, found, written = {}, {}, {}
     try:
@@ -290,8 +293,6 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     gaps = {pid: input_gaps(PRODUCTS[pid].inputs(), missing,
                             int((series.time.values < _horizon_end(cfg.products[pid], ctx)).sum()))
             for pid in pids}
-    probability_from = {pid: ensemble.segments(probability, series.time.values, _horizon_end(cfg.products[pid], ctx))
-                        for pid in pids}
     return facts, found, written, (seams, probability_from), dirs, gaps
 
 
@@ -416,7 +417,7 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     return {pid: finish_product(cfg, pid, [facts[pid] for facts, *_ in built],
                                 [found[pid] for _, found, *_ in built], seams, ctx, files[pid],
                                 stage.dataset(pid), _merged_gaps([gaps[pid] for *_, gaps in built]),
-                                probability_from[pid])
+                                probability_from)
             for pid in pids}
 
 
@@ -446,16 +447,17 @@ def finish_product(cfg: Config, pid: str, facts: list[ArchiveFacts], found: list
     run's staged store), what its slices found in their archive rows and files (``facts``,
     ``found``, in the order of the points), its index over all points, the seams of its
     horizon, the elements whose inputs no model supplies somewhere (``gaps``, `degraded`) and
-    where its probabilities come from (``probability_from``: `ensemble.segments`)."""
+    where its probabilities come from (``probability_from``), both over the blend's horizon
+    (`_segments`) and cut to the product's here."""
     pc = cfg.products[pid]
     files[f"{pid}/index.json"] = PRODUCTS[pid].index(pc, ctx)
     last = iso(_horizon_end(pc, ctx) - interp.BASE_STEP)
+    def within(runs: list[dict]) -> list[dict]:
+        return [{**seg, "to": min(seg["to"], last)} for seg in runs if seg["from"] <= last]
+
     return ProductOutput(files=files, archive=archive, facts=ArchiveFacts.merged(facts),
                          file_facts=FileFacts.merged(found), checks={
-        "seams": [{**seg, "to": min(seg["to"], last)} for seg in seams if seg["from"] <= last],
-        "degraded": degraded(gaps),
-        "probability_from": [{"source": seg["source"], "from": iso(seg["from"]), "to": iso(seg["to"])}
-                             for seg in probability_from]})
+        "seams": within(seams), "degraded": degraded(gaps), "probability_from": within(probability_from)})
 
 
 def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:

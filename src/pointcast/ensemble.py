@@ -123,18 +123,3 @@ def day_probability(members: np.ndarray, ensembles: np.ndarray, order: Sequence[
         wet = (totals >= DAILY_THRESHOLD_MM - _TOLERANCE_MM).mean(axis=0) * 100.0
         out = np.where(complete, wet, out)
     return out
-
-
-def segments(used: list[str], axis: np.ndarray, until: np.datetime64) -> list[dict]:
-    """Runs of the same source of the probability along the axis (`blend`'s account), up to
-    ``until`` (exclusive): an ensemble's id, or `NEIGHBOURHOOD` where none has the step."""
-    out: list[dict] = []
-    for t, e in zip(axis, used, strict=True):
-        if t >= until:
-            break
-        source = e or NEIGHBOURHOOD
-        if out and out[-1]["source"] == source:
-            out[-1]["to"] = t
-        else:
-            out.append({"source": source, "from": t, "to": t})
-    return out
