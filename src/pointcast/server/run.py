@@ -19,6 +19,7 @@ import math
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -235,6 +236,29 @@ class Run:
         found = (self.product(name) for name in names if PRODUCT_ID.match(name))
         return [p for p in found if p is not None]
 
+    def _parsed(self, key: tuple, product: str, subdir: str, point_id: str, kind: str,
+                parse: Callable[[bytes], tuple[Any, int]],
+                errors: tuple[type[Exception], ...] = (ValueError,)) -> Any:
+        """The file ``json/<product>/[<subdir>/]<point id>.json`` parsed once per run
+        (``parse``: its value and size in the run's cache, keyed ``key``); None when the run
+        has no such file, or it is not ``kind`` (logged). ``product`` and ``subdir`` come from
+        the operations' tables, the point id from index.json. ``errors``: what ``parse``
+        raises for a file that is not ``kind`` (ValueError includes invalid JSON and UTF-8)."""
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        what = "/".join(part for part in (product, subdir, point_id) if part)
+        data = self._read(self.path / "json" / product / subdir, point_id, what)
+        if data is None:
+            return None
+        try:
+            value, size = parse(data)
+        except errors as exc:
+            log.error("run %s: %s is not %s: %s", self.run_id, what, kind, exc)
+            return None
+        self.files.put(key, value, size)
+        return value
+
     def _read(self, directory: Path, stem: str, what: str) -> bytes | None:
         """``<stem>.json`` of a run directory (``read_run_file``); None when absent."""
         try:
@@ -260,22 +284,13 @@ class Run:
         """A global or Japan point file (``json/<product>/<point id>.json``: one wxdata
         element; a global one in the point's own time zone)."""
         key = ("wx", product, point_id)
-        cached = self.files.get(key)
-        if cached is not None:
-            return cached
-        # product from the operations' table, point id from index.json.
-        what = f"{product}/{point_id}"
-        data = self._read(self.path / "json" / product, point_id, what)
-        if data is None:
-            return None
-        try:
+
+        def parse(data: bytes) -> tuple[PointFile, int]:
             check_wxdata(json.loads(data))  # once per file and run, never per request
             point = PointFile.from_bytes(data, WX_LAYOUT, key)
-        except ValueError as exc:  # includes invalid JSON and invalid UTF-8
-            log.error("run %s: %s is not a wxdata element: %s", self.run_id, what, exc)
-            return None
-        self.files.put(key, point, len(point.tail))
-        return point
+            return point, len(point.tail)
+
+        return self._parsed(key, product, "", point_id, "a wxdata element", parse)
 
     def wx_in_zone(self, product: str, point_id: str, zone: str) -> PointFile | None:
         """A global point's wxdata element in another time zone, rendered from the point's
@@ -306,24 +321,14 @@ class Run:
 
     def wx_hourly(self, product: str, point_id: str) -> tuple[np.datetime64, dict[str, np.ndarray]] | None:
         """A global point's hourly file, parsed once per run (every zone renders from it)."""
-        key = ("hourly", product, point_id)
-        cached = self.files.get(key)
-        if cached is not None:
-            return cached
         from pointcast.products.global_wx import read_hourly
 
-        # product from the operations' table, point id from index.json.
-        what = f"{product}/hourly/{point_id}"
-        data = self._read(self.path / "json" / product / "hourly", point_id, what)
-        if data is None:
-            return None
-        try:
+        def parse(data: bytes) -> tuple[tuple[np.datetime64, dict[str, np.ndarray]], int]:
             hourly = read_hourly(data)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.error("run %s: %s is not an hourly file: %r", self.run_id, what, exc)
-            return None
-        self.files.put(key, hourly, sum(a.nbytes for a in hourly[1].values()))
-        return hourly
+            return hourly, sum(a.nbytes for a in hourly[1].values())
+
+        return self._parsed(("hourly", product, point_id), product, "hourly", point_id, "an hourly file", parse,
+                            (ValueError, KeyError, TypeError))
 
     def wind_file(self, product: str, freq: str, point_id: str, metres: float) -> WindFile | None:
         """A hub height's static file (``<freq>/<point id>/<height>m.json``), ready to splice."""
@@ -347,22 +352,12 @@ class Run:
 
     def wind_ladder(self, product: str, freq: str, point_id: str) -> WindLadder | None:
         """A point's ladder object (``<freq>/<point id>.json``), parsed once per run."""
-        key = ("ladder", product, freq, point_id)
-        cached = self.files.get(key)
-        if cached is not None:
-            return cached
-        # product and freq from the operations' tables, point id from index.json.
-        what = f"{product}/{freq}/{point_id}"
-        data = self._read(self.path / "json" / product / freq, point_id, what)
-        if data is None:
-            return None
-        try:
+        def parse(data: bytes) -> tuple[WindLadder, int]:
             ladder = WindLadder.from_bytes(data, hashlib.blake2b(data, digest_size=16).digest())
-        except ValueError as exc:  # includes invalid JSON and invalid UTF-8
-            log.error("run %s: %s is not a windpack ladder object: %s", self.run_id, what, exc)
-            return None
-        self.files.put(key, ladder, ladder.size)
-        return ladder
+            return ladder, ladder.size
+
+        return self._parsed(("ladder", product, freq, point_id), product, freq, point_id,
+                            "a windpack ladder object", parse)
 
     def wind_answer(self, product: str, freq: str, point_id: str, height: HubHeight, z1: float,
                     z2: float | None = None) -> tuple[Piece, bytes] | None:
@@ -387,21 +382,12 @@ class Run:
         per run; None when the run has none (its product has no ensembles) or it is no
         quantile file (logged)."""
         key = ("quantiles", product, point_id)
-        cached = self.files.get(key)
-        if cached is not None:
-            return cached
-        # product from the contract's table, point id from index.json.
-        what = f"{product}/{QUANTILE_DIR}/{point_id}"
-        data = self._read(self.path / "json" / product / QUANTILE_DIR, point_id, what)
-        if data is None:
-            return None
-        try:
+
+        def parse(data: bytes) -> tuple[QuantileFile, int]:
             quantiles = QuantileFile.from_bytes(data, key)
-        except ValueError as exc:  # includes invalid JSON and invalid UTF-8
-            log.error("run %s: %s is not a quantile file: %s", self.run_id, what, exc)
-            return None
-        self.files.put(key, quantiles, quantiles.size)
-        return quantiles
+            return quantiles, quantiles.size
+
+        return self._parsed(key, product, QUANTILE_DIR, point_id, "a quantile file", parse)
 
     def quantiles_at(self, product: str, point_id: str, height: HubHeight) -> tuple[Piece, bytes] | None:
         """A point's quantiles with the wind speed at ``height`` (`QuantileFile.at_height`),
