@@ -71,10 +71,12 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
     except Exception as e:
         raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e
     if model.members:
-        # Time-invariant fields (ENS's orography, in its control's oper-fc file only) are every member's.
+        # Time-invariant fields are every member's: ENS's orography (in its control's oper-fc
+        # file only), ICON-EU-EPS's HSURF (a file of its own, whose message may name no member:
+        # then it alone makes no member).
         constants = {v: da for _, member in members for v, da in member.data_vars.items() if "time" not in da.dims}
         members = [(k, member.assign({v: da for v, da in constants.items() if v not in member}))
-                   for k, member in members]
+                   for k, member in members if any("time" in da.dims for da in member.data_vars.values())]
         ds = members[0][1]
         # every member must hold what the first does
         unlike = [k for k, member in members if set(member.data_vars) != set(ds.data_vars)]

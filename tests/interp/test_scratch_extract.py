@@ -199,3 +199,32 @@ def test_points_extracted_apart_have_the_values_of_one_extraction(runs, model):
                             HEIGHTS) for s in (slice(0, 17), slice(17, 40), slice(40, 42))]
     assert np.isnan(apart[2].wind_u.values).all() and not np.isnan(whole.wind_u.values).all()
     xr.testing.assert_identical(xr.concat(apart, "point", combine_attrs="override"), whole)
+
+
+def test_an_ensembles_members_share_the_ground_their_control_gives():
+    """GEFS's files carry no ground height: it comes from the control's analysis pressures by
+    the hypsometric equation (`surface_height`), and every member's temperature is moved from
+    that one ground to the point's elevation, so members 3 K apart at the grid stay 3 K apart
+    at the point (a member's own warmer column would put its ground higher)."""
+    lat, lon = np.arange(45.0, 46.01, 0.25), np.arange(6.0, 7.01, 0.25)
+    steps = [0, 180]
+    shape = (len(steps), len(lat), len(lon))
+    ground, t_c = 1500.0, 280.0
+    msl = np.full(shape, 101325.0, np.float32)
+    # the control's analysis: surface pressure at 1500 m under a 280 K screen temperature
+    sp_0 = float(101325.0 * np.exp(-physics.G * ground / (physics.RD * (t_c + 0.5 * physics.LAPSE_RATE * ground))))
+    sp = np.where(np.arange(len(steps))[:, None, None] == 0, sp_0, np.nan) * np.ones(shape)
+
+    def member(dt: float) -> xr.Dataset:
+        return xr.Dataset({"t2m": (("time", "lat", "lon"), np.full(shape, t_c + dt, np.float32)),
+                           "sp": (("time", "lat", "lon"), sp.astype(np.float32), {"steps_minutes": [0]}),
+                           "msl": (("time", "lat", "lon"), msl)},
+                          coords={"time": (INIT + np.array(steps, dtype="timedelta64[m]")).astype("datetime64[ns]"),
+                                  "lat": lat, "lon": lon}, attrs={"init": "2026-11-20T00:00:00+00:00"})
+
+    pts = interp.PointSet(np.array(["valley"]), np.array([45.5]), np.array([6.5]), np.array([500.0]))
+    blocks = list(interp.extract_members([(0, member(0.0)), (1, member(3.0))], pts, [10.0], None, ["t2m"]))
+    t2m = np.concatenate([b.t2m.values for _, b in blocks])  # (time, member, point)
+    lapse = physics.LAPSE_RATE * (ground - 500.0)  # 1000 m lower: 6.5 K warmer
+    np.testing.assert_allclose(t2m[:, 0, 0], t_c + lapse, atol=0.05)
+    np.testing.assert_allclose(t2m[:, 1, 0] - t2m[:, 0, 0], 3.0, atol=1e-4)

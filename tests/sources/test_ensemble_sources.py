@@ -71,7 +71,9 @@ def test_gefs_a_file_per_member_and_step(tree, mirror, tmp_path):
     assert {f.name.split(".")[0] for f in fetched.files} == {"gec00", *(f"gep{n:02d}" for n in range(1, 31))}
     msgs = [m for f in fetched.files for m in index_file(f)]
     assert {(m.shortName, m.member) for m in msgs} == {
-        (p, n) for p in ("2t", "10u", "10v", "tp") for n in range(31)}
+        (p, n) for p in ("2t", "10u", "10v", "tp", "sp", "prmsl") for n in range(31)}
+    # the ground's pressures at the analysis only, though every file has them
+    assert {m.end_minutes for m in msgs if m.shortName in ("sp", "prmsl")} == {0}
     assert {m.ensemble_type for m in msgs if m.member == 0} == {1}
     assert {m.ensemble_type for m in msgs if m.member} == {3}
     # the idx's "n:offset" ranges with an open end: the last message of a file runs to its end
@@ -94,7 +96,9 @@ def test_icon_eu_eps_bz2_files_of_40_members_and_cell_centres_once(tree, mirror,
     assert [f.name for f in grid] == ["CLAT.grib2.bz2", "CLON.grib2.bz2"]
     assert grid[0].parent.name == EPS_UUID
     data = [f for f in fetched.files if f not in grid]
-    assert len(data) == 4 * 3 and all(f.name.endswith(".grib2.bz2") for f in data)
+    assert len(data) == 4 * 3 + 1 and all(f.name.endswith(".grib2.bz2") for f in data)
+    hsurf = [m for f in data if "time-invariant" in f.name for m in index_file(f)]
+    assert [(m.shortName, m.member) for m in hsurf] == [("HSURF", None)]  # every member's ground
     t2m = [m for f in data if "_t_2m" in f.name for m in index_file(f)]
     assert sorted({m.member for m in t2m}) == list(range(1, 41))
     assert {(m.ensemble_type, m.ensemble_size) for m in t2m} == {(3, 40)}

@@ -25,7 +25,15 @@ _DWD_EPS = ("DWD ICON-EU-EPS, legacy tree icon-eu-eps/grib/<HH>/{t_2m,u_10m,v_10
             "the parameters Open-Meteo reads from it (open-meteo/open-meteo "
             "Sources/App/Icon/DownloadIconCommand.swift) with ICON-EU's GRIB2 encoding "
             "(sources/icon.py ENCODINGS: T_2M 0/0/0 K, U_10M/V_10M 0/2/2, 0/2/3 m s-1, "
-            "TOT_PREC 0/1/52 kg m-2 from the run start)")
+            "TOT_PREC 0/1/52 kg m-2 from the run start); HSURF (0/3/6, m) in the run's time-invariant "
+            "file icon-eu-eps/grib/<HH>/hsurf/icon-eu-eps_europe_icosahedral_time-invariant_<YYYYMMDDHH>_"
+            "hsurf.grib2.bz2, the elevation Open-Meteo reads for ICON-EU-EPS (convertSurfaceElevation)")
+_NCEP_GEFS_GROUND = ("NOAA GEFS pgrb2s.0p25: PRES surface and PRMSL mean sea level, instantaneous, lines 4 "
+                     "and 38 of a real gep01 inventory (dynamical-org/reformatters "
+                     "tests/noaa/fixtures/gep01.t00z.pgrb2s.0p25.f015.idx; units Pa in its "
+                     "common_gefs_template_config.py); NCEP's encoding as GFS's rows (0/3/0 at the "
+                     "surface: sp 134; 0/3/1 at mean sea level: prmsl 260074), which real GFS messages "
+                     "back (tests/sources/test_upstream_tables.py)")
 
 CITED: dict[tuple, str] = {
     ("ens", "u", "100u", (100,)): _ECMWF_ENS,
@@ -35,6 +43,8 @@ CITED: dict[tuple, str] = {
     ("ens", "orog", "z", None): ("ECMWF open data, IFS oper-fc: surface geopotential z (129, m2 s-2) "
                                  "at step 0, the IFS table's row (tests/sources/test_upstream_tables.py)"),
     **{("icon-eu-eps", r.var, r.shortName, r.levels): _DWD_EPS for r in ICON_EU_EPS.fields},
+    ("gefs", "sp", "sp", None): _NCEP_GEFS_GROUND,
+    ("gefs", "msl", "prmsl", None): _NCEP_GEFS_GROUND,
 }
 
 

@@ -143,7 +143,9 @@ def test_files_follow_the_upstream_layouts(fetched):
     legacy = {p.split("2026011500/")[1] for p in rel["icon-eu-eps/legacy"]}
     assert ("icon-eu-eps/grib/00/tot_prec/icon-eu-eps_europe_icosahedral_single-level_"
             "2026011500_012_tot_prec.grib2.bz2") in legacy
-    assert len(v1) == len(legacy) == 2 + 4 * 13  # CLAT/CLON, 4 parameters at 0..12 h
+    assert ("icon-eu-eps/grib/00/hsurf/icon-eu-eps_europe_icosahedral_time-invariant_2026011500_"
+            "hsurf.grib2.bz2") in legacy
+    assert len(v1) == len(legacy) == 3 + 4 * 13  # CLAT/CLON/HSURF, 4 parameters at 0..12 h
     # The indexes: ECMWF's names the member, NOAA's the ensemble tag.
     enfo, oper = (next(f for f in fetched["ens"].files if str(f).endswith(f"-6h-{name}.grib2"))
                   for name in ("enfo-ef", "oper-fc"))
@@ -155,6 +157,10 @@ def test_files_follow_the_upstream_layouts(fetched):
     lines = Path(f"{idx}.idx").read_text().splitlines()
     assert lines[0].endswith(":TMP:2 m above ground:12 hour fcst:ENS=+7")
     assert lines[-1].endswith(":APCP:surface:6-12 hour acc fcst:ENS=+7")
+    assert not any(":PRES:" in line or ":PRMSL:" in line for line in lines)
+    # The ground's pressures, at the analysis (the only step the table reads them at).
+    analysis = Path(f"{idx.parent / 'gep07.t00z.pgrb2s.0p25.f000'}.idx").read_text()
+    assert ":PRES:surface:anl:ENS=+7" in analysis and ":PRMSL:mean sea level:anl:ENS=+7" in analysis
 
 
 @pytest.mark.parametrize("mid", ["ens", "icon-eu-eps", "icon-eu-eps/legacy", "gefs"])
@@ -164,8 +170,8 @@ def test_members_carry_the_ensemble_keys_and_match_the_tables(fetched, mid):
     seen: dict[str, set[int]] = {}
     for f in fetched[mid].files:
         for m in index_file(f):
-            if m.shortName in ("tlat", "tlon"):
-                assert m.member is None  # the cell centres are no member's
+            if m.shortName in ("tlat", "tlon", "HSURF"):
+                assert m.member is None  # the cell centres and ICON-EU-EPS's ground are no member's
                 continue
             rows = [r for r in model.fields if matches(r, m)]
             assert rows, (f.name, m.shortName)

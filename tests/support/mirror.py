@@ -320,9 +320,12 @@ ENSEMBLE_ROOTS = {"ens": "ecmwf", "gefs": "noaa", "icon-eu-eps": "dwd"}
 _ENS_PARAMS = {"2t": (167, False), "10u": (165, False), "10v": (166, False),
                "100u": (228246, False), "100v": (228247, False), "tp": (228, True)}
 _GEFS_PARAMS = {("TMP", "2 m above ground"): (167, False), ("UGRD", "10 m above ground"): (165, False),
-                ("VGRD", "10 m above ground"): (166, False), ("APCP", "surface"): (228228, True)}
+                ("VGRD", "10 m above ground"): (166, False), ("APCP", "surface"): (228228, True),
+                # at every step, as NOAA writes them; the table reads them at f000 only
+                ("PRES", "surface"): (134, False), ("PRMSL", "mean sea level"): (260074, False)}
 _EPS_PARAMS = {"T_2M": (167, False), "U_10M": (165, False), "V_10M": (166, False),
                "TOT_PREC": (228228, True)}
+HSURF_ID = 500007  # ecCodes' paramId of DWD's HSURF
 EPS_UUID = "ae487d28fe2e11e4af85e50a2a56a360"  # a uuidOfHGrid for the tiny ICON-EU-EPS grid
 EPS_CELLS = 16
 
@@ -357,6 +360,10 @@ def _member_message(centre: str, param_id: int, init: datetime, step: int, membe
         if param_id in (1, 2):  # DWD's CLAT/CLON (0/191/1, 0/191/2)
             s(h, "parameterCategory", 191)
             s(h, "parameterNumber", param_id)
+        elif param_id == HSURF_ID:  # DWD's HSURF: 0/3/6 from the surface to mean sea level
+            for key, v in (("parameterCategory", 3), ("parameterNumber", 6), ("typeOfFirstFixedSurface", 1),
+                           ("typeOfSecondFixedSurface", 101)):
+                s(h, key, v)
         else:
             s(h, "paramId", param_id)
         if ensemble:
@@ -445,7 +452,7 @@ def publish_ensemble(tree: Path, model_id: str, init: datetime, steps: list[int]
                 write(f"{stem}/{name}/icon-eu-eps_europe_icosahedral_single-level_"
                       f"{init:%Y%m%d%H}_{step:03d}_{name}.grib2.bz2", msgs, None, bz=True)
             if step == 0:
-                for number, name in ((1, "clat"), (2, "clon")):
+                for number, name in ((1, "clat"), (2, "clon"), (HSURF_ID, "hsurf")):
                     write(f"{stem}/{name}/icon-eu-eps_europe_icosahedral_time-invariant_"
                           f"{init:%Y%m%d%H}_{name}.grib2.bz2",
                           [({}, _member_message("edzw", number, init, 0, None, 0, None,

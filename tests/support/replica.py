@@ -845,7 +845,8 @@ def write_gefs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0) -
     """NOAA GEFS ``pgrb2sp25``: a file a member and step, ``gec00`` (the control) and
     ``gep01``-``gep30``, each with wgrib2's ``.idx`` (the member as its seventh field, ``ENS=low-res
     ctl`` / ``ENS=+N``); encoded as GFS (``write_gfs``) but as ensemble products; APCP in
-    6-hour-reset buckets, none at f000; PRMSL too (a field the tables do not read)."""
+    6-hour-reset buckets, none at f000; PRES at the surface and PRMSL at every step (the
+    tables read them at the analysis: the model's ground)."""
     base, lat, lon = regular_base("kwbc", 90.0, -90.0, 0.0, 360.0 - dres, dres, dres, init,
                                   [("subCentre", 2), ("tablesVersion", 2),
                                    ("localTablesVersion", 1),
@@ -870,7 +871,9 @@ def write_gefs(root: Path, atm: Atmosphere, init: datetime, dres: float = 3.0) -
             dt, fw, fp = perturbation(k)
             ens = member_keys(k, GEFS_MEMBERS)
             kind = [("typeOfProcessedData", 3 if k == 0 else 4)]
-            fields = [("PRMSL", "mean sea level", param(0, 3, 1) + level(101) + inst,
+            fields = [("PRES", "surface", param(0, 3, 0) + level(1) + inst,
+                       atm.pressure(lat, lon, t, orog), when),
+                      ("PRMSL", "mean sea level", param(0, 3, 1) + level(101) + inst,
                        atm.p_sea(lat, lon, t), when),
                       ("TMP", "2 m above ground", param(0, 0, 0) + level(103, 2) + inst, t2 + dt, when),
                       ("UGRD", "10 m above ground", param(0, 2, 2) + level(103, 10) + inst, fw * u, when),
@@ -903,8 +906,8 @@ EPS_STEPS = tuple(range(0, 49)) + tuple(range(51, 73, 3)) + tuple(range(78, 121,
 def write_icon_eu_eps(root: Path, atm: Atmosphere, init: datetime) -> int:
     """DWD ICON-EU-EPS in DWD's legacy tree, bzip2-compressed: ``icon-eu-eps/grib/<HH>/<param>/
     icon-eu-eps_europe_icosahedral_single-level_<YYYYMMDDHH>_<FFF>_<param>.grib2.bz2``, the 40
-    members a file (one message each), and CLAT/CLON in ``..._time-invariant_<YYYYMMDDHH>_
-    <clat|clon>.grib2.bz2``; native grid 37 (template 3.101), encoded as ICON-EU (``write_icon``)
+    members a file (one message each), and CLAT/CLON and HSURF (one message, no member) in
+    ``..._time-invariant_<YYYYMMDDHH>_<clat|clon|hsurf>.grib2.bz2``; native grid 37 (template 3.101), encoded as ICON-EU (``write_icon``)
     but as ensemble products. Hourly to 48 h, 3-hourly to 72 h, 6-hourly to 120 h."""
     import bz2
 
@@ -937,6 +940,7 @@ def write_icon_eu_eps(root: Path, atm: Atmosphere, init: datetime) -> int:
     run = f"{init:%Y%m%d%H}"
     put("clat", f"time-invariant_{run}", [encode(h, param(0, 191, 1) + level(1) + mins(0), lat)])
     put("clon", f"time-invariant_{run}", [encode(h, param(0, 191, 2) + level(1) + mins(0), lon)])
+    put("hsurf", f"time-invariant_{run}", [encode(h, param(0, 3, 6) + level(1, None, 0, 101) + mins(0), orog)])
     for step in EPS_STEPS:
         t, m = h0 + step, step * 60
         t2 = atm.temperature(lat, lon, t, orog + 2.0)

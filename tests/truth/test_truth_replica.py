@@ -588,16 +588,13 @@ def check_archive(rep: Report, root: Path, product: str, pts: dict[str, dict], e
         clat, clon = centre(product, p)
         tr = truth(clat, clon, p["elev"])
         here = ds.sel(point=pid)
-        # ENS's members are corrected to the point's elevation from their control's ground;
-        # GEFS's and ICON-EU-EPS's files carry no ground height: at the model's ground. Over
-        # the 3 hours a state cross-fades into the next ensemble (`blend.SEAM`) the two mix:
-        # not compared.
-        ground = truth(clat, clon, float(atm.orog(clat, clon)))
+        # Every ensemble's members are corrected to the point's elevation: ENS's from its
+        # control's ground (z), ICON-EU-EPS's from HSURF, GEFS's from its control's analysis
+        # pressures. Over the 3 hours a state cross-fades into the next ensemble
+        # (`blend.SEAM`) the two mix: not compared.
         fading = [covering(ensembles, t) != covering(ensembles, t + 3.0) for t in times]
         got, want, rows = instants(here["temperature_quantiles"].values,
-                                   [None if fade else shifted(
-                                       ensembles, t, 0,
-                                       (tr if covering(ensembles, t) in (None, "ens") else ground).t(t) - 273.15, False)
+                                   [None if fade else shifted(ensembles, t, 0, tr.t(t) - 273.15, False)
                                     for t, fade in zip(times, fading, strict=True)])
         rep.check_many(op, "temperature_quantiles", got, want, TOL["temp"],
                        lambda i, pid=pid, rows=rows: f"{pid} +{times[rows[i[0]]]:g}h q{QUANTILES[i[1]]}")

@@ -34,7 +34,7 @@ from scipy.spatial import Delaunay, cKDTree
 from .. import physics
 from ..catalogue import variable
 from .temporal import init_time, intervals, snowfall_from_temperature
-from .vertical import PROFILE_INPUTS, correct_elevation, profiles, surface_height
+from .vertical import PROFILE_INPUTS, SURFACE_INPUTS, correct_elevation, profiles, surface_height
 
 POP_RADIUS_KM = 25.0  # neighbourhood radius of the precipitation probability
 POP_THRESHOLD_MM_H = 0.1  # wet when the interval's rate reaches this
@@ -419,8 +419,14 @@ def extract_members(members: Sequence[tuple[int, xr.Dataset]], points: PointSet,
     variables ``keep`` only, and the members side by side. Each member's blocks take an eighth
     of a deterministic run's byte budget (`MEMBER_BLOCK_BYTES`): the blocks of every member are
     held at once, and blocks much smaller than that cost more in overhead (each is profiled,
-    corrected and assembled on its own) than in memory."""
-    runs = [extract_blocks(ds, points, heights, groups, MEMBER_BLOCK_BYTES, derived=False) for _, ds in members]
+    corrected and assembled on its own) than in memory. The model's ground, where the run
+    carries none (`surface_height`), is the first member's (the control's, where one is
+    published) for every member: it is one model's ground, and a member's own temperature
+    would move it."""
+    first = members[0][1]
+    ground = None if "orog" in first else _first_surface(first, points)
+    runs = [extract_blocks(ds, points, heights, groups, MEMBER_BLOCK_BYTES, derived=False, surface=ground)
+            for _, ds in members]
     numbers = np.array([k for k, _ in members])
     for parts in zip(*runs, strict=True):
         rows = parts[0][0]
@@ -431,10 +437,18 @@ def extract_members(members: Sequence[tuple[int, xr.Dataset]], points: PointSet,
                               compat="override", join="exact", combine_attrs="override").transpose("time", ...)
 
 
+def _first_surface(ds: xr.Dataset, points: PointSet) -> np.ndarray:
+    """`surface_height` at the points from the run's first step (what it reads of it only)."""
+    w = sampling(ds, points).weights
+    first = {name: w.apply(np.asarray(ds[name].isel(time=slice(0, 1)).values, dtype=np.float32))
+             for name in SURFACE_INPUTS if name in ds}
+    return surface_height(first, len(points))
+
+
 def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                    groups: Sequence[tuple[int, Sequence[float]]] | None = None,
-                   block_bytes: int | None = None, derived: bool = True
-                   ) -> Iterator[tuple[slice, xr.Dataset]]:
+                   block_bytes: int | None = None, derived: bool = True,
+                   surface: np.ndarray | None = None) -> Iterator[tuple[slice, xr.Dataset]]:
     """Canonical gridded dataset -> the point dataset (time, point[, height]) a block of time
     steps at a time: each block's rows of the time axis and its series, computed, in order.
 
@@ -452,7 +466,8 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
     from the first step, the temperature where a precipitation interval starts) is carried
     from block to block, and no point's series depends on the other points'. ``derived``:
     whether to make the neighbourhood probability and a snowfall the source does not publish
-    (not for an ensemble's members, of which neither is kept).
+    (not for an ensemble's members, of which neither is kept). ``surface``: the model's ground
+    at the points where the run carries no orography, if known beforehand (`extract_members`).
     """
     s = sampling(ds, points)
     w, nd = s.weights, s.weights.grid_ndim
@@ -474,7 +489,6 @@ def extract_blocks(ds: xr.Dataset, points: PointSet, heights: Sequence[float],
                                     chunks=(tp.chunks[0], (len(points),)))
     timed = {name: arr for name, arr in lazy.items() if "time" in ds[name if name != "pop" else "tp"].dims}
     constant = _compute({name: arr for name, arr in lazy.items() if name not in timed})
-    surface: np.ndarray | None = None
     earlier: dict[int, Any] = {}
     budget = BLOCK_BYTES if block_bytes is None else block_bytes
     computed, part, (steps, per_piece) = _time_blocks(timed, ds.sizes["time"], len(points),

@@ -182,16 +182,20 @@ def _single_level(heights: np.ndarray, values: np.ndarray, target: float) -> np.
     return np.where(heights[..., 0] == target, values[..., 0], np.nan)
 
 
+# What `surface_height` reads, at the first time.
+SURFACE_INPUTS = ("sp", "msl", "t2m")
+
+
 def surface_height(values: dict, n_points: int) -> np.ndarray:
-    """Model surface height where a source publishes no orography (JMA MSM surface files):
-    from sea-level and surface pressure at the first time by the hypsometric equation, with the
-    layer's mean temperature from the 2 m temperature and the standard lapse rate. Unknown
-    (NaN) without those pressures (GEFS's and ICON-EU-EPS's members): the fields are then not
-    corrected to the point's elevation (`correct_elevation`), rather than corrected from a
-    ground at sea level."""
-    if not {"sp", "msl", "t2m"} <= values.keys():
+    """Model surface height where a source publishes no orography (JMA MSM surface files, the
+    GEFS members'): from sea-level and surface pressure at the first time by the hypsometric
+    equation, with the layer's mean temperature from the 2 m temperature and the standard
+    lapse rate. Unknown (NaN) without those pressures: the fields are then not corrected to
+    the point's elevation (`correct_elevation`), rather than corrected from a ground at sea
+    level."""
+    if not set(SURFACE_INPUTS) <= values.keys():
         return np.full(n_points, np.nan, dtype=np.float32)
-    sp, msl, t = (values[k][0].astype(np.float64) for k in ("sp", "msl", "t2m"))
+    sp, msl, t = (values[k][0].astype(np.float64) for k in SURFACE_INPUTS)
     z = np.zeros(n_points)
     for _ in range(3):  # the layer temperature depends on the height: converge by iteration
         z = physics.RD * (t + 0.5 * physics.LAPSE_RATE * z) / physics.G * np.log(msl / sp)

@@ -42,15 +42,18 @@ on a native-style lattice (``grids.cell_grid``) of N times its 13 km mesh.
   europe_icosahedral_single-level_<YYYYMMDDHH>_<SSS>_<param>.grib2.bz2`` (parameter names in
   lower case), as DWD's ICON-EU-EPS tree. Both on the native grid (DWD publishes no lat/lon
   ICON-EU-EPS), numberOfGridUsed 37 (R03B07 nest, 13 km since November 2022), with the cell
-  centres as CLAT/CLON at step 0 (legacy: ``.../clat/icon-eu-eps_europe_icosahedral_
-  time-invariant_<YYYYMMDDHH>_clat.grib2.bz2``).
+  centres as CLAT/CLON and the ground height HSURF (the twin's orography, one message without
+  a member) at step 0 (legacy: ``.../<clat|hsurf>/icon-eu-eps_europe_icosahedral_
+  time-invariant_<YYYYMMDDHH>_<clat|hsurf>.grib2.bz2``).
 - GEFS: one file a member and step, ``gefs.<YYYYMMDD>/<HH>/atmos/pgrb2sp25/<member>.t<HH>z.
   pgrb2s.0p25.f<FFF>`` (``gec00``, ``gep01``-``gep30``), with its wgrib2 ``.idx`` (lines ending
   ``ENS=low-res ctl`` or ``ENS=+<n>``), NCEP's encoding of GFS (``gfs``), APCP over the windows
   that reset every 6 hours (no APCP at f000), generating process 107 (NCEP ON388 table A:
   GEFS). Control typeOfEnsembleForecast 1 (low-resolution control) and typeOfProcessedData 3,
   perturbed 3 and 4, numberOfForecastsInEnsemble **30**: NCEP counts the perturbed members
-  only (as reported from decoded GEFS files; ECMWF counts the control, 51).
+  only (as reported from decoded GEFS files; ECMWF counts the control, 51). PRES at the
+  surface and PRMSL (the twin's, every member) at f000 only, the one step the table reads them
+  at (NOAA writes them at every step).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ import numpy as np
 from ..gribtable import CELL_CENTRES, Processing
 from ..sources import GFS, ICON_EU, IFS
 from ..sources.base import ModelSpec, RunRef
+from ..sources.gefs import GROUND_ROWS as GEFS_GROUND
 from ..sources.gfs import reset_start
 from ..sources.icon import NativeGrid, v1_path
 from . import gfs, icon, ifs
@@ -92,6 +96,9 @@ T2M_SPREAD_K = (-3.0, 3.0)
 WIND_FACTORS = (0.7, 1.3)
 PRECIP_FACTORS = (-0.5, 2.5)  # clipped at 0: the members below are dry
 _WIND_VARS = frozenset({"u10", "v10", "u", "v"})
+# What fixes the model's ground (GEFS's analysis pressures, ICON-EU-EPS's HSURF): the twin's in
+# every member, so the members share its ground.
+_GROUND = frozenset({"sp", "msl", "orog"})
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,8 @@ class Perturbation:
             return values * self.wind
         if var == "tp":
             return values * self.precip
+        if var in _GROUND:
+            return values
         raise ValueError(f"the sample ensembles perturb no {var!r}")
 
 
@@ -240,7 +249,7 @@ def _icon_eps_path(layout: str, param: str, run: RunRef, minute: int) -> str:
         return "v1/" + v1_path("icon-eu-eps", param, init, minute)
     name = param.lower()
     stem = f"icon-eu-eps/grib/{init:%H}/{name}/icon-eu-eps_europe_icosahedral"
-    if param in CELL_CENTRES:
+    if param in CELL_CENTRES or param == "HSURF":
         return f"{stem}_time-invariant_{init:%Y%m%d%H}_{name}.grib2.bz2"
     return f"{stem}_single-level_{init:%Y%m%d%H}_{minute // 60:03d}_{name}.grib2.bz2"
 
@@ -266,6 +275,12 @@ def _write_icon_eps(run: RunRef, model: ModelSpec, grid: CellGrid, weather: Weat
                                          bits=icon.CELL_CENTRE_BITS), compress=compress)
         for snap in integrate(weather, run.init, main, [], (), ()):
             for p in prods:
+                if p.processing is Processing.CONSTANT:  # HSURF: one message, no member, at step 0
+                    if snap.minute == 0:
+                        writer.write(_icon_eps_path(layout, p.param, run, 0),
+                                     centres.message(p, to_raw(snap.q[icon._quantity(p)], p), end=0,
+                                                     minutes=True), compress=compress)
+                    continue
                 if p.processing not in (Processing.INSTANT, Processing.ACCUM_SINCE_START):
                     raise ValueError(f"icon-eu-eps: no sample encoding of {p.param}")
                 det = snap.q[icon._quantity(p)]
@@ -326,6 +341,8 @@ def _write_gefs(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weathe
                     statistical = p.processing is Processing.ACCUM_SINCE_START
                     if statistical and step == 0:
                         continue  # no window ends at the analysis
+                    if p.rows[0] in GEFS_GROUND and step > 0:
+                        continue  # the table reads them at the analysis only (NOAA writes them at every step)
                     values = to_raw(perts[k].apply(p.rows[0].var, q[gfs._ncep_quantity(p)]), p)
                     msg = enc.message(p, values, end=step, start=start if statistical else 0,
                                       member=k)

@@ -26,7 +26,13 @@ UGRD/VGRD at 10 m instantaneous (``2t``, ``10u``, ``10v``: paramIds 167, 165, 16
 reads NCEP's 0/0/0 at 103/2 and 0/2/2, 0/2/3 at 103/10); APCP surface (0/1/8, kg m-2) over
 windows that **reset every 6 hours** as GFS's (``12-15 hour acc`` at f015, ``6-9 hour acc`` at
 f009, ``426-432 hour acc`` at f432; reformatters deaccumulates GEFS with
-``window_reset_frequency = 6h``), none at f000. The messages are GRIB2 ensemble products
+``window_reset_frequency = 6h``), none at f000; PRES at the surface and PRMSL at mean sea
+level instantaneous (``sp``, ``prmsl``: paramIds 134 and 260074, Pa; lines 4 and 38 of that
+``gep01`` inventory; reformatters reads both from the ``s`` files, ``common_gefs_template_
+config.py``, ``gefs_file_type="s+a"``). The ``s`` files carry no ground height (HGT at the
+surface is in the 0.5 degree ``pgrb2b`` files only, line 272 of reformatters'
+``gec00.t00z.pgrb2b.0p50.f003.idx``, on another grid): the model's ground is taken from the two
+pressures of the analysis (``GROUND_ROWS``). The messages are GRIB2 ensemble products
 (template 4.1, 4.11 for APCP): ``perturbationNumber`` 0 for ``gec00`` and 1-30 for ``gep01``-
 ``gep30``, ``typeOfEnsembleForecast`` (WMO code table 4.6) 1, unperturbed low-resolution
 control, for ``gec00`` and 3, positively perturbed, for the others (what wgrib2 prints as
@@ -35,11 +41,23 @@ control, for ``gec00`` and 3, positively perturbed, for the others (what wgrib2 
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..gribtable import Encoding as _E, GribField, Processing
 from .base import Layout, Mirror, ModelSpec, RegularGrid, Upstream, hours
 from .gfs import idx_wanted
 
 _MS = "m s**-1"
+
+# Surface and sea-level pressure, read at the analysis only (`wanted`): the files carry no
+# ground height, and the model's ground is what the pipeline takes from them, from the
+# control's, by the hypsometric equation (`interp.vertical.surface_height`), to correct every
+# member's temperature to a point's elevation. Optional: without them the members stay at
+# the model's ground.
+GROUND_ROWS: tuple[GribField, ...] = (
+    GribField("sp", "sp", "surface", param="PRES", encodings=(_E(134, "Pa"),), optional=True),
+    GribField("msl", "prmsl", "meanSea", param="PRMSL", encodings=(_E(260074, "Pa"),), optional=True),
+)
 
 FIELDS: tuple[GribField, ...] = (
     GribField("t2m", "2t", "heightAboveGround", param="TMP", encodings=(_E(167, "K"),)),
@@ -50,7 +68,16 @@ FIELDS: tuple[GribField, ...] = (
     # kg m-2 over windows that reset every 6 hours (as GFS's APCP).
     GribField("tp", "tp", "surface", processing=Processing.ACCUM_SINCE_START, param="APCP",
               encodings=(_E(228228, "kg m**-2", "0/1/8"),)),
+    *GROUND_ROWS,
 )
+
+def wanted(entry: dict[str, Any], row: GribField) -> bool:
+    """`gfs.idx_wanted`, the ground's pressures (`GROUND_ROWS`) at the analysis only (wgrib2's
+    ``anl``): 2 of every member's messages at f000 instead of at all 81 steps."""
+    if row in GROUND_ROWS and entry.get("time") != "anl":
+        return False
+    return idx_wanted(entry, row)
+
 
 MEMBER_FILES: tuple[str, ...] = ("gec00", *(f"gep{n:02d}" for n in range(1, 31)))
 
@@ -63,7 +90,7 @@ UPSTREAM = Upstream(
     ),
     layouts=(Layout("pgrb2sp25", _STEM, f"{_STEM}.idx", index="wgrib2",
                     parts=tuple({"member": m} for m in MEMBER_FILES)),),
-    select=idx_wanted,
+    select=wanted,
     licence="NOAA GEFS, public domain (US Government work)",
 )
 

@@ -23,12 +23,19 @@ names for ``iconEuEps``; public downloaders such as guidocioni/icon_eu_eps)::
 
     icon-eu-eps/grib/<HH>/<param>/icon-eu-eps_europe_icosahedral_single-level_<YYYYMMDDHH>_<FFF>_<param>.grib2.bz2
     icon-eu-eps/grib/<HH>/clat/icon-eu-eps_europe_icosahedral_time-invariant_<YYYYMMDDHH>_clat.grib2.bz2
+    icon-eu-eps/grib/<HH>/hsurf/icon-eu-eps_europe_icosahedral_time-invariant_<YYYYMMDDHH>_hsurf.grib2.bz2
 
 **A file a parameter and step holds the 40 members**, one message each (no member in the file
 name). Encoding as ICON-EU's (``icon.ENCODINGS``; centre ``edzw``): T_2M (0/0/0, ``2t``, K),
 U_10M/V_10M (0/2/2, 0/2/3, ``10u``/``10v``, m s-1) instantaneous, product template 4.1;
 TOT_PREC (0/1/52, ``tp``, kg m-2) accumulated from the run start, template 4.11;
-``numberOfForecastsInEnsemble`` 40.
+``numberOfForecastsInEnsemble`` 40. HSURF, the model's ground height (0/3/6, m, from the
+surface to mean sea level as ICON-EU's), is the time-invariant file of each run beside CLAT
+and CLON (Open-Meteo reads every ICON-EPS domain's elevation from it,
+``Sources/App/Icon/DownloadIconCommand.swift``, ``convertSurfaceElevation``: ``hsurf/`` +
+``<prefix>_icosahedral_time-invariant_<YYYYMMDDHH>_hsurf.grib2.bz2``, its first message): the
+same for every member, so the decoder gives a message of it without a member, or one member's,
+to all (``build.extract_model``).
 """
 
 from __future__ import annotations
@@ -48,15 +55,19 @@ FIELDS: tuple[GribField, ...] = tuple(replace(r, encodings=(ENCODINGS[r.param, r
     GribField("v", "10v", "heightAboveGround", (10,), param="V_10M"),
     # kg m-2 accumulated since the start.
     GribField("tp", "tp", "surface", processing=Processing.ACCUM_SINCE_START, param="TOT_PREC"),
+    # The model's ground height, every member's: the elevation correction's reference (without
+    # it the members stay at the model's ground).
+    GribField("orog", "HSURF", "unknown", processing=Processing.CONSTANT, param="HSURF", optional=True),
 ))
 
 def path_vars(row: GribField, level: int | None, minute: int) -> dict[str, Any] | None:
-    """The file of ``row`` at a step (the single-level fields) or of a cell-centre row (CLAT,
-    CLON, time-invariant) in DWD's legacy ICON-EU-EPS tree."""
+    """The file of ``row`` at a step (the single-level fields) or of a time-invariant row
+    (HSURF, and the cell centres CLAT, CLON) in DWD's legacy ICON-EU-EPS tree."""
     if minute % 60:
         return None
     name = (row.param or row.shortName).lower()
-    kind = ("time-invariant_{init:%Y%m%d%H}" if row.shortName in CELL_CENTRES.values()
+    kind = ("time-invariant_{init:%Y%m%d%H}"
+            if row.shortName in CELL_CENTRES.values() or row.processing is Processing.CONSTANT
             else f"single-level_{{init:%Y%m%d%H}}_{minute // 60:03d}")
     return {"path": f"icon-eu-eps/grib/{{init:%H}}/{name}/icon-eu-eps_europe_icosahedral_"
                     f"{kind}_{name}.grib2.bz2"}
