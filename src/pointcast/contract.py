@@ -320,7 +320,8 @@ JAPAN_SRF = Table((_DATE, _WX_SRF, _TEMP, _PREC, _ARPRESS, _WNDSPD, _WNDDIR, _RH
 JAPAN_MRF = Table((_DATE, _WX_MRF, _MAXTEMP, _MINTEMP, _POP))
 """A daily entry of the Japan forecast (ss1wx)."""
 HOURLY_POP = _POP
-"""The hourly probability of precipitation the daily ``pop`` is the highest of (archive, global hourly file)."""
+"""The hourly probability of precipitation (archive, global hourly file); a daily ``pop`` no ensemble
+covers is the highest of the day's."""
 
 # --------------------------------------------------------------------------- extension: quantiles
 

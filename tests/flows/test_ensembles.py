@@ -20,6 +20,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import eccodes
+import httpx
 import numpy as np
 import pytest
 import xarray as xr
@@ -131,34 +132,60 @@ def test_hourly_probabilities_are_the_exact_share_of_members(published, pid, mod
     assert checked and wet > 10  # the sample rains on some of these hours, on some members
 
 
+def _day_truth(control: np.ndarray, init: datetime, date: str, zone: ZoneInfo, f: np.ndarray) -> float | None:
+    """The share (%) of GEFS members with 1 mm in the local day starting at ``date`` (its
+    midnight in ``zone`` to the next): each member's factor times the control's total, an hour
+    a midnight cuts counted by its share (the amounts are even within an hour); None past
+    GEFS's last step."""
+    start = datetime.fromisoformat(date).astimezone(UTC)
+    end = (datetime.fromisoformat(date).replace(tzinfo=None) + timedelta(days=1)).replace(tzinfo=zone).astimezone(UTC)
+    a, b = ((t - init) / timedelta(hours=1) for t in (start, end))
+    if b > len(control):
+        return None
+    hours = np.arange(len(control))
+    inside = np.clip(np.minimum(hours + 1.0, b) - np.maximum(hours, a), 0.0, 1.0)
+    return float(share((control * inside).sum() * f, ensemble.DAILY_THRESHOLD_MM))
+
+
 def test_daily_pop_is_the_share_of_members_whose_day_reaches_1_mm(published):
     """global's mrf pop: the share of GEFS members with at least 1 mm in the local day, from
-    each member's day total (not the highest hourly probability)."""
+    each member's day total (not the highest hourly probability), in the point's own zone (the
+    built file) and, served over HTTP, in zones off the hour whose midnights cut hours
+    (Asia/Kathmandu +05:45, America/St_Johns -03:30)."""
+    from test_cycle import serving
+
     cfg_path, root, _ = published
     run, manifest = _run(published)
     pc = load_config(cfg_path).products["global"]
     where = plan.point_set(pc)
     init = datetime.fromisoformat(manifest["models"]["gefs"]["init"])
     f = factors("gefs", "precip")
-    differs = 0
-    for j, p in enumerate(pc.points[:6]):
-        control = control_hourly_precipitation(root / "cache", "gefs", where.lats[j], where.lons[j], init, 240)
-        element = json.loads((run / "json" / "global" / f"{p.id}.json").read_bytes())
-        hourly = json.loads((run / "json" / "global" / "hourly" / f"{p.id}.json").read_bytes())
-        zone = ZoneInfo(element_zone := hourly["time_zone"])
-        assert element_zone
-        for day in element["mrf"][1:]:
-            start = datetime.fromisoformat(day["date"]).astimezone(UTC)
-            end = (datetime.fromisoformat(day["date"]) + timedelta(days=1)).replace(tzinfo=zone).astimezone(UTC)
-            first, last = (int((t - init) / timedelta(hours=1)) for t in (start, end))
-            if last > 240:
-                break
-            total = control[first:last].sum()
-            truth = share(total * f, ensemble.DAILY_THRESHOLD_MM)
-            assert abs(day["pop"] - truth) <= 100.0 / len(f) + 0.5, (p.id, day)
-            hours_max = max(hourly["pop"][first:last])
-            differs += day["pop"] != hours_max
+    tol = 100.0 / len(f) + 0.5
+    differs = compared = 0
+    with serving(root) as base:
+        for j, p in enumerate(pc.points[:6]):
+            control = control_hourly_precipitation(root / "cache", "gefs", where.lats[j], where.lons[j], init, 240)
+            element = json.loads((run / "json" / "global" / f"{p.id}.json").read_bytes())
+            hourly = json.loads((run / "json" / "global" / "hourly" / f"{p.id}.json").read_bytes())
+            own = ZoneInfo(hourly["time_zone"])
+            for day in element["mrf"][1:]:
+                truth = _day_truth(control, init, day["date"], own, f)
+                if truth is None:
+                    break
+                assert abs(day["pop"] - truth) <= tol, (p.id, day, truth)
+                first = int((datetime.fromisoformat(day["date"]).astimezone(UTC) - init) / timedelta(hours=1))
+                differs += day["pop"] != max(hourly["pop"][first:first + 24])
+            for zone in ("Asia/Kathmandu", "America/St_Johns"):
+                r = httpx.get(f"{base}/api/v2/global/wx", params={"latlon": f"{p.lat}/{p.lon}", "tz": zone})
+                assert r.status_code == 200, r.text
+                for day in r.json()["wxdata"][0]["mrf"][1:]:
+                    truth = _day_truth(control, init, day["date"], ZoneInfo(zone), f)
+                    if truth is None:
+                        break
+                    assert abs(day["pop"] - truth) <= tol, (p.id, zone, day, truth)
+                    compared += 1
     assert differs  # a day's probability is not its wettest hour's
+    assert compared >= 6 * 2 * 5
 
 
 def _per_point(got: np.ndarray, expected: dict[str, np.ndarray], atol: float) -> set[str]:

@@ -10,17 +10,21 @@ publishes, per point:
 - `global/<id>.json`: the wxdata element in the point's own zone, ready to serve (and to host
   statically);
 - `global/hourly/<id>.json`: the hourly quantities in UTC at their published precision, and
-  precipitation to 0.001 mm for the day totals (`STORED_DECIMALS`), from which the server
-  renders the element for any other zone with `render_zone` -- the same function the build
-  uses, so both agree to the byte.
+  precipitation to 0.001 mm for the day totals (`STORED_DECIMALS`), and the ensembles'
+  members' hourly precipitation to 0.001 mm (`members`: a day's `pop` is the share of members
+  whose total in that zone's day reaches 1 mm), from which the server renders the element for
+  any other zone with `render_zone` -- the same function the build uses, from the same
+  rounded values, so both agree to the byte.
 The series runs `horizon_hours` (at least 338 h: 14 local days from a basetime at local
 midnight, plus an hour for a daylight-saving day of 25 hours).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
+import zlib
 from collections import defaultdict
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -97,12 +101,39 @@ def stored(hourly: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: np.round(hourly[k], dec or 0) for k, dec in STORED_DECIMALS.items()}
 
 
+# The members' hourly precipitation in an hourly file: thousandths of a mm as little-endian
+# uint32, time-major (hour, member), zlib-compressed, base64; NO_MEMBER_VALUE where a member's
+# ensemble does not reach the hour. Mostly zeros and gaps: a few kB a point for 82 members.
+MEMBER_DECIMALS = 3
+NO_MEMBER_VALUE = 0xFFFFFFFF
+
+
+def stored_members(members: Members) -> Members:
+    """The members' amounts rounded as stored (`pack_members`): every zone's day totals,
+    the build's and the server's, are made from these."""
+    return replace(members, amounts=np.round(members.amounts, MEMBER_DECIMALS))
+
+
+def pack_members(amounts: np.ndarray) -> str:
+    """One point's members' hourly amounts (hour, member; mm, NaN: none) as stored."""
+    raw = np.where(np.isnan(amounts), NO_MEMBER_VALUE, np.rint(np.nan_to_num(amounts) * 10 ** MEMBER_DECIMALS))
+    return base64.b64encode(zlib.compress(raw.astype("<u4").tobytes(), 6)).decode("ascii")
+
+
+def unpack_members(text: str, hours: int, count: int) -> np.ndarray:
+    """`pack_members` undone: (hour, member) in mm, NaN where no member value is."""
+    raw = np.frombuffer(zlib.decompress(base64.b64decode(text, validate=True)), dtype="<u4")
+    if raw.size != hours * count:
+        raise ValueError(f"members: {raw.size} values for {hours} hours x {count} members")
+    return np.where(raw == NO_MEMBER_VALUE, np.nan, raw / 10 ** MEMBER_DECIMALS).reshape(hours, count)
+
+
 def render_zone(coords: list[tuple[float, float]], start: np.datetime64, hourly: dict[str, np.ndarray],
                 zone: ZoneInfo, members: Members | None = None) -> list[bytes]:
     """wxdata elements ({lat, lon, srf, mrf}) in `zone` for points whose published hourly
     quantities are the columns of `hourly` (time, point), hour 0 starting at `start` (UTC).
-    ``members``: their ensembles' members (`daily_fields`), which the build has and the
-    server's transform to another zone has not (its daily pop is the highest hourly one)."""
+    ``members``: their ensembles' members as stored (`stored_members`), for the daily pop
+    (`daily_fields`)."""
     hours = len(hourly["wx"])
     local = local_times(start + np.arange(hours) * HOUR, zone)
     days, day_dates = local_days(local, MRF_DAYS)
@@ -112,14 +143,21 @@ def render_zone(coords: list[tuple[float, float]], start: np.datetime64, hourly:
     return wx_elements(coords, srf_dates, hourly, GLOBAL_SRF, day_dates, daily, GLOBAL_MRF)
 
 
-def read_hourly(data: bytes) -> tuple[np.datetime64, dict[str, np.ndarray]]:
-    """A `global/hourly/<id>.json` file -> (start, hourly (time, 1) arrays) for `render_zone`."""
+def read_hourly(data: bytes) -> tuple[np.datetime64, dict[str, np.ndarray], Members | None]:
+    """A `global/hourly/<id>.json` file -> (start, hourly (time, 1) arrays, the members or None)
+    for `render_zone`."""
     obj = json.loads(data)
     start = np.datetime64(obj["start"].removesuffix("+00:00"), "ns")
     hourly = {k: np.asarray(obj[k], dtype=np.float64)[:, None] for k in STORED_DECIMALS}
     if len({len(v) for v in hourly.values()}) != 1:
         raise ValueError("hourly arrays of different lengths")
-    return start, hourly
+    members = None
+    if "members" in obj:
+        m = obj["members"]
+        ensembles = np.asarray(m["ensembles"], dtype=object)
+        amounts = unpack_members(m["tp"], len(hourly["wx"]), len(ensembles))
+        members = Members(amounts[:, :, None], ensembles, tuple(m["order"]))
+    return start, hourly, members
 
 
 class GlobalWx(WxProduct):
@@ -135,6 +173,7 @@ class GlobalWx(WxProduct):
         hourly = stored(hourly_fields(ds, lats, lons))
         zones = [point_time_zone(p.lat, p.lon) for p in cfg.points]
         members = Members.of(ds, cfg.ensembles)
+        members = None if members is None else stored_members(members)
         files = Files() if files is None else files
         by_zone = defaultdict(list)
         for j, zone in enumerate(zones):
@@ -147,9 +186,11 @@ class GlobalWx(WxProduct):
                 files[f"{self.id}/{cfg.points[j].id}.json"] = element
         texts = {k: numbers(hourly[k], dec) for k, dec in STORED_DECIMALS.items()}
         for j, p in enumerate(cfg.points):
-            files[f"{self.id}/hourly/{p.id}.json"] = with_arrays(
-                {"lat": p.lat, "lon": p.lon, "time_zone": zones[j], "start": iso(start), "step_seconds": 3600},
-                **{k: array(t, j) for k, t in texts.items()})
+            head: dict = {"lat": p.lat, "lon": p.lon, "time_zone": zones[j], "start": iso(start), "step_seconds": 3600}
+            if members is not None:
+                head["members"] = {"order": list(members.order), "ensembles": members.ensembles.tolist(),
+                                   "tp": pack_members(members.amounts[..., j])}
+            files[f"{self.id}/hourly/{p.id}.json"] = with_arrays(head, **{k: array(t, j) for k, t in texts.items()})
         archive = self._archive(ds, hourly, zones, cfg, ctx)
         put_quantiles(files, self.id, cfg, ctx, archive, HOUR)
         return ProductOutput(files=files, archive=archive)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from .grammar import HubHeight
 from .quantiles import QuantileFile
 from .splice import WX_LAYOUT, PointFile, WindFile, check_wxdata
 from .wind import WindLadder, wind_at
+
+if TYPE_CHECKING:
+    from pointcast.products.wx import Members
 
 log = logging.getLogger(__name__)
 
@@ -310,8 +313,9 @@ class Run:
         hourly = self.wx_hourly(product, point_id)
         if hourly is None:
             return None
+        start, values, members = hourly
         try:
-            element = render_zone([(0.0, 0.0)], *hourly, ZoneInfo(zone))[0]
+            element = render_zone([(0.0, 0.0)], start, values, ZoneInfo(zone), members)[0]
             point = PointFile.from_bytes(element, WX_LAYOUT, key)
         except (ValueError, KeyError, TypeError) as exc:
             log.error("run %s: %s/%s cannot be rendered in %s: %r", self.run_id, product, point_id, zone, exc)
@@ -319,13 +323,14 @@ class Run:
         self.files.put(key, point, len(point.tail))
         return point
 
-    def wx_hourly(self, product: str, point_id: str) -> tuple[np.datetime64, dict[str, np.ndarray]] | None:
+    def wx_hourly(self, product: str, point_id: str) -> tuple[np.datetime64, dict[str, np.ndarray], Members | None] | None:
         """A global point's hourly file, parsed once per run (every zone renders from it)."""
         from pointcast.products.global_wx import read_hourly
 
-        def parse(data: bytes) -> tuple[tuple[np.datetime64, dict[str, np.ndarray]], int]:
+        def parse(data: bytes) -> tuple[tuple[np.datetime64, dict[str, np.ndarray], Members | None], int]:
             hourly = read_hourly(data)
-            return hourly, sum(a.nbytes for a in hourly[1].values())
+            members = hourly[2]
+            return hourly, sum(a.nbytes for a in hourly[1].values()) + (0 if members is None else members.amounts.nbytes)
 
         return self._parsed(("hourly", product, point_id), product, "hourly", point_id, "an hourly file", parse,
                             (ValueError, KeyError, TypeError))
