@@ -291,3 +291,35 @@ def test_wind_direction_turns_the_short_way_across_the_branch_cut():
     angles = np.radians([[170.0], [np.nan], [-170.0], [175.0], [np.nan], [-100.0]])
     finite = ~np.isnan(angles[:, 0])
     np.testing.assert_allclose(temporal._unwrapped(angles)[finite], np.unwrap(angles[finite], axis=0))
+
+
+def test_member_statistics_made_a_part_of_the_points_at_a_time_are_the_whole(monkeypatch):
+    """An ensemble's members are resampled and reduced to their statistics a few points at a
+    time (`build.MEMBER_STATISTICS_BYTES`: the members on the 15-minute axis at every height
+    of a slice would be gigabytes): one point a part gives what all points at once give."""
+    from pointcast import build
+
+    rng = np.random.default_rng(7)
+    init = np.datetime64("2026-11-20T00:00", "ns")
+    steps = np.array([0, 180, 360, 540, 720])
+    n_member, n_point, heights = 5, 7, [10.0, 100.0]
+    shape = (len(steps), n_member, n_point)
+    tp = np.cumsum(rng.gamma(0.5, 1.0, shape), axis=0)
+    tp[0] = 0.0
+    ds = xr.Dataset(
+        {"t2m": (("time", "member", "point"), 275.0 + rng.normal(0, 2, shape)),
+         "tp": (("time", "member", "point"), np.diff(tp, axis=0, prepend=0.0), {"steps_minutes": steps[1:].tolist()}),
+         "wind_u": (("time", "member", "point", "height"), rng.normal(0, 5, shape + (2,))),
+         "wind_v": (("time", "member", "point", "height"), rng.normal(0, 5, shape + (2,)))},
+        coords={"time": init + steps.astype("timedelta64[m]"), "member": np.arange(n_member),
+                "point": [f"p{j}" for j in range(n_point)], "height": heights},
+        attrs={"init": "2026-11-20T00:00:00+00:00"})
+    ds["tp"][0] = np.nan
+    where = interp.PointSet(ds.point.values, np.linspace(40, 50, n_point), np.linspace(0, 10, n_point),
+                            np.full(n_point, np.nan))
+    axis = base_axis(init, init + np.timedelta64(12, "h") - BASE_STEP)
+    whole = build._member_statistics(ds, axis, where, want_members=True)
+    monkeypatch.setattr(build, "MEMBER_STATISTICS_BYTES", 1)
+    parts = build._member_statistics(ds, axis, where, want_members=True)
+    assert set(whole.data_vars) == {"pop_ens", "tp_q", "tp_members", "t2m_q", "wspd_q"}
+    xr.testing.assert_identical(parts, whole)
