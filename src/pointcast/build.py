@@ -210,7 +210,13 @@ def _member_statistics(ds: xr.Dataset, axis: np.ndarray, where: interp.PointSet,
     15-minute ``axis`` a part of the points at a time: every member on that axis at every
     height of the slice's points at once would be ENS's 51 members x 14 days x 40 heights, 11 GB
     at 500 points; the statistics (five quantiles, a probability) are a tenth of it. No point's
-    statistics depend on another's, so the parts give the whole."""
+    statistics depend on another's, so the parts give the whole. Only the members' wind speed
+    is resampled, not their wind vectors: the statistics read the speed, which the vector's
+    resampling takes as a series of its own (`interp.temporal`), and its direction was half
+    of the members' resampling time."""
+    if {"wind_u", "wind_v"} <= set(ds.data_vars):
+        speed = np.hypot(ds["wind_u"].values.astype(np.float64), ds["wind_v"].values.astype(np.float64))
+        ds = ds.drop_vars(["wind_u", "wind_v"]).assign(wind_speed=(ds["wind_u"].dims, speed))
     per_point = len(axis) * ds.sizes["member"] * sum(
         int(np.prod([ds.sizes[d] for d in v.dims if d not in ("time", "member", "point")])) for v in ds.data_vars.values()) * 8
     step = max(1, MEMBER_STATISTICS_BYTES // max(per_point, 1))

@@ -117,6 +117,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
        "eastward_wind"),
     _v("wind_v", "m s-1", "northward wind at height above ground", (-150.0, 150.0), S,
        "northward_wind"),
+    _v("wind_speed", "m s-1", "wind speed at height above ground (an ensemble member's)", (0.0, 150.0), S,
+       "wind_speed", nonnegative=True),
     _v("air_temperature", "K", "air temperature at height above ground", (170.0, 340.0), S,
        "air_temperature", Elevation.LAPSE),
     _v("pop", "%", "neighbourhood probability of at least 0.1 mm of precipitation in the hour",

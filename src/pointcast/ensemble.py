@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from . import blend as blend_stage, physics
+from . import blend as blend_stage
 
 # What the members' extraction keeps: the rest of a member's fields feeds nothing here.
 MEMBER_VARIABLES = ("t2m", "tp", "wind_u", "wind_v")
@@ -71,10 +71,8 @@ def statistics(members: xr.Dataset, want_members: bool) -> xr.Dataset:
             out["tp_members"] = hourly.astype(np.float32)
     if "t2m" in members:
         out["t2m_q"] = _quantiles(members["t2m"], quantile)
-    if {"wind_u", "wind_v"} <= set(members.data_vars):
-        speed = xr.DataArray(physics.wind_speed(members["wind_u"].values, members["wind_v"].values),
-                             dims=members["wind_u"].dims, coords=members["wind_u"].coords)
-        wspd = _quantiles(speed, quantile)
+    if "wind_speed" in members:
+        wspd = _quantiles(members["wind_speed"], quantile)
         # An ensemble gives the whole column or none of it at a time: ICON-EU-EPS, whose
         # files have the wind at 10 m only, leaves the windpack's heights to ENS rather than
         # a column of 10 m from one ensemble under heights from another.
