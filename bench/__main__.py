@@ -84,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, help="also write cProfile statistics of the cycle here")
     parser.add_argument("--repeat", type=int, default=2,
                         help="decode: alternate ecCodes and pointcast this many times, best of each (default 2)")
+    parser.add_argument("--ensemble-scale", type=int,
+                        help="ensembles: the sample's ensemble_scale (default the sample's own, 4 times "
+                             "--scale: at scale 1 a 16th of the upstream grids' points; 1 = the upstream "
+                             "grids, about 28 GB of sample runs written once)")
     parser.add_argument("--products", help="comma-separated product ids to keep (default: all)")
     parser.add_argument("--only", default=",".join(GROUPS),
                         help=f"comma-separated figure groups to measure (default all: {','.join(GROUPS)}); "
@@ -133,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     if "points" in only:
         variants["points"] = config(work / f"p{10 * n}{tag}", points=10 * n)
     if "ensembles" in only:
-        variants["ensembles"] = config(work / f"p{n}{tag}-ensembles", points=n, ensembles=True)
+        variants["ensembles"] = config(work / f"p{n}{tag}-ensembles", points=n, ensembles=True,
+                                       ensemble_scale=args.ensemble_scale)
     cfg = load_config(base)
     models = list(dict.fromkeys(m for pc in cfg.products.values() for m in pc.models))
     print(f"# pointcast bench: scale {scale}, {n} points per list, products "

@@ -101,13 +101,14 @@ def settle(removed_at: float | None) -> None:
 def write_config(dest: Path, *, scale: int, points: int, scheduler: str = "threads",
                  workers: int = 2, cache: Path | None = None,
                  products: set[str] | None = None, json: str | None = None,
-                 build_processes: int | None = None, ensembles: bool = False) -> Path:
+                 build_processes: int | None = None, ensembles: bool = False,
+                 ensemble_scale: int | None = None) -> Path:
     """Write ``dest/pointcast.toml`` and its points lists; the output root is ``dest/output``,
     the sample cache ``cache`` (default ``dest/output/cache``); ``products`` keeps only those;
     ``json`` sets ``[output] json`` and ``build_processes`` ``[dask] build_processes`` (both
     left to the shipped configuration when None); without ``ensembles`` the products' ensembles
     are taken out (the figures but the ``ensembles`` group's measure the deterministic
-    cycle). Returns the path."""
+    cycle); ``ensemble_scale`` sets the sample's (its default when None). Returns the path."""
     dest.mkdir(parents=True, exist_ok=True)
     text = SHIPPED.read_text()
     if not ensembles:
@@ -128,6 +129,8 @@ def write_config(dest: Path, *, scale: int, points: int, scheduler: str = "threa
     text = _set(text, "sources.sample", "scale", str(scale))
     text = _set(text, "sources.sample", "area", str(WORLD))
     text = _set(text, "sources.sample", "init", f'"{INIT}"')
+    if ensemble_scale is not None:
+        text = _set(text, "sources.sample", "ensemble_scale", str(ensemble_scale))
     products = dict(re.findall(r'^\[products\.([\w-]+)\][^\[]*?^points\s*=\s*"([^"]+)"', text, re.M | re.S))
     models = {m for block in re.findall(r"^models\s*=\s*\[([^\]]*)\]", text, re.M)
               for m in re.findall(r'"([\w-]+)"', block)}
