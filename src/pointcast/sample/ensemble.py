@@ -69,7 +69,6 @@ from ..gribtable import CELL_CENTRES, Processing
 from ..sources import GFS, ICON_EU, IFS
 from ..sources.base import ModelSpec, RunRef
 from ..sources.gefs import GROUND_ROWS as GEFS_GROUND
-from ..sources.gfs import reset_start
 from ..sources.icon import NativeGrid, v1_path
 from . import gfs, icon, ifs
 from .encode import Encoder, EnsembleKeys, Product, Writer, products_of, quantity, to_raw
@@ -305,33 +304,14 @@ def gefs_file_name(run: RunRef, member: int, step_h: int) -> str:
 def _write_gefs(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
                 writer: Writer) -> None:
     init = run.init
-    by_key = {(p.param, gfs._ncep_level(p)): p for p in products_of(model)}
-    order = [k for k in gfs._NCEP_ORDER if k in by_key]
-    if set(by_key) - set(order):
-        raise ValueError(f"gefs: no file position for {sorted(set(by_key) - set(order), key=str)}")
-    prods = [by_key[k] for k in order]
+    prods = gfs.ordered_products(model)
     ids = list(members(model))
     perts = {k: perturbation(model.id, k) for k in ids}
     main = [int(s.total_seconds() // 60) for s in run.steps]
-    if any(m % 60 for m in main):
-        raise ValueError("GEFS steps are whole hours")
-    resets = sorted({reset_start(m // 60) * 60 for m in main if m > 0})
-    at_reset: dict[int, np.ndarray] = {}
     enc = Encoder(grid, init, centre="kwbc", packing=gfs.NCEP_PACKING, parameter=gfs._parameter,
                   process_id=GEFS_PROCESS_ID, ensemble=NCEP_ENSEMBLE)
-    date = f"{init:%Y%m%d%H}"
     try:
-        for snap in integrate(weather, init, main, [r for r in resets if r not in main], (), ()):
-            if snap.minute in resets:
-                at_reset[snap.minute] = snap.q["tp_acc"]
-            if not snap.main:
-                continue
-            step = snap.minute // 60
-            q = snap.q
-            start = 0
-            if step > 0:
-                start = reset_start(step)
-                q["tp_window"] = q["tp_acc"] - at_reset[start * 60]
+        for step, start, q in gfs.ncep_steps(weather, init, model, main, ()):
             for k in ids:
                 chunks: list[bytes] = []
                 index: list[str] = []
@@ -346,19 +326,11 @@ def _write_gefs(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weathe
                     values = to_raw(perts[k].apply(p.rows[0].var, q[gfs._ncep_quantity(p)]), p)
                     msg = enc.message(p, values, end=step, start=start if statistical else 0,
                                       member=k)
-                    when = (f"{start}-{step} hour acc fcst" if statistical
-                            else "anl" if step == 0 else f"{step} hour fcst")
-                    lv = gfs._ncep_level(p)
-                    level = (f"{lv} m above ground" if p.type_of_level == "heightAboveGround"
-                             else gfs._NCEP_LEVEL_NAMES[p.type_of_level])
-                    index.append(f"{len(index) + 1}:{offset}:d={date}:{p.param}:{level}:{when}:"
-                                 f"{ens}")
+                    index.append(gfs.idx_line(len(index) + 1, offset, init, p, step, start, ens))
                     chunks.append(msg)
                     offset += len(msg)
                 name = gefs_file_name(run, k, step)
                 writer.write(name, b"".join(chunks))
                 writer.write(f"{name}.idx", ("\n".join(index) + "\n").encode(), data_file=False)
-            for r in [r for r in at_reset if r < start * 60]:
-                del at_reset[r]
     finally:
         enc.close()

@@ -4,6 +4,7 @@ and the wgrib2 ``.idx`` inventory beside each. DSWRF as NCEP's local parameter 0
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -83,42 +84,69 @@ def _ncep_level(p: Product) -> int | None:
     return 2 if p.param in ("TMP", "DPT") else None
 
 
+def ncep_steps(weather: Weather, init: datetime, model: ModelSpec, main: list[int],
+               heights: tuple[int, ...]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """Each main step's quantities (step and window start in hours, ``q``) with NCEP's
+    statistics over the window since the last 6-hourly reset (``gfs.reset_start``): APCP
+    (``tp_window``) and DSWRF (``ghi_window_avg``) where the weather has them; a window
+    starts at step 1, none ends at the analysis. GFS and GEFS alike."""
+    if any(m % 60 for m in main):
+        raise ValueError(f"{model.id}: NCEP's steps are whole hours")
+    resets = sorted({reset_start(m // 60) * 60 for m in main if m > 0})
+    at_reset: dict[int, dict[str, np.ndarray]] = {}
+    for snap in integrate(weather, init, main, [r for r in resets if r not in main], heights, ()):
+        if snap.minute in resets:
+            at_reset[snap.minute] = {k: snap.q[k] for k in ("tp_acc", "ghi_acc") if k in snap.q}
+        if not snap.main:
+            continue
+        step, q, start = snap.minute // 60, snap.q, 0
+        if step > 0:
+            start = reset_start(step)
+            before = at_reset[start * 60]
+            q["tp_window"] = q["tp_acc"] - before["tp_acc"]
+            if "ghi_acc" in before:
+                q["ghi_window_avg"] = (q["ghi_acc"] - before["ghi_acc"]) / ((step - start) * 3600.0)
+        yield step, start, q
+        for r in [r for r in at_reset if r < start * 60]:
+            del at_reset[r]
+
+
+def idx_line(number: int, offset: int, init: datetime, p: Product, step: int, start: int,
+             member: str = "") -> str:
+    """wgrib2's inventory line of a message (``member``: GEFS's seventh field, ``ENS=+3``)."""
+    if p.processing in (Processing.ACCUM_SINCE_START, Processing.AVG_SINCE_START):
+        kind = "acc" if p.processing is Processing.ACCUM_SINCE_START else "ave"
+        when = f"{start}-{step} hour {kind} fcst"
+    else:
+        when = "anl" if step == 0 else f"{step} hour fcst"
+    lv = _ncep_level(p)
+    level = f"{lv} m above ground" if p.type_of_level == "heightAboveGround" else _NCEP_LEVEL_NAMES[p.type_of_level]
+    return f"{number}:{offset}:d={init:%Y%m%d%H}:{p.param}:{level}:{when}:{member}"
+
+
+def ordered_products(model: ModelSpec) -> list[Product]:
+    """``model``'s products in NOAA's order within a file."""
+    by_key = {(p.param, _ncep_level(p)): p for p in products_of(model)}
+    missing = set(by_key) - set(_NCEP_ORDER)
+    if missing:
+        raise ValueError(f"{model.id}: no file position for {sorted(missing, key=str)}")
+    return [by_key[k] for k in _NCEP_ORDER if k in by_key]
+
+
 def write_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
                 writer: Writer) -> None:
     """NOAA's pgrb2.0p25 files: one per step with every field of the step (NOAA's order),
     and the wgrib2 ``.idx`` inventory beside each. APCP and DSWRF cover the window from the
-    last 6-hourly reset (``gfs.reset_start``) and start at step 1; HGT is in every file."""
+    last 6-hourly reset (``ncep_steps``) and start at step 1; HGT is in every file."""
     init = run.init
-    by_key = {(p.param, _ncep_level(p)): p for p in products_of(model)}
-    missing = set(by_key) - set(_NCEP_ORDER)
-    if missing:
-        raise ValueError(f"gfs: no file position for {sorted(missing, key=str)}")
-    prods = [by_key[k] for k in _NCEP_ORDER if k in by_key]
+    prods = ordered_products(model)
     heights = tuple(sorted({lv for r in model.fields if r.typeOfLevel == "heightAboveGround"
                             for lv in (r.levels or ()) if lv != 10}))
     main = [int(s.total_seconds() // 60) for s in run.steps]
-    if any(m % 60 for m in main):
-        raise ValueError("GFS steps are whole hours")
-    resets = sorted({reset_start(m // 60) * 60 for m in main if m > 0})
-    at_reset: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     enc = Encoder(grid, init, centre="kwbc", packing=NCEP_PACKING, parameter=_parameter,
                   process_id=NCEP_PROCESS_ID)
-    date = f"{init:%Y%m%d%H}"
     try:
-        for snap in integrate(weather, init, main, [r for r in resets if r not in main],
-                              heights, ()):
-            if snap.minute in resets:
-                at_reset[snap.minute] = (snap.q["tp_acc"], snap.q["ghi_acc"])
-            if not snap.main:
-                continue
-            step = snap.minute // 60
-            q = snap.q
-            start = 0
-            if step > 0:
-                start = reset_start(step)
-                tp0, ghi0 = at_reset[start * 60]
-                q["tp_window"] = q["tp_acc"] - tp0
-                q["ghi_window_avg"] = (q["ghi_acc"] - ghi0) / ((step - start) * 3600.0)
+        for step, start, q in ncep_steps(weather, init, model, main, heights):
             chunks: list[bytes] = []
             index: list[str] = []
             offset = 0
@@ -129,23 +157,11 @@ def write_files(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weathe
                     continue  # no window ends at the analysis
                 values = to_raw(q[_ncep_quantity(p)], p)
                 msg = enc.message(p, values, end=step, start=start if statistical else 0)
-                if statistical:
-                    kind = "acc" if p.processing is Processing.ACCUM_SINCE_START else "ave"
-                    when = f"{start}-{step} hour {kind} fcst"
-                else:
-                    when = "anl" if step == 0 else f"{step} hour fcst"
-                lv = _ncep_level(p)
-                level = (f"{lv} m above ground" if p.type_of_level == "heightAboveGround"
-                         else _NCEP_LEVEL_NAMES[p.type_of_level])
-                index.append(f"{len(index) + 1}:{offset}:d={date}:{p.param}:{level}:{when}:")
+                index.append(idx_line(len(index) + 1, offset, init, p, step, start))
                 chunks.append(msg)
                 offset += len(msg)
             name = gfs_file_name(init, step)
             writer.write(name, b"".join(chunks))
             writer.write(f"{name}.idx", ("\n".join(index) + "\n").encode(), data_file=False)
-            for r in [r for r in at_reset if r < start * 60]:
-                del at_reset[r]
     finally:
         enc.close()
-
-
