@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ensemble-scale", type=int,
                         help="ensembles: the sample's ensemble_scale (default the sample's own, 4 times "
                              "--scale: at scale 1 a 16th of the upstream grids' points; 1 = the upstream "
-                             "grids, about 22 GB of sample runs written once)")
+                             "grids, about 20 GB of sample runs written once)")
     parser.add_argument("--products", help="comma-separated product ids to keep (default: all)")
     parser.add_argument("--only", default=",".join(GROUPS),
                         help=f"comma-separated figure groups to measure (default all: {','.join(GROUPS)}); "
