@@ -81,10 +81,22 @@ def statistics(members: xr.Dataset, want_members: bool) -> xr.Dataset:
 
 
 def _quantiles(values: xr.DataArray, quantile: xr.DataArray) -> xr.DataArray:
-    """The `QUANTILES` over the members (linear between order statistics: Hyndman and Fan's
-    type 7, numpy's default), NaN where a member is; dims (time, quantile, ...)."""
-    q = values.quantile(quantile.values, dim="member", skipna=False).rename(quantile="quantile")
-    return q.transpose("time", "quantile", ...).astype(np.float32)
+    """The `QUANTILES` over the members, linear between order statistics (Hyndman and Fan's
+    type 7, numpy's default), NaN where a member is; dims (time, quantile, ...). The members
+    are sorted rather than partitioned as ``np.quantile`` does: numpy's vectorised float32
+    sort of 51 members is about 8 times quicker than its partition at five ranks (bench
+    ``ens_cycle_vs_decode_floor``, docs/performance.md), and the values are float32 anyway."""
+    v = values.transpose("time", "member", ...)
+    x = v.values.astype(np.float32)
+    ranked = np.sort(x, axis=1)  # NaN last: masked below
+    position = np.asarray(QUANTILES) * (x.shape[1] - 1)
+    below = np.floor(position).astype(int)
+    above = np.minimum(below + 1, x.shape[1] - 1)
+    weight = (position - below).astype(np.float32).reshape((1, -1) + (1,) * (x.ndim - 2))
+    q = ranked[:, below] + (ranked[:, above] - ranked[:, below]) * weight
+    q[np.broadcast_to(np.isnan(x).any(axis=1, keepdims=True), q.shape)] = np.nan
+    coords = {c: v[c] for c in v.coords if "member" not in v[c].dims}
+    return xr.DataArray(q, dims=("time", "quantile", *v.dims[2:]), coords={**coords, "quantile": quantile.values})
 
 
 def blend(per_ensemble: Sequence[tuple[str, xr.Dataset]]) -> tuple[xr.Dataset, list[str]]:

@@ -323,3 +323,25 @@ def test_member_statistics_made_a_part_of_the_points_at_a_time_are_the_whole(mon
     parts = build._member_statistics(ds, axis, where, want_members=True)
     assert set(whole.data_vars) == {"pop_ens", "tp_q", "tp_members", "t2m_q", "wspd_q"}
     xr.testing.assert_identical(parts, whole)
+
+
+def test_member_quantiles_are_numpys_linear_quantiles_and_nan_where_a_member_is_missing():
+    """The quantiles over the members (sorted, not partitioned: `ensemble._quantiles`) are
+    numpy's default (Hyndman and Fan's type 7) at every time, point and height, ties and
+    51 members included, and NaN wherever one member is."""
+    from pointcast import ensemble
+
+    rng = np.random.default_rng(3)
+    values = rng.normal(280.0, 3.0, (6, 51, 4, 2)).astype(np.float32)
+    values[1, :, 0] = 281.5  # every member alike
+    values[2, :20, 1] = 279.0  # ties
+    values[4, 7, 2, 1] = np.nan  # one member missing at one point and height
+    da = xr.DataArray(values, dims=("time", "member", "point", "height"),
+                      coords={"member": np.arange(51), "height": [10.0, 100.0]})
+    q = ensemble._quantiles(da.transpose("member", "point", "time", "height"),
+                            xr.DataArray(list(ensemble.QUANTILES), dims="quantile"))
+    assert q.dims == ("time", "quantile", "point", "height")
+    assert q["quantile"].values.tolist() == list(ensemble.QUANTILES)
+    expected = np.moveaxis(np.quantile(values.astype(np.float64), ensemble.QUANTILES, axis=1), 0, 1)
+    np.testing.assert_allclose(q.values, expected, rtol=0, atol=1e-4)
+    assert np.isnan(q.values[4, :, 2, 1]).all() and np.isfinite(np.delete(q.values, 4, axis=0)).all()
