@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pointcast  # noqa: F401  (PROJ before ecCodes)
 from pointcast.config import DaskConfig, load_config
+from pointcast.products.base import _render as render_module
 
 from . import decode, http
 from .workload import clear_outputs, settle, write_config
@@ -148,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
           f"{platform.python_implementation()} {platform.python_version()}; work dir {work}",
           flush=True)
+    # A checkout whose extension was never built (a second git worktree, `pip install` without
+    # a compiler) renders with numpy: the same bytes, but a slower cycle than `make bench`'s.
+    if render_module.__name__.endswith("_render_numpy"):
+        print("# rendering: numpy (pointcast._render is not built here): the cycle figures are "
+              "slower than with the compiled extension `make` builds", flush=True)
     roots = {k: load_config(c).output.root for k, c in variants.items()}
     # Removed before the decode figures, which create no files: they count towards the wait.
     removed_at = clear_outputs(list(roots.values()))
