@@ -215,7 +215,7 @@ def _member_statistics(ds: xr.Dataset, axis: np.ndarray, where: interp.PointSet,
     resampling takes as a series of its own (`interp.temporal`), and its direction was half
     of the members' resampling time."""
     if {"wind_u", "wind_v"} <= set(ds.data_vars):
-        speed = np.hypot(ds["wind_u"].values.astype(np.float64), ds["wind_v"].values.astype(np.float64))
+        speed = np.hypot(ds["wind_u"].values, ds["wind_v"].values)  # float32, as extracted
         ds = ds.drop_vars(["wind_u", "wind_v"]).assign(wind_speed=(ds["wind_u"].dims, speed))
     per_point = len(axis) * ds.sizes["member"] * sum(
         int(np.prod([ds.sizes[d] for d in v.dims if d not in ("time", "member", "point")])) for v in ds.data_vars.values()) * 8
