@@ -17,8 +17,9 @@ $(BIN)/pointcast: pyproject.toml setup.py src/pointcast/_render.c
 run: $(BIN)/pointcast
 	$(BIN)/pointcast run --config $(CONFIG)
 
+# The slowest tests are listed after the run: the suite must stay under 10 minutes on 2 cores.
 test: $(BIN)/pointcast
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
 
 # Static checks, run by CI before the tests: the import layers and no import cycle
 # (lint-imports, [tool.importlinter]), style (ruff: pyflakes, isort, pyupgrade, bugbear) and
