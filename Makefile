@@ -19,7 +19,7 @@ run: $(BIN)/pointcast
 
 # The slowest tests are listed after the run: the suite must stay under 10 minutes on 2 cores.
 test: $(BIN)/pointcast
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # Static checks, run by CI before the tests: the import layers and no import cycle
 # (lint-imports, [tool.importlinter]), style (ruff: pyflakes, isort, pyupgrade, bugbear) and

@@ -108,6 +108,24 @@ def sample_runs(init: str, scale: int) -> Path:
     return done / "output" / "cache" / "sample"
 
 
+# Modules of a minute or more (`make test` lists the slowest tests), longest first. `make test`
+# hands whole modules to its two processes in collection order (``--dist loadfile
+# --no-loadscope-reorder``; xdist's own order puts the modules with the most tests first, which
+# left the replica's two-minute truth test alone at the end of the run): collected first, the
+# long modules share the two processes and the many short ones fill the gaps.
+LONG_MODULES = ("truth/test_truth_replica.py", "flows/test_degraded.py", "server/test_server_hardening.py",
+                "flows/test_cycle.py", "server/test_load.py", "flows/test_crash.py", "publish/test_s3_output.py",
+                "flows/test_degraded_replica.py", "flows/test_freshness.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    first = {name: k for k, name in enumerate(LONG_MODULES)}
+    tests = ROOT / "tests"
+    if gone := [name for name in LONG_MODULES if not (tests / name).is_file()]:
+        raise pytest.UsageError(f"tests/conftest.py: LONG_MODULES names modules that are gone: {gone}")
+    items.sort(key=lambda item: first.get(item.path.relative_to(tests).as_posix(), len(first)))
+
+
 def pytest_unconfigure(config):
     if _OWN_SAMPLES and not hasattr(config, "workerinput"):
         shutil.rmtree(SAMPLES, ignore_errors=True)
