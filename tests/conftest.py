@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEST_PATH = [str(ROOT / "tests"), *sorted(str(d) for d in (ROOT / "tests").iterdir()
                                           if d.is_dir() and d.name != "data" and not d.name.startswith((".", "_")))]
 sys.path[:0] = [d for d in TEST_PATH if d not in sys.path]
-REAL_GRIB = ROOT.parent / "shared" / "data" / "real-grib"
+REAL_GRIB = ROOT / "tests" / "data" / "real-grib"  # real operational files, README.md there
 INIT = "2026-11-20T00:00Z"
 
 

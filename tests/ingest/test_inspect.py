@@ -1,4 +1,4 @@
-"""`pointcast inspect`: real upstream files (../shared/data/real-grib, skipped when absent), the
+"""`pointcast inspect`: real upstream files (tests/data/real-grib), the
 sample source's files in each upstream's encoding, odd and broken files, and NetCDF."""
 
 from __future__ import annotations
@@ -16,15 +16,12 @@ from mirror import add_foreign_message, publish_sample
 from pointcast.cli import main
 from pointcast.inspect import inspect_file
 
-real = pytest.mark.skipif(not REAL_GRIB.is_dir(), reason=f"no real GRIB samples at {REAL_GRIB}")
-
 
 def run_cli(capsys, *paths) -> tuple[int, list[dict]]:
     code = main(["inspect", *map(str, paths)])
     return code, json.loads(capsys.readouterr().out)
 
 
-@real
 def test_real_files(capsys):
     code, report = run_cli(capsys, *sorted(REAL_GRIB.glob("*.grib*")))
     assert code == 0
@@ -81,7 +78,6 @@ def test_sample_files_in_upstream_encodings(tmp_path, capsys):
     assert all(m["known"] for m in jma)
 
 
-@real
 def test_real_gfs_shortwave_is_the_canonical_radiation(capsys):
     code, (report,) = run_cli(capsys, REAL_GRIB / "test_NOAAS3_HRES-GFS_dswrf-dlwrf_20250129T06_S27.grib")
     assert code == 0

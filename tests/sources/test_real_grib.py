@@ -1,11 +1,10 @@
-"""Decode real operational GRIB files with the model tables (``../shared/data/real-grib``).
+"""Decode real operational GRIB files with the model tables (``tests/data/real-grib``).
 
 The samples (see that folder's README) are cut from DWD ICON-EU, ECMWF IFS (GRIB1), NOAA GFS
 and Meteo-France ARPEGE output. Each is decoded with ``pointcast.ingest.decode`` and the
 table of the model it comes from (or, for GFS and ARPEGE, the IFS table: their 10 m wind and
 2 m temperature use the WMO-standard GRIB2 encoding IFS uses too), and checked for names,
-units, valid times, coordinates and values against a plain ecCodes decode. Skipped when the
-folder is absent (a fresh checkout does not have it).
+units, valid times, coordinates and values against a plain ecCodes decode.
 """
 
 from __future__ import annotations
@@ -18,14 +17,10 @@ import numpy as np
 import pytest
 
 import pointcast  # noqa: F401  (PROJ before ecCodes, see pointcast/__init__.py)
+from conftest import REAL_GRIB as REAL
 from pointcast.ingest import DecodeError, decode, index_file, judge, matches
 from pointcast.sources import GFS, ICON_EU, IFS
 from pointcast.sources.gfs import idx_wanted
-
-REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real-grib"
-
-pytestmark = pytest.mark.skipif(not REAL.is_dir(),
-                                reason=f"no real GRIB samples at {REAL}")
 
 
 def plain(path: Path) -> list[dict]:

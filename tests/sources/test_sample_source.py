@@ -18,6 +18,7 @@ import eccodes
 import numpy as np
 import pytest
 
+from conftest import REAL_GRIB as REAL
 from pointcast import physics
 from pointcast.catalogue import VARIABLES
 from pointcast.gribtable import RUN_LEVELS, Processing
@@ -461,7 +462,6 @@ def test_icon_d2_quarter_hours_share_the_hourly_file_in_minutes(runs):
     assert [(m.end, m.step_units) for m in read(t2m)] == [(180, 0)]  # minutes, as DWD
 
 
-REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real-grib"
 
 
 def _keys(path: Path, keys: tuple[str, ...]) -> dict:
@@ -475,7 +475,6 @@ def _keys(path: Path, keys: tuple[str, ...]) -> dict:
         eccodes.codes_release(h)
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason="no real GRIB samples beside the checkout")
 def test_icon_headers_match_real_dwd_files(runs):
     keys = ("centre", "subCentre", "tablesVersion", "localTablesVersion", "shapeOfTheEarth",
             "typeOfGeneratingProcess", "generatingProcessIdentifier",

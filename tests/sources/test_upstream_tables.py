@@ -1,5 +1,5 @@
 """Every row of the IFS, GFS and MSM tables is backed by a real message of that upstream
-(``tests/data/pygrib``, ``../shared/data/real-grib`` when present) that it matches and whose
+(``tests/data/pygrib``, ``tests/data/real-grib``) that it matches and whose
 parameter and units it accepts, or by a cited public description of the encoding (``CITED``).
 A row added without either fails here.
 """
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import eccodes
 import numpy as np
-import pytest
 
 from conftest import REAL_GRIB
 from pointcast.ingest import decode, index_file, judge, matches
@@ -24,7 +23,7 @@ _ECMWF_OPEN_DATA = ("ECMWF open data, IFS HRES oper/scda streams: parameter list
                     "ecmwf-opendata client's README; paramIds and units from ECMWF's parameter "
                     "database, https://codes.ecmwf.int/grib/param-db/")
 _ECMWF_GRIB1 = ("ECMWF GRIB1 dissemination, table 128 (levtype sfc written as level type 1): "
-                "ECMWF parameter database; the real HRES GRIB1 10u sample in shared/real-grib")
+                "ECMWF parameter database; the real HRES GRIB1 10u sample in tests/data/real-grib")
 _NCEP_PGRB2 = ("NCEP's inventory of gfs.t00z.pgrb2.0p25.f003, "
                "https://www.nco.ncep.noaa.gov/pmb/products/gfs/gfs.t00z.pgrb2.0p25.f003.shtml "
                "(DPT 2 m, UGRD/VGRD 80 and 100 m, TCDC entire atmosphere, VIS surface)")
@@ -59,9 +58,7 @@ def key(model, row) -> tuple:
 
 
 def real_messages() -> list:
-    files = sorted(DATA.glob("*.grib2"))
-    if REAL_GRIB.is_dir():
-        files += sorted(REAL_GRIB.glob("*.grib*"))
+    files = sorted(DATA.glob("*.grib2")) + sorted(REAL_GRIB.glob("*.grib*"))
     return [m for f in files for m in index_file(f)]
 
 
@@ -115,8 +112,6 @@ def test_icon_rows_name_their_encoding_and_real_icon_messages_fit_it():
     ICON-EU messages (CLCL, ASOB_S) fit their rows, and one relabelled to another parameter of
     the same name and level is refused."""
     assert all(r.encodings for m in (ICON_EU, ICON_D2) for r in m.fields)
-    if not REAL_GRIB.is_dir():
-        pytest.skip(f"{REAL_GRIB} is absent")
     real = [m for f in ("test_icon_europe_001_CLCL.grib2", "test_icon_europe_000_ASOB_S.grib2")
             for m in index_file(REAL_GRIB / f)]
     fits = {row.var for m in real for row in ICON_EU.fields

@@ -17,7 +17,7 @@ encodes a field the way that upstream does, with ecCodes:
   differencing; columns from 0 E. APCP in 6-hour-reset buckets plus the run total from 0 h
   after the first bucket (real files carry both, "6-12 hour acc" and "0-12 hour acc"); DSWRF
   as NCEP's local 0/4/192, a 6-hour-reset average (the real sample of that kind in
-  ``shared/data/real-grib``); TCDC both instantaneous and as a 6-hour-reset average; GUST
+  ``tests/data/real-grib``); TCDC both instantaneous and as a 6-hour-reset average; GUST
   instantaneous; HGT surface in every file.
 * DWD v1 (ICON-EU, ICON-D2): ``v1/m/<model>/p/<PARAM>/[lvt1/<t>/lv1/<l>/]r/<YYYY-MM-DDTHH:MM>/s/
   PT<hhh>H<mm>M.grib2``, one message per file, native unstructured grid (template 3.101, grid

@@ -32,7 +32,7 @@ writing each message with centre kwbc and reading it back, ``tests/sources/test_
 * APCP surface (0/1/8, template 4.8, accumulation) -> ``tp`` (kg m-2) and DSWRF surface
   (**0/4/192**, NCEP's local number, average) -> ``sdswrf`` (paramId 260087, W m-2), both over
   windows that **reset every 6 hours**. (WMO's 0/4/7, ``avg_sdswrf``, is not what NOAA writes:
-  real GFS files in ``../shared/data/real-grib`` and ``tests/data/pygrib`` hold 0/4/192; wgrib2
+  real GFS files in ``tests/data/real-grib`` and ``tests/data/pygrib`` hold 0/4/192; wgrib2
   names it DSWRF either way, so the ``.idx`` selection is unchanged.) Windows:
   stepRange ``0-1`` ... ``0-6``, then ``6-7`` ... ``6-12`` (after 120 h: ``120-123``,
   ``120-126``, ``126-129`` ...). ``ACCUM_SINCE_START``/``AVG_SINCE_START``: the decoder

@@ -235,7 +235,7 @@ def _fields(model_id: str, *, vis: bool, fine: bool) -> tuple[GribField, ...]:
 
 # What each row's message is, as ecCodes 2.50 reads DWD's GRIB2 (paramId, units, WMO or DWD
 # local discipline/category/number): DWD's ICON database reference gives the numbers, and the
-# real ICON-EU messages in ../shared/data/real-grib (CLCL 0/6/22, ASOB_S 0/4/9) decode as below.
+# real ICON-EU messages in tests/data/real-grib (CLCL 0/6/22, ASOB_S 0/4/9) decode as below.
 # A message with another parameter or units is refused at decode (``ingest.judge``).
 _MS = "m s**-1"
 ENCODINGS: dict[tuple[str | None, str], _E] = {
