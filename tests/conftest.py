@@ -89,23 +89,32 @@ def _link(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
+def _made_once(name: str, make) -> Path:
+    """``SAMPLES/name``, made by ``make(directory)`` once per test session, by whichever test
+    process asks first (under a lock of its own), the others waiting for it and reading it."""
+    done = SAMPLES / name
+    SAMPLES.mkdir(exist_ok=True)
+    with open(SAMPLES / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (done / "complete").exists():
+            shutil.rmtree(done, ignore_errors=True)
+            make(done)
+            (done / "complete").touch()
+    return done
+
+
 def sample_runs(init: str, scale: int) -> Path:
     """The ``sample`` directory of a cache holding the sample runs `write_config`'s products
     use, as their cycle fetches them (pointcast.flows.cycle's discover and fetch)."""
     from pointcast.config import load_config
     from pointcast.flows.cycle import discover, fetch
 
-    done = SAMPLES / f"{init.replace(':', '')}-{scale}"
-    SAMPLES.mkdir(exist_ok=True)
-    with open(SAMPLES / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (done / "complete").exists():
-            shutil.rmtree(done, ignore_errors=True)
-            cfg = load_config(write_config(done, init=init, scale=scale, samples=False, ensembles=True))
-            for m in sorted({m for pc in cfg.products.values() for m in pc.models + pc.ensembles}):
-                fetch.fn(cfg, discover.fn(cfg, m, datetime.now(UTC), timedelta(0)))
-            (done / "complete").touch()
-    return done / "output" / "cache" / "sample"
+    def make(done: Path) -> None:
+        cfg = load_config(write_config(done, init=init, scale=scale, samples=False, ensembles=True))
+        for m in sorted({m for pc in cfg.products.values() for m in pc.models + pc.ensembles}):
+            fetch.fn(cfg, discover.fn(cfg, m, datetime.now(UTC), timedelta(0)))
+
+    return _made_once(f"{init.replace(':', '')}-{scale}", make) / "output" / "cache" / "sample"
 
 
 # Modules of a minute or more (`make test` lists the slowest tests), longest first. `make test`
@@ -143,18 +152,14 @@ def prefect_harness():
 def published(prefect_harness):
     """One complete cycle on the sample source, with the ensembles; returns (config path,
     output root, run id). Made once per test session, by whichever test process asks first
-    (under a lock, beside the shared sample runs: `SAMPLES`), the others reading the same
+    (`_made_once`, beside the shared sample runs), the others reading the same
     run: a cycle of every member of three ensembles is the suite's costliest fixture. Its
     users read it; the two that run a cycle over it again (tests/flows/test_cycle.py) leave
     its published run as it is."""
     from pointcast.flows.cycle import cycle
 
-    SAMPLES.mkdir(exist_ok=True)
-    base, made = SAMPLES / "published", SAMPLES / "published" / "run_id"
-    with open(SAMPLES / "published.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not made.exists():
-            shutil.rmtree(base, ignore_errors=True)
-            run_id = cycle(str(write_config(base, ensembles=True)))
-            made.write_text(run_id)
-    return base / "pointcast.toml", base / "output", made.read_text()
+    def make(base: Path) -> None:
+        (base / "run_id").write_text(cycle(str(write_config(base, ensembles=True))))
+
+    base = _made_once("published", make)
+    return base / "pointcast.toml", base / "output", (base / "run_id").read_text()

@@ -81,7 +81,7 @@ def statistics(members: xr.Dataset, want_members: bool) -> xr.Dataset:
 
 
 def _quantiles(values: xr.DataArray, quantile: xr.DataArray) -> xr.DataArray:
-    """The `QUANTILES` over the members, linear between order statistics (Hyndman and Fan's
+    """The ``quantile`` levels over the members, linear between order statistics (Hyndman and Fan's
     type 7, numpy's default), NaN where a member is; dims (time, quantile, ...). The members
     are sorted rather than partitioned as ``np.quantile`` does: numpy's vectorised float32
     sort of 51 members is about 8 times quicker than its partition at five ranks (bench
@@ -89,7 +89,7 @@ def _quantiles(values: xr.DataArray, quantile: xr.DataArray) -> xr.DataArray:
     v = values.transpose("time", "member", ...)
     x = v.values.astype(np.float32)
     ranked = np.sort(x, axis=1)  # NaN last: masked below
-    position = np.asarray(QUANTILES) * (x.shape[1] - 1)
+    position = np.asarray(quantile.values, dtype=np.float64) * (x.shape[1] - 1)
     below = np.floor(position).astype(int)
     above = np.minimum(below + 1, x.shape[1] - 1)
     weight = (position - below).astype(np.float32).reshape((1, -1) + (1,) * (x.ndim - 2))
