@@ -631,3 +631,34 @@ def test_an_unknown_model_names_the_file_key_and_line(tmp_path):
         check_models(load_config(write(tmp_path, text)))
     assert (ei.value.key, ei.value.line) == ("models.icon-eu-epss", line_of(text, "[models.icon-eu-epss]"))
     assert "unknown model" in ei.value.reason and "icon-eu-eps" in ei.value.reason
+
+
+def test_points_csv_reports_every_bad_row(tmp_path):
+    """Several bad rows: each one named with its line and column, not only the first."""
+    csv_text = (POINTS + "bad-lat,Bad,95,0,,\n" + "Upper,Upper,48,2,,\n" + "paris,Again,48.5,2.5,,\n"
+                + "short,Short,48\n" + "ok-too,Ok,50.0,5.0,,\n")
+    cfg_path = write(tmp_path, points=csv_text)
+    err = expect_error(cfg_path, 4, "lat", "outside [-90, 90]", file=tmp_path / "points.csv")
+    shown = tmp_path / "points.csv"
+    assert [(e.line, e.key) for e in err.more] == [(5, "id"), (6, "id"), (7, "row")]
+    lines = str(err).splitlines()
+    assert [line.split(": ")[0] for line in lines] == [f"{shown}:{n}" for n in (4, 5, 6, 7)]
+    assert "duplicate id 'paris' (first on line 2)" in lines[2] and "expected 6 fields" in lines[3]
+
+
+def test_points_outside_the_coverage_are_all_reported(tmp_path):
+    csv_text = POINTS + "new-york,New York,40.7,-74.0,,\n" + "tokyo,Tokyo,35.68,139.77,,\n"
+    err = expect_error(write(tmp_path, points=csv_text), 4, "lat,lon", "outside the coverage",
+                       file=tmp_path / "points.csv")
+    assert [(e.line, e.key) for e in err.more] == [(5, "lat,lon")] and "'tokyo'" in err.more[0].reason
+
+
+def test_archive_keep_days_is_read_and_checked(tmp_path):
+    assert load_config(write(tmp_path)).output.archive_keep_days is None  # default: keep every cycle
+    toml = BASE.replace("keep_runs = 8", "keep_runs = 8\narchive_keep_days = 30")
+    assert load_config(write(tmp_path, toml)).output.archive_keep_days == 30.0
+    for bad in ("0", "-1", '"month"'):
+        toml = BASE.replace("keep_runs = 8", f"keep_runs = 8\narchive_keep_days = {bad}")
+        expect_error(write(tmp_path, toml), 4, "output.archive_keep_days", "expected a positive number of days")
+    toml = BASE.replace('root = "out"', 'root = "s3://bucket/pc"').replace("keep_runs = 8", "keep_runs = 8\narchive_keep_days = 30")
+    expect_error(write(tmp_path, toml), 4, "output.archive_keep_days", "needs a local root")
