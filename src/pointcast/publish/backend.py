@@ -172,3 +172,14 @@ class Backend(ABC):
     def create_store(self, location: Any, write: Callable[[Any], None]) -> None:
         """Create the store at ``location`` with ``write(store)``, whole or not at all where
         the storage allows it."""
+
+    def remove_store(self, location: Any) -> None:
+        """Remove the store at ``location`` (an archive version retention leaves empty)."""
+        raise ArchiveError(f"{location}: this output root cannot remove an archive store "
+                           f"(archive retention needs a local root)")
+
+    def replace_store(self, location: Any, write: Callable[[Any], None]) -> None:
+        """Replace the store at ``location`` by the one ``write(store)`` writes, in one step
+        readers see (the archive's retention, `archive.retain_archive`)."""
+        raise ArchiveError(f"{location}: this output root cannot replace an archive store in one "
+                           f"step (archive retention needs a local root)")
