@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -319,6 +319,12 @@ def runs_used(cfg: Config, runs: dict[str, RunRef]) -> dict[str, RunRef]:
     """The runs of the models the products left use."""
     return {m: run for m, run in runs.items()
             if any(m in pc.models + pc.ensembles for pc in cfg.products.values())}
+
+
+def cache_runs(runs: Mapping[str, RunRef]) -> frozenset[tuple[str, str]]:
+    """The runs as the cache names them, ``(model, YYYYMMDDHH)``: those a cycle keeps there
+    (`publish.make_room`, `publish.retain_cache`)."""
+    return frozenset((m, f"{r.init.astimezone(UTC):%Y%m%d%H}") for m, r in runs.items())
 
 
 def corrections_of(corrections: dict, pids: list[str]) -> dict:

@@ -6,7 +6,8 @@ HTTP source (``pointcast.sources.remote``). Above both, since the sample imports
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from collections.abc import Collection
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .sources import MODELS, run_steps
@@ -88,9 +89,19 @@ def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until
                        f"of the products it ends{f' (to {until.isoformat()})' if until else ''} was found")
 
 
-def fetch_run(cfg: Config, run: RunRef, logger: logging.Logger | logging.LoggerAdapter = log) -> FetchedRun:
-    """The files of ``run`` in the cache, from its configured source."""
+def fetch_run(cfg: Config, run: RunRef, logger: logging.Logger | logging.LoggerAdapter = log,
+              in_use: Collection[tuple[str, str]] = frozenset()) -> FetchedRun:
+    """The files of ``run`` in the cache, from its configured source, once the cache has room
+    for what it downloads (`publish.make_room`: the cached runs not ``in_use``, ``(model,
+    YYYYMMDDHH)`` of the cycle's runs, evicted first; `publish.NoRoom` when it cannot fit)."""
+    from .publish import make_room
+
     source = make_source(cfg.models[run.model].source, cfg.source_for(run.model))
-    fetched = source.fetch(run, MODELS[run.model], cfg.output.cache_dir)
+    model, cache, out = MODELS[run.model], cfg.output.cache_dir, cfg.output
+    size = source.size(run, model, cache)
+    make_room(cache, out.keep_cache_runs, None if out.cache_max_gb is None else int(out.cache_max_gb * 1e9),
+              {*in_use, (run.model, f"{run.init.astimezone(UTC):%Y%m%d%H}")}, size.bytes,
+              f"{run.model} run {run.init.astimezone(UTC):%Y-%m-%d %H} UTC ({size.how})")
+    fetched = source.fetch(run, model, cache)
     logger.info("%s: %d files ready", run.model, len(fetched.files))
     return fetched

@@ -45,7 +45,7 @@ def settled(results: Mapping[str, Any], dropped: dict[str, str], log: Log) -> di
 def reason(exc: object) -> str:
     """Why a stage failed, for the manifest and the log: the message of the pipeline's own
     errors (they say what and where), the kind and message of anything else."""
-    if isinstance(exc, (SourceUnavailable, ModelFailed)) or not isinstance(exc, BaseException):
+    if isinstance(exc, (SourceUnavailable, ModelFailed, publish.NoRoom)) or not isinstance(exc, BaseException):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
 

@@ -50,8 +50,9 @@ def _logger():
 
 
 def _retry_unless_unavailable(task, task_run, state) -> bool:
-    """A source that gave up at its deadline has retried already: no Prefect retry then."""
-    return not isinstance(state.result(raise_on_failure=False), SourceUnavailable)
+    """A source that gave up at its deadline has retried already, and a run the cache has
+    no room for will not have it seconds later: no Prefect retry then."""
+    return not isinstance(state.result(raise_on_failure=False), (SourceUnavailable, publish.NoRoom))
 
 
 # No task takes a cache key (nothing of a cycle is cached: no result is persisted). Prefect's
@@ -69,9 +70,10 @@ def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta,
 
 @task(retries=3, retry_delay_seconds=[5, 30, 60], retry_condition_fn=_retry_unless_unavailable,
       cache_policy=NO_CACHE)
-def fetch(cfg: Config, run: RunRef) -> FetchedRun:
-    """The run's files in the cache (`sourcing.fetch_run`)."""
-    return fetch_run(cfg, run, _logger())
+def fetch(cfg: Config, run: RunRef, in_use: frozenset[tuple[str, str]] = frozenset()) -> FetchedRun:
+    """The run's files in the cache, the cached runs not ``in_use`` evicted first
+    (`sourcing.fetch_run`)."""
+    return fetch_run(cfg, run, _logger(), in_use)
 
 
 @task(cache_policy=NO_CACHE)
@@ -191,8 +193,9 @@ def cycle(config_path: str, now: datetime | None = None) -> str | State:
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return _finished(publish.backend_for(cfg.output.root).run_manifest(run_id) or {"run_id": run_id})
 
-    runs, fetched = steps.fetch_runs(plan.runs_used(cfg, runs), lambda run: fetch(quote(cfg), run, return_state=True),
-                                     dropped, log)
+    in_use = plan.cache_runs(plan.runs_used(cfg, runs))  # evicted from the cache before any download
+    runs, fetched = steps.fetch_runs(plan.runs_used(cfg, runs),
+                                     lambda run: fetch(quote(cfg), run, in_use, return_state=True), dropped, log)
     cfg = plan.buildable(cfg, dropped, unbuilt, runs)
     # One scheduler (one cluster) for every extraction and build of the cycle; the scratch
     # stores of the extracted series, removed once the products are built (or failed).

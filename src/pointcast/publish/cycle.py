@@ -18,7 +18,7 @@ from typing import Any
 import dask
 
 from ..config import Config
-from .archive import append_archive
+from .archive import append_archive, retain_archive
 from .backend import PublishError
 from .retention import retain, retain_cache
 from .stage import remove_stage
@@ -75,6 +75,9 @@ def publish_cycle(cfg: Config, run_id: str, outputs: Mapping[str, Any], report: 
         remove_stage(writer.staging)
         path = publish_run(root, writer.staging, run_id, manifest, report, report["ok"], writer.mode)
     retain(root, cfg.output.keep_runs)
+    if cfg.output.archive_keep_days is not None:
+        for pid in outputs:
+            retain_archive(root, pid, cfg.output.archive_keep_days)
     in_use = {(m, f"{datetime.fromisoformat(info['init']):%Y%m%d%H}")
               for m, info in manifest["models"].items() if info.get("init")}
     cap = cfg.output.cache_max_gb

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..gribtable import GribField
+from ..gribtable import GribField, Processing
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,15 @@ class FetchedRun:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class Size:
+    """The bytes a fetch of a run still has to write into the cache, and how they are known
+    ("index": the upstream's index sizes; "estimate": `estimated_bytes`; "cached": none)."""
+
+    bytes: int
+    how: str
+
+
 class Source(Protocol):
     """The port for a place model runs come from."""
 
@@ -134,7 +143,25 @@ class Source(Protocol):
 
     def discover(self, model: ModelSpec, now: datetime) -> RunRef: ...
 
+    def size(self, run: RunRef, model: ModelSpec, cache: Path) -> Size: ...
+
     def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun: ...
+
+
+BYTES_PER_VALUE = 2  # 16-bit packing, the upstreams' usual and the sample's
+MESSAGE_OVERHEAD = 200  # a GRIB2 message's sections besides its values
+
+
+def estimated_bytes(model: ModelSpec, steps: tuple[timedelta, ...], points: int) -> int:
+    """The messages of ``model``'s table at ``steps`` (every member), ``points`` values each at
+    `BYTES_PER_VALUE`: where no index gives the sizes. An upper bound mostly, as compressed
+    packing (CCSDS, JPEG, bz2 files) makes messages smaller."""
+    fine = [s for s in model.fine_steps if steps and s <= max(steps)]
+    messages = 0
+    for row in model.fields:
+        at = 1 if row.processing is Processing.CONSTANT else len(steps) + (len(fine) if row.fine else 0)
+        messages += at * max(len(row.levels or ()), 1)
+    return messages * max(model.members, 1) * (points * BYTES_PER_VALUE + MESSAGE_OVERHEAD)
 
 
 def hours(*values: float) -> tuple[timedelta, ...]:

@@ -149,9 +149,9 @@ def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
     dest.parent.mkdir(parents=True, exist_ok=True)
     if local_index is not None and local_index.exists():
         ranges = wanted_ranges(model, up, layout, local_index.read_text())
-        if dest.exists() and _meta(meta).get("ranges") == _jsonable(ranges):
+        if dest.exists() and file_meta(meta).get("ranges") == ranges_json(ranges):
             return dest, 0, ""
-    elif local_index is None and dest.exists() and _meta(meta).get("bytes") == dest.stat().st_size:
+    elif local_index is None and dest.exists() and file_meta(meta).get("bytes") == dest.stat().st_size:
         return dest, 0, ""
 
     def attempt(mirror: Mirror) -> tuple[str, bytes, str | None, list]:
@@ -168,16 +168,16 @@ def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
     replace_bytes(dest, data, sync=False)
     if local_index is not None and index_text is not None:
         replace_bytes(local_index, index_text.encode(), sync=False)
-    replace_bytes(meta, json.dumps({"mirror": name, "ranges": _jsonable(ranges),
+    replace_bytes(meta, json.dumps({"mirror": name, "ranges": ranges_json(ranges),
                                    "bytes": len(data)}).encode(), sync=False)
     return dest, len(data), name
 
 
-def _jsonable(ranges: list[tuple[int, int | None]]) -> list[list[int | None]]:
+def ranges_json(ranges: list[tuple[int, int | None]]) -> list[list[int | None]]:
     return [[a, b] for a, b in ranges]
 
 
-def _meta(path: Path) -> dict:
+def file_meta(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
