@@ -662,3 +662,21 @@ def test_archive_keep_days_is_read_and_checked(tmp_path):
         expect_error(write(tmp_path, toml), 4, "output.archive_keep_days", "expected a positive number of days")
     toml = BASE.replace('root = "out"', 'root = "s3://bucket/pc"').replace("keep_runs = 8", "keep_runs = 8\narchive_keep_days = 30")
     expect_error(write(tmp_path, toml), 4, "output.archive_keep_days", "needs a local root")
+
+
+def test_check_leaves_the_output_root_as_it_is(tmp_path):
+    """`pointcast check` (its own process, so no raster is in memory yet) caches the coverage
+    raster it builds in the user's XDG cache: the output root is not created."""
+    import subprocess
+    import sys
+
+    toml = BASE.split("[products.eu-medium]")[0] + (
+        '[products.japan]\npoints = "points.csv"\nmodels = ["ifs"]\nfreqs = ["1H"]\nhorizon_hours = 240\n')
+    cfg = write(tmp_path, toml, HEADER + "tokyo,Tokyo,35.6812,139.7671,40,\n")
+    env = {k: v for k, v in os.environ.items() if k != "POINTCAST_CACHE_DIR"} | {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    done = subprocess.run([sys.executable, "-m", "pointcast.cli", "check", "--config", str(cfg)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "japan: 1 points" in done.stdout
+    assert not (tmp_path / "out").exists()
+    assert [p.name.split("-")[1] for p in (tmp_path / "xdg" / "pointcast").glob("coverage-*.npy")] == ["japan"]

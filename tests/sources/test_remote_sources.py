@@ -132,6 +132,29 @@ def test_ecmwf_newest_run_only_wanted_messages_in_grouped_ranges(tree, mirror, t
     assert again.files == fetched.files and mirror.gets() == []
 
 
+def test_a_runs_bytes_are_known_from_the_index_before_it_is_downloaded(tree, mirror, tmp_path):
+    """`size` reads the indexes (no data file): the bytes the fetch then downloads, exactly
+    where every range has a length (ECMWF), the last message by the typical length where the
+    index leaves it open (wgrib2); none once the run is in the cache; an upper estimate from
+    the model's grid for files without an index (MSM)."""
+    for prefix, model, when in (("ecmwf", IFS, "2026-11-20T05:10"), ("noaa", GFS, "2026-11-20T04:00"),
+                                ("jma", MSM, "2026-11-20T02:00")):
+        src = source(mirror, prefix)
+        run = src.discover(model, at(when))
+        mirror.reset()
+        size = src.size(run, model, tmp_path)
+        assert all(r.path.endswith((".index", ".idx")) for r in mirror.requests), mirror.requests
+        fetched = src.fetch(run, model, tmp_path)
+        got = sum(f.stat().st_size for f in fetched.files)
+        if model is IFS:
+            assert size.how == "index" and size.bytes == got
+        elif model is GFS:
+            assert size.how == "index" and abs(size.bytes - got) < 0.1 * got, (size, got)
+        else:  # from the real model's grid: the mirror's sample files are far coarser
+            assert size.how == "estimate" and size.bytes >= got, (size, got)
+        assert src.size(run, model, tmp_path).bytes == 0
+
+
 def test_ecmwf_06_utc_run_in_the_older_scda_layout(mirror, tmp_path):
     src = source(mirror, "ecmwf")
     run = src.discover(IFS, at("2026-11-20T08:00"))

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..gribtable import GribField, Processing
+from ..gribtable import RUN_LEVELS, GribField, Processing
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,9 @@ class Source(Protocol):
 
 BYTES_PER_VALUE = 2  # 16-bit packing, the upstreams' usual and the sample's
 MESSAGE_OVERHEAD = 200  # a GRIB2 message's sections besides its values
+# The levels of a row whose run chooses them (ICON's model levels spanning the hub heights,
+# its HHL column once), counted without the run's HHL at hand.
+RUN_LEVELS_GUESS = 10
 
 
 def estimated_bytes(model: ModelSpec, steps: tuple[timedelta, ...], points: int) -> int:
@@ -160,7 +163,7 @@ def estimated_bytes(model: ModelSpec, steps: tuple[timedelta, ...], points: int)
     messages = 0
     for row in model.fields:
         at = 1 if row.processing is Processing.CONSTANT else len(steps) + (len(fine) if row.fine else 0)
-        messages += at * max(len(row.levels or ()), 1)
+        messages += at * (len(row.levels) if row.levels else RUN_LEVELS_GUESS if row.levels == RUN_LEVELS else 1)
     return messages * max(model.members, 1) * (points * BYTES_PER_VALUE + MESSAGE_OVERHEAD)
 
 

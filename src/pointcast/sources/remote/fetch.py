@@ -25,7 +25,7 @@ from ...ingest import CellGridKey, index_file
 from ..base import FetchedRun, Layout, ModelSpec, RunRef, Size, Upstream, estimated_bytes
 from .download import download_files, file_meta, ranges_json
 from .files import RemoteFile, cell_centre_files, run_files
-from .index import parse_index, wanted_ranges
+from .index import wanted_bytes, wanted_ranges
 from .levels import plan_model_levels
 from .progress import FetchProgress, logger as _logger
 from .transport import BadDownload, Failed, SourceUnavailable, get, one_pass
@@ -125,9 +125,7 @@ def run_size(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> S
             return share, False
         if dest.exists() and file_meta(dest.with_name(dest.name + ".json")).get("ranges") == ranges_json(ranges):
             return 0, True
-        entries = [e for e in parse_index(text, layout.index or "") if e["_length"] is not None]
-        typical = sum(e["_length"] for e in entries) // max(len(entries), 1)
-        return sum(typical if n is None else n for _, n in ranges), True
+        return wanted_bytes(model, up, layout, text), True
 
     with src.client() as client, ThreadPoolExecutor(
             src.connections, thread_name_prefix=f"size-{model.id}") as pool:
