@@ -10,6 +10,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .publish import make_room
 from .sources import MODELS, run_steps
 from .sources.base import FetchedRun, RunRef, Source
 
@@ -94,8 +95,6 @@ def fetch_run(cfg: Config, run: RunRef, logger: logging.Logger | logging.LoggerA
     """The files of ``run`` in the cache, from its configured source, once the cache has room
     for what it downloads (`publish.make_room`: the cached runs not ``in_use``, ``(model,
     YYYYMMDDHH)`` of the cycle's runs, evicted first; `publish.NoRoom` when it cannot fit)."""
-    from .publish import make_room
-
     source = make_source(cfg.models[run.model].source, cfg.source_for(run.model))
     model, cache, out = MODELS[run.model], cfg.output.cache_dir, cfg.output
     size = source.size(run, model, cache)

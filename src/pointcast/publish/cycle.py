@@ -77,7 +77,10 @@ def publish_cycle(cfg: Config, run_id: str, outputs: Mapping[str, Any], report: 
     retain(root, cfg.output.keep_runs)
     if cfg.output.archive_keep_days is not None:
         for pid in outputs:
-            retain_archive(root, pid, cfg.output.archive_keep_days)
+            try:
+                retain_archive(root, pid, cfg.output.archive_keep_days)
+            except Exception as exc:  # noqa: BLE001 - the run is published: the next cycle tries again
+                log.error("%s: archive retention failed, the archive is unchanged: %s", pid, exc)
     in_use = {(m, f"{datetime.fromisoformat(info['init']):%Y%m%d%H}")
               for m, info in manifest["models"].items() if info.get("init")}
     cap = cfg.output.cache_max_gb
