@@ -35,7 +35,6 @@ GRACE_SECONDS = 20.0
 
 _received: list[int] = []  # the first signal, once one came
 _last_words: list[Callable[[], None]] = []  # what the watchdog runs before it ends the process
-_lock = threading.Lock()
 
 
 class Stopped(Exception):
@@ -78,16 +77,14 @@ def on_signals(last_words: Callable[[], None] | None = None) -> Iterator[None]:
         return
     if last_words is not None:
         _last_words.append(last_words)
-    previous: dict[int, Any] = {s: signal.getsignal(s) for s in SIGNALS}
+    # a handler not installed from Python (None) cannot be put back: such a signal is left alone
+    previous: dict[int, Any] = {s: h for s in SIGNALS if (h := signal.getsignal(s)) is not None}
 
     def handler(signum: int, frame) -> None:
-        with _lock:
-            first = not _received
-            if first:
-                _received.append(signum)
-        if not first:
+        if _received:  # handlers run in the main thread only, one after the other: no lock
             log.info("%s: the cycle is stopping already", signal.Signals(signum).name)
             return
+        _received.append(signum)
         STOP.set()
         log.warning("%s: the cycle stops (its tasks are told; the process ends within %g s)",
                     signal.Signals(signum).name, GRACE_SECONDS)
@@ -97,13 +94,13 @@ def on_signals(last_words: Callable[[], None] | None = None) -> Iterator[None]:
             before(signum, frame)
         raise Stopped(reason())
 
-    for s in SIGNALS:
+    for s in previous:
         signal.signal(s, handler)
     try:
         yield
     finally:
-        for s in SIGNALS:
-            signal.signal(s, previous[s])
+        for s, before in previous.items():
+            signal.signal(s, before)
         if last_words is not None:
             _last_words.remove(last_words)
 
