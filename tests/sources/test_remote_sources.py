@@ -318,7 +318,8 @@ layouts.lsurf.path = "{init:%Y}/{first}.bin"
                                           "connections": 2,
                                           "layouts": {"lsurf": {"path": "{init:%Y}/{first}.bin"}}}
     for bad, key in (('mirrors = ["ftp://x"]', "mirrors"), ("wait_minutes = -1", "wait_minutes"),
-                     ("retries = 3", "retries"), ("connections = 0", "connections")):
+                     ("retries = 3", "retries"), ("connections = 0", "connections"),
+                     ("unreachable_minutes = -1", "unreachable_minutes")):
         path = _config(tmp_path / key, f'[sources.ecmwf]\ntype = "http"\n{bad}\n[sources.jma]\ntype = "http"\n')
         with pytest.raises(ConfigError) as err:
             load_config(path)
