@@ -76,10 +76,20 @@ def main(argv: list[str] | None = None) -> int:
     from pointcast.flows.cycle import cycle
 
     if args.command == "run":
-        state = cycle(str(cfg.path), return_state=True)
-        if not state.is_completed():
-            print(f"pointcast: cycle failed ({state.message}); the previously published run stays served",
+        from pointcast import stopping
+
+        with stopping.on_signals():
+            try:
+                state = cycle(str(cfg.path), return_state=True)
+            except BaseException:  # the flow re-raises the signal's exception once it is stopped
+                if not stopping.STOP.is_set():
+                    raise
+        if stopping.STOP.is_set():
+            print(f"pointcast: cycle {stopping.reason()} before it finished; {served(cfg.output.root, 'is')}",
                   file=sys.stderr)
+            return stopping.exit_code()
+        if not state.is_completed():
+            print(f"pointcast: cycle failed ({state.message}); {served(cfg.output.root, 'stays')}", file=sys.stderr)
             return 1
         run_id = state.result()
         print(f"published run {run_id}: {cfg.output.root}/current -> runs/{run_id}")
@@ -90,6 +100,18 @@ def main(argv: list[str] | None = None) -> int:
 
     serve_deployments(deployment(cfg))
     return 0
+
+
+def served(root, verb: str) -> str:
+    """What is served after a cycle that did not publish, in words: "run <id> <verb> served", or
+    that nothing is."""
+    from pointcast.publish import current_run
+
+    try:
+        run_id = current_run(root)
+    except Exception as exc:  # noqa: BLE001 (said, not raised: the cycle's failure is the news)
+        return f"what is served cannot be read ({exc})"
+    return f"run {run_id} {verb} served" if run_id else "nothing is served yet"
 
 
 def _utc_time(text: str) -> datetime:

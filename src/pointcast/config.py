@@ -630,7 +630,7 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
 # The options of ``type = "http"``, checked here and taken by ``sources.remote.HttpSettings``.
 HTTP_OPTIONS: tuple[str, ...] = ("mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes",
                                  "retry_seconds", "timeout_seconds", "connections", "lookback_runs",
-                                 "horizon_hours", "missing_minutes", "progress")
+                                 "horizon_hours", "missing_minutes", "progress", "unreachable_minutes")
 
 
 def _http_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
@@ -661,7 +661,7 @@ def _http_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]
             layouts[name] = {k: _str(ctx, t, k, p) for k in t}
         out["layouts"] = layouts
     for key, lo in (("wait_minutes", 0.0), ("retry_seconds", 0.001), ("timeout_seconds", 0.001),
-                    ("horizon_hours", 0.0), ("missing_minutes", 0.0)):
+                    ("horizon_hours", 0.0), ("missing_minutes", 0.0), ("unreachable_minutes", 0.0)):
         if key in tbl:
             v = tbl[key]
             if not _number(v) or not math.isfinite(v) or v < lo:

@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, State
 from prefect.utilities.annotations import quote
 
-from pointcast import build, interp, plan, publish, steps
+from pointcast import build, interp, plan, publish, steps, stopping
 from pointcast.cluster import dask_scheduler
 from pointcast.config import Config, load_config
 from pointcast.heap import cap_arenas, release_freed
@@ -155,7 +155,19 @@ def _record_failed(flow, flow_run, state) -> None:
         _logger().error("the cycle's outcome is not recorded: %s", exc)
         return
     started = flow_run.start_time or datetime.now(UTC)
-    record_cycle(root, failed_outcome(state.message or state.name, started, datetime.now(UTC)))
+    record_cycle(root, failed_outcome(_stopped_message() if stopping.STOP.is_set() else state.message or state.name,
+                                      started, datetime.now(UTC)))
+
+
+def _stopped_message() -> str:
+    return f"{stopping.reason()} before the cycle finished"
+
+
+def _record_stopped(config_path: str, started: datetime) -> None:
+    """What the stop's watchdog records when the cycle has not unwound in time
+    (`pointcast.stopping`): the outcome the on_crashed hook would have."""
+    record_cycle(load_config(Path(config_path)).output.root,
+                 failed_outcome(_stopped_message(), started, datetime.now(UTC)))
 
 
 def _finished(manifest: dict) -> State | str:
@@ -174,11 +186,20 @@ def cycle(config_path: str, now: datetime | None = None) -> str | State:
     """One forecast cycle. Returns the published run id; raises (publishing nothing) on failure.
     A run published lacking something ends the flow run in the state "Degraded" (`_finished`);
     either way the outcome goes to ``<root>/cycles/last.json`` (``pointcast.outcome``).
+    SIGTERM or SIGINT stop it, every task at once, publishing nothing (`pointcast.stopping`)."""
+    started = datetime.now(UTC)
+    with stopping.on_signals(lambda: _record_stopped(config_path, started)):
+        return _cycle(config_path, now)
 
-    The tasks and their order only: what runs when, and what is dropped, carried or degraded,
-    is decided by the stages (`pointcast.steps`, `pointcast.plan`)."""
+
+def _cycle(config_path: str, now: datetime | None) -> str | State:
+    """The tasks and their order only: what runs when, and what is dropped, carried or degraded,
+    is decided by the stages (`pointcast.steps`, `pointcast.plan`). An output root or cache
+    that cannot be written fails the cycle before anything is downloaded."""
     cfg = load_config(Path(config_path))
     check_models(cfg)
+    publish.backend_for(cfg.output.root).check_writable()
+    publish.check_writable(Path(cfg.output.cache_dir), "cache directory")
     now = (now or datetime.now(UTC)).replace(microsecond=0)
     log = _logger()
     dropped: dict[str, str] = {}  # model -> why it is dropped this cycle
@@ -199,12 +220,14 @@ def cycle(config_path: str, now: datetime | None = None) -> str | State:
     cfg = plan.buildable(cfg, dropped, unbuilt, runs)
     # One scheduler (one cluster) for every extraction and build of the cycle; the scratch
     # stores of the extracted series, removed once the products are built (or failed).
-    with dask_scheduler(cfg), interp.scratch.held(interp.scratch.directory(cfg.output.cache_dir, run_id)) as scratch:
+    # The decoding tasks are waited for before the scratch stores they write are removed.
+    with dask_scheduler(cfg), interp.scratch.held(interp.scratch.directory(cfg.output.cache_dir, run_id)) as scratch, \
+            steps.awaited() as decoding:
         retain_scratch(cfg.output.cache_dir)  # what a killed cycle left
         sweep_staging(cfg.output.root)  # ...and its staging tree, before this cycle makes its own
-        lists, decoding = steps.extract(cfg, fetched, scratch, lambda run, points, heights, groups, parts, after: (
+        lists = steps.extract(cfg, fetched, scratch, lambda run, points, heights, groups, parts, after: (
             decode_extract.submit(quote(cfg), quote(run), quote(points), heights, groups, quote(parts),
-                                  wait_for=[] if after is None else [allow_failure(after)])))
+                                  wait_for=[] if after is None else [allow_failure(after)])), decoding)
         learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
         # Every product of the run says it was generated now (updated_time, the manifest's
         # created); the run is published once all are built and validated (published_at).

@@ -82,6 +82,11 @@ class Backend(ABC):
     # ---- the run tree -----------------------------------------------------------------------
 
     @abstractmethod
+    def check_writable(self) -> None:
+        """Raise `PublishError` (naming the root and the error) unless the root can be written:
+        asked before a cycle discovers or downloads anything."""
+
+    @abstractmethod
     def new_staging(self, run_id: str) -> Path:
         """A new private local directory to build run ``run_id`` in."""
 

@@ -99,12 +99,12 @@ def _timed(fn) -> float:
 
 @contextmanager
 def cleaned_up(writer: TreeWriter, root, run_id: str) -> Iterator[None]:
-    """On any error: stop the writer, remove its staging tree and the staged archives in it
-    (a full disk gets its space back; gone already when published or kept aside), name a full
-    disk as such."""
+    """On any error, or a stop (SIGTERM, SIGINT: `pointcast.stopping`): stop the writer, remove
+    its staging tree and the staged archives in it (a full disk gets its space back; gone
+    already when published or kept aside), name a full disk as such."""
     try:
         yield
-    except Exception as e:
+    except BaseException as e:  # a signal's exception too: nothing partial is left behind
         writer.abort()
         shutil.rmtree(writer.staging, ignore_errors=True)
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):

@@ -46,7 +46,7 @@ from .backend import (
     store_name,
     store_version,
 )
-from .durable import fsync_dir, remove_tree, write_bytes
+from .durable import check_writable, fsync_dir, remove_tree, write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,12 @@ class LocalBackend(Backend):
         self.zarr = root / ZARR_DIR
 
     # ---- the run tree -----------------------------------------------------------------------
+
+    def check_writable(self) -> None:
+        """The root, and its runs and archives where they exist, each take a new file."""
+        for path in (self.root, self.runs, self.zarr):
+            if path is self.root or path.exists() or path.is_symlink():
+                check_writable(path, "output root" if path is self.root else "output directory")
 
     def new_staging(self, run_id: str) -> Path:
         self.runs.mkdir(parents=True, exist_ok=True)
@@ -92,7 +98,7 @@ class LocalBackend(Backend):
         link = self.root / CURRENT
         try:
             target = os.readlink(link)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # nothing published (or no root) yet
             return None
         except OSError as e:
             raise PublishError(f"{link} exists but is not a symlink") from e

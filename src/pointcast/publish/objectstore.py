@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import mimetypes
+import secrets
 import shutil
 import tempfile
 import warnings
@@ -104,6 +105,16 @@ class ObjectStoreBackend(Backend):
         return path.rstrip("/").rsplit("/", 1)[-1]
 
     # ---- the run tree -----------------------------------------------------------------------
+
+    def check_writable(self) -> None:
+        """An empty object written under the root and deleted again."""
+        probe = f"{self.base}/.probe-{secrets.token_hex(4)}"
+        try:
+            self.fs.pipe_file(probe, b"")
+            self.fs.rm_file(probe)
+        except Exception as exc:  # noqa: BLE001 (each file system raises its own errors)
+            raise PublishError(f"output root {self.url} cannot be written: "
+                               f"{type(exc).__name__}: {exc}") from None
 
     def new_staging(self, run_id: str) -> Path:
         """``<tmp>/.staging-<run_id>-<root's tag>-<random>``, in the system's temporary
