@@ -52,17 +52,20 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if any("error" in r for r in report) else 0
     if args.command == "serve":  # run/schedule log through Prefect's own handlers
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    notes: list[str] = []
     try:
         cfg = load_config(Path(args.config))
         if args.command != "serve":  # the server reads published runs, not the models
             from .sourcing import check_models
 
-            check_models(cfg)
+            notes = check_models(cfg)
     except ConfigError as exc:
         print(f"pointcast: configuration error: {exc}", file=sys.stderr)
         return 2
 
     if args.command == "check":
+        for note in notes:
+            print(f"note: {note}")
         print(f"{cfg.path}: ok ({', '.join(f'{pid}: {len(pc.points)} points' for pid, pc in cfg.products.items())})")
         return 0
     if args.command == "verify":

@@ -84,29 +84,31 @@ _DEFAULT_JSON = "both"
 
 
 class ConfigError(Exception):
-    """A configuration problem; ``str(err)`` is ``"<file>:<line>: <key>: <reason>"``."""
+    """A configuration problem; ``str(err)`` is ``"<file>:<line>: <key>: <reason>"``, followed
+    by a line of the same form for each of ``others``: the problems found beside it (every bad
+    row of a points CSV, not only the first)."""
 
     def __init__(self, file: str | os.PathLike, line: int, key: str, reason: str,
-                 more: tuple[ConfigError, ...] = ()) -> None:
+                 others: tuple[ConfigError, ...] = ()) -> None:
         self.file = str(file)
         self.line = int(line)
         self.key = key
         self.reason = reason
-        self.more = more  # the other problems found with it (every bad row of a points file)
-        super().__init__("\n".join([f"{self.file}:{self.line}: {key}: {reason}", *map(str, more)]))
+        self.others = tuple(others)
+        super().__init__("\n".join([f"{self.file}:{self.line}: {key}: {reason}", *map(str, self.others)]))
+
+    @classmethod
+    def of_all(cls, errors: list[ConfigError]) -> ConfigError:
+        """One error for several: the first, with the others after it."""
+        first, *rest = errors
+        return cls(first.file, first.line, first.key, first.reason, tuple(rest))
 
     @property
     def message(self) -> str:
         return str(self)
 
     def __reduce__(self):  # picklable (Prefect/dask may ship exceptions between processes)
-        return (type(self), (self.file, self.line, self.key, self.reason, self.more))
-
-    @classmethod
-    def every(cls, errors: list[ConfigError]) -> ConfigError:
-        """One error reporting all of ``errors`` (not empty), the first one's line first."""
-        first = errors[0]
-        return cls(first.file, first.line, first.key, first.reason, tuple(errors[1:]))
+        return (type(self), (self.file, self.line, self.key, self.reason, self.others))
 
 
 # --------------------------------------------------------------------------------------------
@@ -772,26 +774,24 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
         pts, lines, shown = points_cache[abs_file]
         inside = grid.covers_many(np.array([q.lat for q in pts]), np.array([q.lon for q in pts]))
         desc = getattr(grid.coverage, "description", "") or grid.name
-        bad_points = [ConfigError(
-            shown, lines[k], "lat,lon",
-            f"point {pts[k].id!r} ({pts[k].lat:g}, {pts[k].lon:g}) is outside the coverage of product {pid} ({desc})",
-        ) for k in np.flatnonzero(~inside).tolist()]
+        bad_rows = [ConfigError(shown, lines[k], "lat,lon", f"point {pts[k].id!r} ({pts[k].lat:g}, {pts[k].lon:g}) "
+                                f"is outside the coverage of product {pid} ({desc})")
+                    for k in np.flatnonzero(~inside).tolist()]
         # One point a cell: the API answers a cell's point, so a second point in it would never
         # be served and its hub heights would be lost.
-        at = np.flatnonzero(inside)  # a point outside has no cell to share (and may be off the grid)
-        keys = grid.cell_keys(np.array([pts[k].lat for k in at]), np.array([pts[k].lon for k in at])) \
-            if len(at) else np.array([])
+        covered = np.flatnonzero(inside).tolist()  # a point outside may have no cell at all
+        keys = grid.cell_keys(np.array([pts[k].lat for k in covered]), np.array([pts[k].lon for k in covered]))
         first_in: dict[str, int] = {}
-        for k, key in zip(at.tolist(), keys.tolist(), strict=True):
+        for k, key in zip(covered, keys.tolist(), strict=True):
             j = first_in.setdefault(key, k)
             if j != k:
-                bad_points.append(ConfigError(
+                bad_rows.append(ConfigError(
                     shown, lines[k], "lat,lon",
                     f"point {pts[k].id!r} is in the same {pid} grid cell {key} as point {pts[j].id!r} "
                     f"(line {lines[j]}): a cell has one point; merge them (hub heights included)",
                 ))
-        if bad_points:
-            raise ConfigError.every(sorted(bad_points, key=lambda e: e.line))
+        if bad_rows:
+            raise ConfigError.of_all(sorted(bad_rows, key=lambda e: e.line))
         out[pid] = ProductConfig(
             id=pid, points_file=abs_file, points=pts, models=model_ids, freqs=freqs, horizon_hours=horizon,
             max_lead_hours=limits, ensembles=tuple(ensembles),
@@ -841,12 +841,9 @@ def csv_rows(reader) -> Iterator[tuple[int, list[str]]]:
             yield reader.line_num, cells
 
 
-def _point_row(shown: str, line: int, header: list[str], cells: list[str], first_seen: dict[str, int]) -> Point:
-    """The point of one row of a points file (``cells``, under ``header``); ``first_seen``:
-    the line of each id read so far, this one's added."""
-    if len(cells) != len(header):
-        raise ConfigError(shown, line, "row", f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
-    rec = dict(zip(header, cells, strict=True))
+def _point(shown: str, line: int, rec: dict[str, str], first_seen: dict[str, int]) -> Point:
+    """The point of one row of a points CSV (``rec``: column -> cell), or the ConfigError of
+    its first bad column; ``first_seen``: the line of each id so far, this row's added."""
     pid = rec["id"]
     if not pid:
         raise ConfigError(shown, line, "id", "empty id")
@@ -909,7 +906,7 @@ def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, 
     points: list[Point] = []
     lines: list[int] = []
     first_seen: dict[str, int] = {}
-    errors: list[ConfigError] = []  # every bad row is reported, not only the first
+    bad_rows: list[ConfigError] = []
     try:
         for line, cells in csv_rows(reader):
             if header is None:
@@ -928,18 +925,21 @@ def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, 
                         raise ConfigError(shown, line, c, f"missing column (expected header {','.join(POINTS_COLUMNS)})")
                 continue
             try:
-                point = _point_row(shown, line, header, cells, first_seen)
-            except ConfigError as exc:
-                errors.append(exc)
+                if len(cells) != len(header):
+                    raise ConfigError(shown, line, "row",
+                                      f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
+                point = _point(shown, line, dict(zip(header, cells, strict=True)), first_seen)
+            except ConfigError as exc:  # every bad row is reported, each with its first bad column
+                bad_rows.append(exc)
                 continue
             points.append(point)
             lines.append(line)
     except csv.Error as exc:
-        raise ConfigError(shown, reader.line_num or 1, "row", f"malformed CSV: {exc}") from None
+        bad_rows.append(ConfigError(shown, reader.line_num or 1, "row", f"malformed CSV: {exc}"))
+    if bad_rows:
+        raise ConfigError.of_all(bad_rows)
     if header is None:
         raise ConfigError(shown, 1, "id", f"empty points file (expected header {','.join(POINTS_COLUMNS)})")
-    if errors:
-        raise ConfigError.every(errors)
     if not points:
         raise ConfigError(shown, header_line, "id", "no points in file")
     return tuple(points), tuple(lines)
