@@ -119,3 +119,13 @@ def test_a_synthetic_run_says_so_on_every_answer(tree, tmp_path):
         assert catalog.headers["x-pointcast-synthetic"] == "true" and catalog.json()["synthetic"] is True
         bad = get(client, MEDIUM, f"latlon={PARIS}&freq=2H")
         assert bad.status_code == 400 and "x-pointcast-synthetic" not in bad.headers
+
+
+def test_the_openapi_document_names_the_synthetic_flag(client):
+    doc = client.get("/openapi.json").json()
+    catalog = doc["components"]["schemas"]["Catalog"]
+    assert catalog["properties"]["synthetic"] == {"type": "boolean"} and "synthetic" in catalog["required"]
+    for path in (MEDIUM, WIND, SS1WX, GLOBAL, QUANTILES, "/catalog"):
+        for status in ("200", "304"):
+            header = doc["paths"][path]["get"]["responses"][status]["headers"]["X-Pointcast-Synthetic"]
+            assert header["schema"] == {"type": "string", "enum": ["true"]} and not header.get("required")
