@@ -25,6 +25,7 @@ from pointcast.outcome import (
     failed_outcome,
     published_outcome,
     record_cycle,
+    record_upstream,
     shortfalls,
 )
 from pointcast.products.base import RunContext
@@ -208,6 +209,7 @@ def _cycle(config_path: str, now: datetime | None) -> str | State:
         cfg, lambda m, needed: discover.submit(quote(cfg), m, now, needed),
         lambda m, needed, until, whole: discover(quote(cfg), m, now, needed, until, whole, return_state=True),
         dropped, log)
+    record_upstream(cfg.output.root, {m: run.init for m, run in runs.items()}, now)  # for the stale flag
     cfg = plan.buildable(cfg, dropped, unbuilt, runs)
     run_id = plan.run_id(cfg, plan.runs_used(cfg, runs))
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs

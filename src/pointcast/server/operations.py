@@ -70,7 +70,8 @@ class Served(Protocol):
 
     openapi: tuple[Piece, bytes]  # the document and its ETag
     clock: Callable[[], float]  # now, in seconds since the epoch (the products' ages)
-    schedule_hours: int  # `[schedule] every_hours`: a product older than two periods is stale
+    schedule_hours: int  # `[schedule] every_hours`, for a run whose manifest does not record it
+    root: Path  # the output root: what the cycles found upstream (`metrics.product_ages`)
 
     @property
     def openapi_deflated(self) -> Deflated: ...
@@ -344,7 +345,7 @@ def handle_catalog(app: Served, op: Operation, request: Request) -> Answer:
     """What the current run serves: each product with its age, points, basetime, updated_time.
 
     The products are rendered once per run; each answer puts in their ages at the clock's
-    time (``age_s``, ``stale``: older than two schedule periods, ``metrics.product_ages``), so
+    time (``age_s``, ``stale``: ``metrics.product_ages``), so
     the answer is not kept, and its ETag is weak: it covers the run and which products are
     stale, not the seconds of their ages (an answer a second later is equivalent)."""
     run = request.run()
@@ -352,7 +353,7 @@ def handle_catalog(app: Served, op: Operation, request: Request) -> Answer:
         run.catalog = _catalog(run)
     heads, tails, etag, updated, next_update = run.catalog
     manifest = run.manifest
-    ages = product_ages(manifest, datetime.fromtimestamp(app.clock(), UTC), app.schedule_hours)
+    ages = product_ages(manifest, datetime.fromtimestamp(app.clock(), UTC), app.schedule_hours, app.root)
     parts: list[bytes] = [b'{"run_id":' + json.dumps(run.run_id).encode()
                           + b',"synthetic":' + json.dumps(synthetic(run)).encode() + b',"products":[']
     tag = hashlib.blake2b(etag, digest_size=16)

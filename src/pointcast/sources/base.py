@@ -95,6 +95,9 @@ class ModelSpec:
     # An ensemble: its members, control included where one is published (perturbationNumber
     # 0; ICON-EU-EPS publishes members 1-40 and no control); 0 for a deterministic model.
     members: int = 0
+    # How long after its start a run is usually complete on the upstream (its last step
+    # published): with `run_interval`, how old a served run may be in a steady state (`stale_after`).
+    publication_delay: timedelta = timedelta(0)
 
     def field_for(self, var: str) -> GribField:
         for f in self.fields:
@@ -105,6 +108,19 @@ class ModelSpec:
     @property
     def horizon(self) -> timedelta:
         return max(self.steps)
+
+    @property
+    def run_interval(self) -> timedelta:
+        """The longest time between two consecutive runs (over midnight too)."""
+        starts = sorted(self.run_hours)
+        return timedelta(hours=max(b - a for a, b in zip(starts, [*starts[1:], starts[0] + 24], strict=True)))
+
+    def stale_after(self, schedule_hours: int) -> timedelta:
+        """The age past which a product whose basetime is this model's run is stale: a run is
+        served at most one run interval plus its publication delay after its start before the
+        next one is complete upstream, and a cycle takes that one at most a schedule period
+        later (docs/operations.md, "When a product is stale")."""
+        return self.run_interval + self.publication_delay + timedelta(hours=schedule_hours)
 
 
 @dataclass(frozen=True)
