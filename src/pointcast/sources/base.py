@@ -95,6 +95,10 @@ class ModelSpec:
     # An ensemble: its members, control included where one is published (perturbationNumber
     # 0; ICON-EU-EPS publishes members 1-40 and no control); 0 for a deterministic model.
     members: int = 0
+    # How long after its start a run is usually complete upstream (to its last step): the
+    # sample source's runs count as published from then, so that a cycle at a set clock
+    # (`pointcast run --at`) takes the runs an operator had at that time.
+    publication_delay: timedelta = timedelta(0)
 
     def field_for(self, var: str) -> GribField:
         for f in self.fields:

@@ -54,6 +54,7 @@ writing each message with centre kwbc and reading it back, ``tests/sources/test_
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from ..gribtable import Encoding as _E, GribField, Processing
@@ -137,6 +138,7 @@ GFS = ModelSpec(
     steps=STEPS,
     fields=FIELDS,
     run_hours=(0, 6, 12, 18),
+    publication_delay=timedelta(hours=3.5),
     resolution_km=13.0,  # native C768 cubed sphere; published on the 0.25 deg grid
     upstream=UPSTREAM,
 )

@@ -184,6 +184,7 @@ IFS = ModelSpec(
     steps=_SHORT + _LONG,
     fields=FIELDS,
     run_hours=(0, 6, 12, 18),
+    publication_delay=timedelta(hours=7.5),
     resolution_km=9.0,  # native O1280; the published grid is 0.25 deg (~28 km)
     upstream=UPSTREAM,
 )

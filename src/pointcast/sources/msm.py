@@ -165,6 +165,7 @@ MSM = ModelSpec(
     steps=_LONG,
     fields=FIELDS,
     run_hours=RUN_HOURS,
+    publication_delay=timedelta(hours=3),
     resolution_km=5.0,
     upstream=UPSTREAM,
 )
