@@ -26,6 +26,10 @@ def main(argv: list[str] | None = None) -> int:
                        ("check", "validate the configuration and exit")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--config", default=DEFAULT_CONFIG, help=f"configuration file (default {DEFAULT_CONFIG})")
+        if name == "run":
+            p.add_argument("--at", type=_utc_time, metavar="TIME",
+                           help="run the cycle as it would have run at this ISO time (e.g. 2026-11-20T03:00Z): "
+                                "backfill the archive, replay an incident")
         if name == "serve":
             p.add_argument("--host", default="127.0.0.1")
             p.add_argument("--port", type=int, default=8080)
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with stopping.on_signals():
             try:
-                state = cycle(str(cfg.path), return_state=True)
+                state = cycle(str(cfg.path), now=args.at, return_state=True)
             except BaseException:  # the flow re-raises the signal's exception once it is stopped
                 if not stopping.STOP.is_set():
                     raise

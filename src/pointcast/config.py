@@ -593,7 +593,7 @@ def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
 
 def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
     _check_keys(ctx, tbl, path, ("type", "scale", "area", "init", "icon_layout", "horizon_hours",
-                                 "ensemble_scale"))
+                                 "ensemble_scale", "outage"))
     scale = _int(ctx, tbl, "scale", path, 1, lo=1)
     area = None
     if "area" in tbl:
@@ -626,6 +626,16 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
         out["horizon_hours"] = float(v)
     if "ensemble_scale" in tbl:  # the ensembles' coarser grid (default: 4 x scale, pointcast.sample)
         out["ensemble_scale"] = _int(ctx, tbl, "ensemble_scale", path, None, lo=1)
+    if "outage" in tbl:  # [start, end): no run starting then is published (a stopped upstream)
+        p = path + ("outage",)
+        v = tbl["outage"]
+        try:
+            start, end = (utc_time(t if isinstance(t, datetime) else str(t)) for t in v)
+        except (TypeError, ValueError):
+            raise ctx.error(p, f"expected two ISO 8601 times [start, end], got {v!r}") from None
+        if not start < end:
+            raise ctx.error(p, f"the start ({start.isoformat()}) must be before the end ({end.isoformat()})")
+        out["outage"] = (start, end)
     return out
 
 

@@ -133,6 +133,11 @@ def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until
     def reaches(init: datetime, steps) -> bool:
         return init + max(steps) >= (until or init + needed)
 
+    # The sample's runs are there at once: one counts as published when its upstream usually
+    # completes it, so that a cycle at a set clock (`pointcast run --at`) takes the runs an
+    # operator had then; an HTTP upstream says itself which of its runs are complete.
+    if cfg.source_for(model_id).type == "sample":
+        now -= model.publication_delay
     # Runs too short for the horizon by design (IFS 06/18 UTC: 144 h) are not asked for, so
     # the source never waits for one still being published; the loop below catches the rest.
     when = next((t for t in candidate_runs(model, now, 8) if reaches(t, run_steps(model, t))), now)

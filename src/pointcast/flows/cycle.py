@@ -201,7 +201,8 @@ def _cycle(config_path: str, now: datetime | None) -> str | State:
     check_models(cfg)
     publish.backend_for(cfg.output.root).check_writable()
     publish.check_writable(Path(cfg.output.cache_dir), "cache directory")
-    now = (now or datetime.now(UTC)).replace(microsecond=0)
+    wall = datetime.now(UTC)  # the cycle's clock is ``now`` (`pointcast run --at`) running on from here
+    now = (now or wall).replace(microsecond=0)
     log = _logger()
     dropped: dict[str, str] = {}  # model -> why it is dropped this cycle
     unbuilt: dict[str, str] = {}  # product -> why it cannot be built this cycle
@@ -233,7 +234,7 @@ def _cycle(config_path: str, now: datetime | None) -> str | State:
         learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
         # Every product of the run says it was generated now (updated_time, the manifest's
         # created); the run is published once all are built and validated (published_at).
-        generated = datetime.now(UTC).replace(microsecond=0)
+        generated = (now + (datetime.now(UTC) - wall)).replace(microsecond=0)
         # The products write their files into the run's staging tree as they render them: a
         # run of many points never holds its JSON in memory (publish.TreeWriter); beside it,
         # the products' archives of the run, written by the slices that build them.

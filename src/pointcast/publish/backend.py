@@ -117,10 +117,11 @@ class Backend(ABC):
         """Put a published file (from ``product_files``) at local path ``dest``."""
 
     @abstractmethod
-    def commit_run(self, staging: Path, run_id: str, ok: bool) -> Any:
-        """Make a complete staging tree the run ``run_id`` and ``current`` name it, in the one
-        step the storage makes atomic; with ``ok`` false keep it under ``runs/failed/`` and
-        raise `PublishRefused`. Returns the run's location."""
+    def commit_run(self, staging: Path, run_id: str, ok: bool, serve: bool = True) -> Any:
+        """Make a complete staging tree the run ``run_id`` and ``current`` name it (``serve``
+        false: leave ``current`` as it is), in the one step the storage makes atomic; with
+        ``ok`` false keep it under ``runs/failed/`` and raise `PublishRefused`. Returns the
+        run's location."""
 
     # ---- retention ---------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from .backend import PublishError
 from .retention import retain, retain_cache
 from .stage import remove_stage
 from .staging import StagedFiles, TreeWriter
-from .tree import new_run_dir, publish_run
+from .tree import new_run_dir, publish_run, serves_newer
 
 APPENDS = 2  # products' archives appended at once
 
@@ -73,7 +73,11 @@ def publish_cycle(cfg: Config, run_id: str, outputs: Mapping[str, Any], report: 
         log.info("run %s: files durable in %.1f s, archives appended in %.1f s (side by side)",
                        run_id, flushed, appended)
         remove_stage(writer.staging)
-        path = publish_run(root, writer.staging, run_id, manifest, report, report["ok"], writer.mode)
+        serve = not serves_newer(root, manifest)
+        if not serve:
+            log.info("run %s (made at %s) is published and archived; the served run is newer and stays "
+                     "served", run_id, manifest["created"])
+        path = publish_run(root, writer.staging, run_id, manifest, report, report["ok"], writer.mode, serve)
     retain(root, cfg.output.keep_runs)
     if cfg.output.archive_keep_days is not None:
         for pid in outputs:

@@ -123,7 +123,7 @@ class LocalBackend(Backend):
         except OSError:  # a file system without hard links
             shutil.copyfile(source, dest)
 
-    def commit_run(self, staging: Path, run_id: str, ok: bool) -> Path:
+    def commit_run(self, staging: Path, run_id: str, ok: bool, serve: bool = True) -> Path:
         runs = self.runs
         with self.lock():
             if not ok:
@@ -150,7 +150,8 @@ class LocalBackend(Backend):
                 os.rename(staging, dest)
                 fsync_dir(runs)
             faults.point("run-renamed")
-            self._swap_current(run_id)
+            if serve:
+                self._swap_current(run_id)
         return dest
 
     def _swap_current(self, run_id: str) -> None:

@@ -157,7 +157,7 @@ class ObjectStoreBackend(Backend):
     def copy_file(self, source: str, dest: Path) -> None:
         self.fs.get_file(source, str(dest))
 
-    def commit_run(self, staging: Path, run_id: str, ok: bool) -> str:
+    def commit_run(self, staging: Path, run_id: str, ok: bool, serve: bool = True) -> str:
         fs = self.fs
         try:
             if not ok:
@@ -174,8 +174,9 @@ class ObjectStoreBackend(Backend):
                 if fs.exists(dest):  # an upload that died before its manifest
                     fs.rm(dest, recursive=True)
                 self._upload(staging, dest)
-            fs.pipe_file(f"{self.base}/{CURRENT}", f"{run_id}\n".encode(),
-                         **_upload_options(self._protocols, TEXT, None))
+            if serve:
+                fs.pipe_file(f"{self.base}/{CURRENT}", f"{run_id}\n".encode(),
+                             **_upload_options(self._protocols, TEXT, None))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return f"{self.url}/{RUNS}/{run_id}"

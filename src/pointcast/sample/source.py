@@ -68,6 +68,9 @@ class SampleSource:
     # grid's 1440 columns up to ENSEMBLE_COARSENING times ``scale`` (a global crop is then
     # evenly spaced across the 0/360 seam).
     ensemble_scale: int | None = None
+    # [start, end): no run starting then is published, as when an upstream stops (the soak
+    # test, rehearsing the stale alarm); discovery then finds the last run before it.
+    outage: tuple[datetime, datetime] | None = None
     _init: datetime | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
@@ -102,7 +105,7 @@ class SampleSource:
 
     @classmethod
     def from_options(cls, name: str, options: Mapping[str, Any]) -> SampleSource:
-        known = {"scale", "area", "init", "horizon_hours", "icon_layout", "ensemble_scale"}
+        known = {"scale", "area", "init", "horizon_hours", "icon_layout", "ensemble_scale", "outage"}
         unknown = sorted(set(options) - known - {"type"})
         if unknown:
             raise ValueError(f"source {name!r} (sample): unknown option(s) {unknown}; "
@@ -114,6 +117,8 @@ class SampleSource:
 
     def discover(self, model: ModelSpec, now: datetime) -> RunRef:
         init = floor_run(model, self._init or now)
+        while self.outage and self.outage[0] <= init < self.outage[1]:
+            init = floor_run(model, init - timedelta(hours=1))
         steps = run_steps(model, init)
         if self.horizon_hours is not None:
             steps = tuple(s for s in steps if s <= timedelta(hours=self.horizon_hours))

@@ -96,7 +96,9 @@ class ModelSpec:
     # 0; ICON-EU-EPS publishes members 1-40 and no control); 0 for a deterministic model.
     members: int = 0
     # How long after its start a run is usually complete on the upstream (its last step
-    # published): with `run_interval`, how old a served run may be in a steady state (`stale_after`).
+    # published): with `run_interval`, how old a served run may be in a steady state
+    # (`stale_after`); the sample source's runs count as published from then, so that a cycle
+    # at a set clock (`pointcast run --at`) takes the runs an operator had at that time.
     publication_delay: timedelta = timedelta(0)
 
     def field_for(self, var: str) -> GribField:
