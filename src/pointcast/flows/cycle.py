@@ -50,8 +50,9 @@ def _logger():
 
 
 def _retry_unless_unavailable(task, task_run, state) -> bool:
-    """A source that gave up at its deadline has retried already: no Prefect retry then."""
-    return not isinstance(state.result(raise_on_failure=False), SourceUnavailable)
+    """A source that gave up at its deadline has retried already, a stopped cycle wants none:
+    no Prefect retry then."""
+    return not isinstance(state.result(raise_on_failure=False), (SourceUnavailable, stopping.Stopped))
 
 
 # No task takes a cache key (nothing of a cycle is cached: no result is persisted). Prefect's
