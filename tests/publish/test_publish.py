@@ -377,6 +377,22 @@ def test_archive_append_and_idempotent_reappend(tmp_path):
     assert pub.archive_stores(tmp_path, "eu-short") == [path]
 
 
+def test_a_backfilled_cycle_is_read_in_its_place(tmp_path):
+    """An earlier init_time appended after later ones (`pointcast run --at`, a backfill) is
+    stored after them, committed like any append, and read in init_time order."""
+    b, c, a = (cycle(f"2026-11-22T{h}", seed=k) for k, h in enumerate(("03", "06", "00"), 1))
+    for ds in (b, c, a):
+        path = pub.append_archive(tmp_path, "eu-short", ds)
+    assert pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00", seed=3)) == path  # once
+    stored = read(path)
+    np.testing.assert_array_equal(stored.init_time.values, [x.init_time.values[0] for x in (b, c, a)])
+    with pub.open_committed(path) as got:
+        np.testing.assert_array_equal(got.init_time.values, [x.init_time.values[0] for x in (a, b, c)])
+        for x in (a, b, c):
+            np.testing.assert_array_equal(got.air_temperature.sel(init_time=x.init_time).values,
+                                          x.air_temperature.values)
+
+
 def test_archive_chunking_for_point_series(tmp_path):
     path = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"), point_chunk=1)
     pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T03"), point_chunk=1)
