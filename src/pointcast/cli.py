@@ -99,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"pointcast: cycle failed ({state.message}); {served(cfg.output.root, 'stays')}", file=sys.stderr)
             return 1
         run_id = state.result()
-        print(f"published run {run_id}: {cfg.output.root}/current -> runs/{run_id}")
+        from .publish import current_run
+
+        served = current_run(cfg.output.root)  # a run made at an earlier clock (--at) is not served
+        print(f"published run {run_id}: {cfg.output.root}/current -> runs/{served}"
+              + ("" if served == run_id else " (archived; a newer run stays served)"))
         return 0
     from prefect import serve as serve_deployments
 
