@@ -101,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         run_id = state.result()
         from .publish import current_run
 
-        served = current_run(cfg.output.root)  # a run made at an earlier clock (--at) is not served
-        print(f"published run {run_id}: {cfg.output.root}/current -> runs/{served}"
-              + ("" if served == run_id else " (archived; a newer run stays served)"))
+        serving = current_run(cfg.output.root)  # a run made at an earlier clock (--at) is not served
+        print(f"published run {run_id}: {cfg.output.root}/current -> runs/{serving}"
+              + ("" if serving == run_id else " (archived; a newer run stays served)"))
         return 0
     from prefect import serve as serve_deployments
 

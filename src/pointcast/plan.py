@@ -26,7 +26,7 @@ from .config import Config, DaskConfig, ProductConfig
 from .grids import grid_for
 from .products import PRODUCTS
 from .products.base import ProductOutput, RunContext, iso
-from .sources import MODELS
+from .sources import MODELS, run_steps
 from .sources.base import FetchedRun, RunRef
 
 
@@ -271,8 +271,7 @@ def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, 
                            "ensembles": list(pc.ensembles),
                            "probability_from": outputs[pid].checks.get("probability_from", []),
                            "quantiles_from": outputs[pid].checks.get("quantiles_from", {}),
-                           "stale_after_hours": MODELS[pc.models[0]].stale_after(cfg.schedule.every_hours)
-                           / timedelta(hours=1)}
+                           "stale_after_hours": stale_after(cfg, pc.models[0]) / timedelta(hours=1)}
                      for pid, pc in cfg.products.items()}
         | {pid: {**entry, "carried_because": unbuilt[pid]}
            for pid, entry in carried.items() if entry is not None},
@@ -297,6 +296,16 @@ def _why(inputs: list[str], models: tuple[str, ...], lacking: dict[str, list[str
         parts.append(f"{v}: not in the run of {', '.join(short)}" if short
                      else f"{v}: no model of the blend ({', '.join(models)}) carries it there")
     return "no model supplies its inputs at these lead times (" + "; ".join(parts) + ")"
+
+
+def stale_after(cfg: Config, model_id: str) -> timedelta:
+    """The age past which a product whose basetime is ``model_id``'s run is stale
+    (`ModelSpec.stale_after`), counting only the runs discovery can take: those reaching the
+    horizon the model must reach (`needed`; IFS ending a 240 h blend: its 00/12 UTC runs)."""
+    model, reach = MODELS[model_id], needed(cfg).get(model_id, timedelta(0))
+    usable = [h for h in model.run_hours
+              if max(run_steps(model, datetime(2000, 1, 1, h, tzinfo=UTC))) >= reach]
+    return model.stale_after(cfg.schedule.every_hours, usable)
 
 
 def needed(cfg: Config) -> dict[str, timedelta]:

@@ -294,8 +294,6 @@ def test_disk_stays_within_the_configured_limits(soak):
     # within 20 % (issue 50, point 8; the bench's disk_peak_vs_plan <= 1.2).
 
 
-@pytest.mark.xfail(strict=True, reason="cache eviction before download (branch `disk`): today retention "
-                   "runs after publication, so a new run downloads beside the old ones")
 def test_the_cache_stays_under_its_cap_while_a_cycle_runs(soak):
     cap = CACHE_MAX_GB * 1e9
     assert all(c["peak"]["cache"] <= cap for c in soak["cycles"]), [c["peak"]["cache"] for c in soak["cycles"]]
@@ -325,10 +323,6 @@ def test_the_stale_flag_is_raised_for_the_stopped_model(soak):
         assert _ages(c)["japan"] <= PERIOD + SCRAPE_AFTER and c["stale"]["japan"] == 0.0, c["tick"]
 
 
-@pytest.mark.xfail(strict=True, reason="the stale rule relative to the model's run interval and publication "
-                   "delay (branch `alarm`): today a product is stale past two schedule periods, so eu-short "
-                   "(IFS: 6-hourly, complete 7.5 h after its start) is stale at every cycle, and japan "
-                   "already at the first cycle without a new MSM run")
 def test_the_stale_flag_is_never_raised_while_runs_arrive_on_time(soak):
     for c in soak["cycles"]:
         for pid, model in BASETIME_OF.items():

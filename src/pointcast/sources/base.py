@@ -8,7 +8,7 @@ ECMWF open data, DWD open data ...) is a place runs of those models come from.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -111,18 +111,20 @@ class ModelSpec:
     def horizon(self) -> timedelta:
         return max(self.steps)
 
-    @property
-    def run_interval(self) -> timedelta:
-        """The longest time between two consecutive runs (over midnight too)."""
-        starts = sorted(self.run_hours)
+    def run_interval(self, run_hours: Collection[int] | None = None) -> timedelta:
+        """The longest time between two consecutive runs (over midnight too), of ``run_hours``
+        where given (the runs a cycle can take: IFS's 00/12 UTC where only they reach the
+        horizon a product needs of it), of every run otherwise."""
+        starts = sorted(self.run_hours if not run_hours else run_hours)
         return timedelta(hours=max(b - a for a, b in zip(starts, [*starts[1:], starts[0] + 24], strict=True)))
 
-    def stale_after(self, schedule_hours: int) -> timedelta:
+    def stale_after(self, schedule_hours: int, run_hours: Collection[int] | None = None) -> timedelta:
         """The age past which a product whose basetime is this model's run is stale: a run is
-        served at most one run interval plus its publication delay after its start before the
-        next one is complete upstream, and a cycle takes that one at most a schedule period
-        later (docs/operations.md, "When a product is stale")."""
-        return self.run_interval + self.publication_delay + timedelta(hours=schedule_hours)
+        served at most one run interval (of the runs the cycle can take, ``run_hours``) plus
+        its publication delay after its start before the next one is complete upstream, and
+        a cycle takes that one at most a schedule period later (docs/operations.md, "When a
+        product is stale")."""
+        return self.run_interval(run_hours) + self.publication_delay + timedelta(hours=schedule_hours)
 
 
 @dataclass(frozen=True)
