@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .sources import MODELS, run_steps
-from .sources.base import FetchedRun, RunRef, Source
+from .sources.base import FetchedRun, Need, RunRef, Source
 
 if TYPE_CHECKING:
     from .config import Config
@@ -40,6 +40,9 @@ def check_models(cfg: Config) -> None:
                 if bool(MODELS[m].members) != ensemble:
                     raise error_at(cfg, ("products", pid, key), f"model {m!r} is " + (
                         "not an ensemble" if ensemble else "an ensemble: name it in 'ensembles'"))
+    from .need import check
+
+    check(cfg)
 
 
 def make_source(name: str, cfg: SourceConfig, whole: bool = False) -> Source:
@@ -66,9 +69,10 @@ def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until
     `until` where given (a product's basetime plus its horizon; walks back run by run).
     ``whole``: every step of the run, beyond the source's `horizon_hours` (the model stands in
     for a dropped one after it: `plan.short_of_horizon`)."""
+    from .need import model_spec
     from .sources.remote import candidate_runs
 
-    model = MODELS[model_id]
+    model = model_spec(cfg, model_id)  # its configured run hours only
     source = make_source(cfg.models[model_id].source, cfg.source_for(model_id), whole=whole)
 
     def reaches(init: datetime, steps) -> bool:
@@ -88,9 +92,11 @@ def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until
                        f"of the products it ends{f' (to {until.isoformat()})' if until else ''} was found")
 
 
-def fetch_run(cfg: Config, run: RunRef, logger: logging.Logger | logging.LoggerAdapter = log) -> FetchedRun:
-    """The files of ``run`` in the cache, from its configured source."""
+def fetch_run(cfg: Config, run: RunRef, need: Need | None = None,
+              logger: logging.Logger | logging.LoggerAdapter = log) -> FetchedRun:
+    """The files of ``run`` in the cache, from its configured source: the messages some
+    product reads (``need``: `pointcast.need.needs`), every message of the table where None."""
     source = make_source(cfg.models[run.model].source, cfg.source_for(run.model))
-    fetched = source.fetch(run, MODELS[run.model], cfg.output.cache_dir)
-    logger.info("%s: %d files ready", run.model, len(fetched.files))
+    fetched = source.fetch(run, MODELS[run.model], cfg.output.cache_dir, need)
+    logger.info("%s: %d files ready (steps to +%s)", run.model, len(fetched.files), max(fetched.run.steps))
     return fetched

@@ -20,6 +20,7 @@ from pointcast import build, interp, plan, publish, steps
 from pointcast.cluster import dask_scheduler
 from pointcast.config import Config, load_config
 from pointcast.heap import cap_arenas, release_freed
+from pointcast.need import needs
 from pointcast.outcome import (
     describe,
     failed_outcome,
@@ -29,7 +30,7 @@ from pointcast.outcome import (
 )
 from pointcast.products.base import RunContext
 from pointcast.publish.retention import retain_scratch, sweep_staging
-from pointcast.sources.base import FetchedRun, RunRef
+from pointcast.sources.base import FetchedRun, Need, RunRef
 from pointcast.sources.remote import SourceUnavailable
 from pointcast.sourcing import check_models, fetch_run, find_run
 from pointcast.validate import log_report, validate
@@ -69,9 +70,9 @@ def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta,
 
 @task(retries=3, retry_delay_seconds=[5, 30, 60], retry_condition_fn=_retry_unless_unavailable,
       cache_policy=NO_CACHE)
-def fetch(cfg: Config, run: RunRef) -> FetchedRun:
-    """The run's files in the cache (`sourcing.fetch_run`)."""
-    return fetch_run(cfg, run, _logger())
+def fetch(cfg: Config, run: RunRef, need: Need | None = None) -> FetchedRun:
+    """The run's messages some product reads in the cache (`sourcing.fetch_run`)."""
+    return fetch_run(cfg, run, need, _logger())
 
 
 @task(cache_policy=NO_CACHE)
@@ -191,7 +192,9 @@ def cycle(config_path: str, now: datetime | None = None) -> str | State:
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return _finished(publish.backend_for(cfg.output.root).run_manifest(run_id) or {"run_id": run_id})
 
-    runs, fetched = steps.fetch_runs(plan.runs_used(cfg, runs), lambda run: fetch(quote(cfg), run, return_state=True),
+    wanted = needs(cfg, plan.runs_used(cfg, runs))  # only the messages some product reads
+    runs, fetched = steps.fetch_runs(plan.runs_used(cfg, runs),
+                                     lambda run: fetch(quote(cfg), run, quote(wanted.get(run.model)), return_state=True),
                                      dropped, log)
     cfg = plan.buildable(cfg, dropped, unbuilt, runs)
     # One scheduler (one cluster) for every extraction and build of the cycle; the scratch

@@ -16,14 +16,14 @@ import logging
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from ..config import parse_init
 from ..sources import run_steps
-from ..sources.base import FetchedRun, ModelSpec, RunRef, floor_run
+from ..sources.base import FetchedRun, ModelSpec, Need, RunRef, floor_run
 from ..sources.icon import NATIVE_GRIDS
 from . import ensemble, gfs, icon, ifs, msm
 from .encode import Writer
@@ -108,6 +108,29 @@ class SampleSource:
         kwargs = {k: v for k, v in options.items() if k in known}
         return cls(name=name, **kwargs)
 
+    def message_bytes(self, model: ModelSpec, cache: Path) -> int:
+        """A message's usual size in this source's runs of ``model`` (`pointcast plan`): the
+        average of the newest run of it in ``cache``, where there is one, otherwise its grid's
+        points at 16 bits."""
+        runs = sorted((Path(cache) / "sample" / model.id).glob("*/complete"))
+        if runs:
+            try:
+                done = json.loads(runs[-1].read_text())
+                run_dir = runs[-1].parent
+                count = sum(_messages(run_dir / f) for f in done.get("files", []))
+                if count:
+                    return int(done["bytes"] / count)
+            except (OSError, ValueError, KeyError):
+                pass
+        scale = self.ensemble_scale if model.members and self.ensemble_scale else self.scale
+        if model.members:
+            grid = ensemble.grid(model, scale, self.area)
+        else:
+            native = model.id in NATIVE_GRIDS and self.icon_layout == "v1"
+            grid = (cell_grid if native else sample_grid)(model, scale, self.area)
+        points = len(grid.lats) if isinstance(grid, CellGrid) else grid.shape[0] * grid.shape[1]
+        return 2 * points + 200
+
     # -- the Source protocol -----------------------------------------------------------------
 
     def discover(self, model: ModelSpec, now: datetime) -> RunRef:
@@ -118,7 +141,11 @@ class SampleSource:
         return RunRef(model=model.id, init=init, steps=steps, source="sample", synthetic=True,
                       complete=True)
 
-    def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
+    def fetch(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> FetchedRun:
+        """The run written into ``cache`` (its steps up to the last ``need`` reads: every
+        field at each, the upstreams' files holding them all; decode reads ``need``'s)."""
+        if need is not None:
+            run = replace(run, steps=need.steps(run.steps))
         if run.model != model.id:
             raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
         if not run.steps:
@@ -127,7 +154,7 @@ class SampleSource:
                 else run.init.astimezone(UTC))
         run_dir = Path(cache) / "sample" / model.id / f"{init:%Y%m%d%H}"
         marker = run_dir / "complete"
-        fingerprint = {
+        fingerprint: dict[str, Any] = {
             "generator": GENERATOR, "model": model.id, "init": init.isoformat(),
             "steps_minutes": [int(s.total_seconds() // 60) for s in run.steps],
             "scale": self.scale, "area": list(self.area),
@@ -147,10 +174,14 @@ class SampleSource:
                 done = json.loads(marker.read_text())
             except (OSError, ValueError):
                 done = {}
-            if {k: done.get(k) for k in fingerprint} == fingerprint:
+            same = {k: done.get(k) for k in fingerprint if k != "steps_minutes"} \
+                == {k: v for k, v in fingerprint.items() if k != "steps_minutes"}
+            # a run written with more steps holds those read (decode reads ``need``'s only)
+            if same and set(fingerprint["steps_minutes"]) <= set(done.get("steps_minutes", ())) \
+                    and (need is not None or done.get("steps_minutes") == fingerprint["steps_minutes"]):
                 files = tuple(run_dir / f for f in done.get("files", []))
                 if all(f.exists() for f in files):
-                    return FetchedRun(run=run, files=files, notes=notes)
+                    return FetchedRun(run=run, files=files, notes=notes, need=need)
             log.info("sample %s %s: cached run differs from the configuration, rewriting",
                      model.id, run_dir)
         if run_dir.exists():
@@ -190,7 +221,19 @@ class SampleSource:
         os.replace(tmp, marker)
         log.info("sample %s %s: %d files, %.1f MB", model.id, f"{init:%Y%m%d%H}", len(files),
                  writer.bytes / 1e6)
-        return FetchedRun(run=run, files=files, notes=notes)
+        return FetchedRun(run=run, files=files, notes=notes, need=need)
+
+
+def _messages(path: Path) -> int:
+    """The GRIB messages of a file of a sample run (bz2 files unpacked)."""
+    import bz2
+
+    from ..sources.remote import grib_lengths
+
+    data = path.read_bytes()
+    if path.suffix == ".bz2":
+        data = bz2.decompress(data)
+    return sum(1 for _ in grib_lengths(data)) if data.startswith(b"GRIB") else 0
 
 
 def _readme(model: ModelSpec, init: datetime, grid: SampleGrid | CellGrid, scale: int,

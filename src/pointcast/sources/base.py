@@ -95,6 +95,9 @@ class ModelSpec:
     # An ensemble: its members, control included where one is published (perturbationNumber
     # 0; ICON-EU-EPS publishes members 1-40 and no control); 0 for a deterministic model.
     members: int = 0
+    # A message's usual size as the upstream publishes it (bytes): `pointcast plan`'s figure
+    # where the upstream's indexes cannot be read (README.md, "Live sources").
+    message_bytes: int = 0
 
     def field_for(self, var: str) -> GribField:
         for f in self.fields:
@@ -121,10 +124,35 @@ class RunRef:
 
 
 @dataclass(frozen=True)
+class Need:
+    """The messages of a model run some product uses (`pointcast.need`): each row of the
+    model's table with the last step (minutes from the run's start) it is used at. A source
+    fetches, and decode reads, only these; a constant row (orography) is its step 0."""
+
+    rows: tuple[tuple[GribField, int], ...]
+
+    def wants(self, row: GribField, minutes: int) -> bool:
+        return any(r == row and minutes <= last for r, last in self.rows)
+
+    def rows_at(self, minutes: int) -> tuple[GribField, ...]:
+        """The rows used at the step ``minutes`` after the run's start."""
+        return tuple(r for r, last in self.rows if minutes <= last)
+
+    @property
+    def last_minutes(self) -> int:
+        return max((last for _, last in self.rows), default=-1)
+
+    def steps(self, steps: tuple[timedelta, ...]) -> tuple[timedelta, ...]:
+        """The steps of ``steps`` some row is used at."""
+        return tuple(s for s in steps if s <= timedelta(minutes=self.last_minutes))
+
+
+@dataclass(frozen=True)
 class FetchedRun:
     run: RunRef
     files: tuple[Path, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    need: Need | None = None  # what decode reads of the files (None: every row of the table)
 
 
 class Source(Protocol):
@@ -134,7 +162,9 @@ class Source(Protocol):
 
     def discover(self, model: ModelSpec, now: datetime) -> RunRef: ...
 
-    def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun: ...
+    def fetch(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> FetchedRun:
+        """The files of ``run`` in ``cache``: the messages of ``need`` (every row of the
+        table at every step of the run where None)."""
 
 
 def hours(*values: float) -> tuple[timedelta, ...]:

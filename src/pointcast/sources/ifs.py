@@ -186,4 +186,5 @@ IFS = ModelSpec(
     run_hours=(0, 6, 12, 18),
     resolution_km=9.0,  # native O1280; the published grid is 0.25 deg (~28 km)
     upstream=UPSTREAM,
+    message_bytes=1_000_000,  # a field, CCSDS on 0.25 deg (README.md, "Live sources")
 )

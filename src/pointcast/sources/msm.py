@@ -167,4 +167,5 @@ MSM = ModelSpec(
     run_hours=RUN_HOURS,
     resolution_km=5.0,
     upstream=UPSTREAM,
+    message_bytes=350_000,  # a field of the Lsurf files
 )

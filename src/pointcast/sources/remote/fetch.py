@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...gribtable import GribField
 from ...ingest import CellGridKey, index_file
-from ..base import FetchedRun, Layout, ModelSpec, RunRef
+from ..base import FetchedRun, Layout, ModelSpec, Need, RunRef
 from .download import download_files
 from .files import RemoteFile, cell_centre_files, run_files
 from .levels import plan_model_levels
@@ -35,8 +36,12 @@ if TYPE_CHECKING:
 UTC = UTC
 
 
-def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
-    """The files of ``run`` in ``cache``, fetched from ``src``'s mirrors where not there yet."""
+def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path,
+              need: Need | None = None) -> FetchedRun:
+    """The files of ``run`` in ``cache``, fetched from ``src``'s mirrors where not there yet:
+    the messages ``need`` reads (its steps only), every message of the table where None."""
+    if need is not None:
+        run = replace(run, steps=need.steps(run.steps))
     if run.model != model.id:
         raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
     up = src.upstream(model)
@@ -47,11 +52,11 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
                          f"({sorted(layouts)})")
     layout = layouts[layout_name]
     init = run.init.astimezone(UTC)
-    files = run_files(layout, model, init, run.steps)
+    files = run_files(layout, model, init, run.steps, need)
     run_dir = Path(cache) / "http" / model.id / f"{init:%Y%m%d%H}"
     marker = run_dir / "complete"
     record = {"model": model.id, "init": init.isoformat(), "layout": layout.name,
-              "files": [f.path for f in files], "fields": _fields_key(model.fields)}
+              "files": [f.path for f in files], "fields": _fields_key(model.fields, need)}
     what = f"{model.id} {init:%Y-%m-%d %H} UTC"
     if marker.exists():
         try:
@@ -67,7 +72,7 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
             return FetchedRun(run=run, files=paths, notes=(
                 f"{what}: {len(paths)} files from the cache ({done.get('mirrors')})",
                 *_absent_notes(what, [f for f in files if f.path in left_out and f.path not in hourly]),
-                *_hourly_notes(what, model, files, hourly)))
+                *_hourly_notes(what, model, files, hourly)), need=need)
     logger = _logger()
     centres = cell_centre_files(layout, init)
     progress = FetchProgress(f"{model.id} {init:%Y%m%d%H}", len(files) + len(centres), logger,
@@ -80,7 +85,7 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
                 src.connections, thread_name_prefix=f"fetch-{model.id}") as pool:
             def download(todo: list[tuple[RemoteFile, Path]]):
                 return download_files(src, client, pool, model, up, layout, todo, deadline,
-                                      progress, used)
+                                      progress, used, need)
 
             def get(fs: list[RemoteFile]) -> list[Path]:  # required files (the level plan)
                 progress.total += len(fs)
@@ -120,7 +125,7 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
             f"{', '.join(f'{m} ({n})' for m, n in used.items()) or 'nowhere'}, "
             f"{progress.cached} from the cache; {up.licence}")
     logger.info("%s", note)
-    return FetchedRun(run=run, files=paths, notes=(note, *notes))
+    return FetchedRun(run=run, files=paths, notes=(note, *notes), need=need)
 
 
 def _cell_centres(files: dict[str, RemoteFile], first: Path, grids: Path,
@@ -219,7 +224,10 @@ def _absent_notes(what: str, absent: list[RemoteFile]) -> tuple[str, ...]:
             + ", ".join(f"{k} ({n} file{'s' * (n > 1)})" for k, n in fields.items()),)
 
 
-def _fields_key(fields: tuple[GribField, ...]) -> str:
+def _fields_key(fields: tuple[GribField, ...], need: Need | None) -> str:
+    """The table's rows (and the last step ``need`` reads each at): a change fetches anew."""
+    last = {} if need is None else dict(need.rows)
     return json.dumps([[r.shortName, r.typeOfLevel, r.levels, r.processing.value, r.param]
+                       + ([last.get(r, -1)] if need is not None else [])
                        for r in fields])
 

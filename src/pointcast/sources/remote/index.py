@@ -5,8 +5,10 @@ messages a model's table wants, adjacent messages in one range.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from ...gribtable import GribField
 from ..base import Layout, ModelSpec, Upstream
 from .transport import BadDownload
 
@@ -52,14 +54,15 @@ def byte_ranges(entries: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
     return out
 
 
-def wanted_ranges(model: ModelSpec, up: Upstream, layout: Layout,
-                  index_text: str) -> list[tuple[int, int | None]]:
-    """Byte ranges of the messages of ``model``'s table listed in an index."""
+def wanted_ranges(model: ModelSpec, up: Upstream, layout: Layout, index_text: str,
+                  rows: Sequence[GribField] | None = None) -> list[tuple[int, int | None]]:
+    """Byte ranges of the messages of ``rows`` (``model``'s table where None) listed in an
+    index."""
     entries = parse_index(index_text, layout.index or "")
     if up.select is None:
         raise ValueError(f"{model.id}: layout {layout.name!r} has an index but the table "
                          f"has no select rule")
-    wanted = [e for e in entries if any(up.select(e, row) for row in model.fields)]
+    wanted = [e for e in entries if any(up.select(e, row) for row in (model.fields if rows is None else rows))]
     if not wanted:
         raise BadDownload("the index lists none of the table's fields")
     return byte_ranges(wanted)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from ..base import FetchedRun, ModelSpec, RunRef
+from ..base import FetchedRun, ModelSpec, Need, RunRef
 from .discover import newest_run
 from .fetch import fetch_run
 from .settings import HttpSettings
@@ -19,5 +19,5 @@ class HttpSource(HttpSettings):
     def discover(self, model: ModelSpec, now: datetime) -> RunRef:
         return newest_run(self, model, now)
 
-    def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
-        return fetch_run(self, run, model, cache)
+    def fetch(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> FetchedRun:
+        return fetch_run(self, run, model, cache, need)
