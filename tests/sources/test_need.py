@@ -23,7 +23,7 @@ from pointcast.sources.remote import HttpSource
 
 INIT = datetime(2026, 11, 20, 0, tzinfo=UTC)
 NOW = datetime(2026, 11, 20, 5, tzinfo=UTC)
-STEPS = [0, 3, 6, 9]
+STEPS = [0, 3, 6]
 
 CONFIG = """\
 [output]
@@ -36,7 +36,7 @@ base_url = "{url}"
 wait_minutes = 0.05
 retry_seconds = 0.05
 timeout_seconds = 5.0
-horizon_hours = 9
+horizon_hours = 6
 progress = false
 
 [models.ifs]
@@ -109,30 +109,30 @@ def tree(tmp_path_factory):
 
 
 def test_only_the_messages_of_the_need_are_fetched_and_decoded(tree, tmp_path):
-    """ENS to 9 h with its 100 m wind to 3 h: the 100u/100v messages of 6 and 9 h are not
-    requested, nor decoded."""
+    """ENS to 6 h with its 100 m wind to 3 h: the 100u/100v messages of 6 h are not requested,
+    nor decoded."""
     with Mirror(tree) as mirror:
         src = HttpSource(name="m", mirrors=(mirror.url("ecmwf"),), wait_minutes=0.05, retry_seconds=0.05,
-                         timeout_seconds=5.0, horizon_hours=9, progress=False)
+                         timeout_seconds=5.0, horizon_hours=6, progress=False)
         run = src.discover(ENS, NOW)
-        need = Need(tuple((row, 3 * 60 if 100 in (row.levels or ()) else 9 * 60) for row in ENS.fields))
+        need = Need(tuple((row, 3 * 60 if 100 in (row.levels or ()) else 6 * 60) for row in ENS.fields))
         fetched = src.fetch(run, ENS, tmp_path, need)
         whole = src.fetch(run, ENS, tmp_path / "whole")  # the table's every message
     got = {(m.shortName, m.end_minutes // 60) for f in fetched.files for m in index_file(f)}
-    assert {("100u", h) for h in (0, 3)} <= got and not {("100u", 6), ("100v", 9)} & got
-    assert ("10u", 9) in got
+    assert {("100u", h) for h in (0, 3)} <= got and not {("100u", 6), ("100v", 6)} & got
+    assert ("10u", 6) in got
     size = sum(f.stat().st_size for f in fetched.files)
     assert size < sum(f.stat().st_size for f in whole.files)
-    # decode reads the need too (the cache holding more is no matter)
-    members = decode_members(whole.files, ENS.fields, model="ens", need=need)
+    # decode reads the need too (the cache holding more is no matter): the control's files
+    members = decode_members([f for f in whole.files if "oper-fc" in f.name], ENS.fields, model="ens", need=need)
     u100 = members[0][1]["u"].sel(height=100)
-    assert u100.isnull().all(dim=[d for d in u100.dims if d != "time"]).values.tolist() == [False, False, True, True]
+    assert u100.isnull().all(dim=[d for d in u100.dims if d != "time"]).values.tolist() == [False, False, True]
 
 
 def test_the_ens_control_is_taken_from_the_ifs_copy_of_oper_fc(tree, tmp_path):
     with Mirror(tree) as mirror:
         src = HttpSource(name="m", mirrors=(mirror.url("ecmwf"),), wait_minutes=0.05, retry_seconds=0.05,
-                         timeout_seconds=5.0, horizon_hours=9, progress=False)
+                         timeout_seconds=5.0, horizon_hours=6, progress=False)
         ifs_run = replace(src.discover(ENS, NOW), model="ifs", source="m/oper")
         src.fetch(ifs_run, IFS, tmp_path)  # the IFS's oper-fc: its rows (ENS's control among them)
         mirror.reset()
@@ -152,7 +152,7 @@ def test_plan_sizes_from_the_index_are_the_bytes_fetched(tree, tmp_path):
         ens = report["models"]["ens"]
         assert ens["size_from"] == "index"
         src = HttpSource(name="m", mirrors=(mirror.url("ecmwf"),), wait_minutes=0.05, retry_seconds=0.05,
-                         timeout_seconds=5.0, horizon_hours=9, progress=False)
+                         timeout_seconds=5.0, horizon_hours=6, progress=False)
         run = src.discover(ENS, NOW)
         fetched = src.fetch(run, ENS, tmp_path / "cache", nominal_needs(cfg, 0)["ens"])
     marker = json.loads((tmp_path / "cache" / "http" / "ens" / "2026112000" / "complete").read_text())
@@ -170,7 +170,7 @@ def test_plan_typical_sizes_without_the_upstream(tmp_path, capsys):
     ens, ifs = report["models"]["ens"], report["models"]["ifs"]
     assert ens["size_from"] == ifs["size_from"] == "typical"
     need = nominal_needs(cfg, 0)["ens"]
-    steps = tuple(s for s in run_steps(ENS, INIT) if s <= timedelta(hours=9))
+    steps = tuple(s for s in run_steps(ENS, INIT) if s <= timedelta(hours=6))
     assert ens["messages_per_run"] == round(messages(ENS, need, need.steps(steps)) * 50 / 51)
     assert ens["bytes_per_run"] == round(messages(ENS, need, need.steps(steps)) * ENS.message_bytes * 50 / 51)
     assert ens["bytes_per_day"] == ens["bytes_per_run"] * ens["runs_per_day"]
