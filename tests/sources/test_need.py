@@ -208,3 +208,20 @@ def test_run_hours_and_skipped_variables_are_checked_and_used(tmp_path):
         check_models(config(tmp_path, models='[models.gefs]\nsource = "mirror"\nrun_hours = [0, 3]'))
     with pytest.raises(ConfigError, match="essential"):
         check_models(config(tmp_path, models='[models.gefs]\nsource = "mirror"\nskip_variables = ["t2m"]'))
+
+
+def test_the_10m_wind_of_a_time_without_the_wind_above():
+    """ENS's 10 m wind past the steps its 100 m wind is fetched for: the 10 m height keeps
+    its value (eu-medium's 10 m quantiles), the heights above have none."""
+    import numpy as np
+    import xarray as xr
+
+    from pointcast.interp.vertical import _profile
+
+    u10 = np.array([[3.0], [4.0]])
+    u = np.array([[[3.0], [6.0]], [[4.0], [np.nan]]])  # (time, height, point): 100 m at t0 only
+    values = {"u10": u10, "v10": u10 * 0, "u": u, "v": u * 0, "t2m": np.full((2, 1), 280.0)}
+    ds = xr.Dataset(coords={"height": [10, 100]})
+    rows, (at10, at100) = _profile(values, ds, np.zeros(1), np.array([10.0, 100.0]), 2, 1)["wind_u"]
+    assert np.asarray(at10)[:, 0].tolist() == [3.0, 4.0]
+    assert np.asarray(at100)[0, 0] == 6.0 and np.isnan(np.asarray(at100)[1, 0])
