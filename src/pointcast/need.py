@@ -46,6 +46,10 @@ from .sources.base import ModelSpec, Need, RunRef, floor_run
 # Steps read at or past where a product stops taking a model: the monotone cubic between two
 # steps depends on the step after them, so the values up to the end are those of the whole run.
 STEPS_PAST_END = 2
+# An ensemble's ground pressures: its members' ground is read from its first step only
+# (`interp.extract_members`, GEFS's sp and msl at the analysis): they end there.
+GROUND = frozenset({"sp", "msl"})
+FIRST_STEP = timedelta(hours=-1)
 # Model levels of a row whose levels each run chooses (ICON's U/V spanning the hub heights,
 # sources/remote/levels.py): the usual count, for the estimate only.
 TYPICAL_RUN_LEVELS = 12
@@ -120,8 +124,9 @@ def needs(cfg: Config, runs: Mapping[str, RunRef]) -> dict[str, Need]:
             hours = limits[m] if m in limits and k < len(models) - 1 else pc.horizon_hours
             read(m, _rows(cfg, m), basetime + timedelta(hours=hours) - runs[m].init)
         for e in (e for e in pc.ensembles if e in runs):
-            read(e, _ensemble_rows(cfg, e, heights[pid]),
-                 basetime + timedelta(hours=pc.horizon_hours) - runs[e].init)
+            rows = _ensemble_rows(cfg, e, heights[pid])
+            read(e, [r for r in rows if r.var not in GROUND], basetime + timedelta(hours=pc.horizon_hours) - runs[e].init)
+            read(e, [r for r in rows if r.var in GROUND], FIRST_STEP)
     return {m: _need(MODELS[m], runs[m].steps, rows) for m, rows in ends.items()}
 
 
@@ -145,7 +150,7 @@ def _need(model: ModelSpec, steps: tuple[timedelta, ...], ends: dict[GribField, 
     ordered = sorted(steps)
 
     def last(end: timedelta) -> int:
-        past = [s for s in ordered if s >= end][:STEPS_PAST_END]
+        past = [s for s in ordered if s >= end][:1 if end == FIRST_STEP else STEPS_PAST_END]
         at = past[-1] if past else ordered[-1]
         return int(at.total_seconds() // 60)
 
@@ -190,8 +195,10 @@ def messages(model: ModelSpec, need: Need, steps: tuple[timedelta, ...]) -> int:
                 continue
             name = (row.param or row.shortName, row.typeOfLevel)
             levels = range(TYPICAL_RUN_LEVELS) if row.levels == RUN_LEVELS else row.levels or (None,)
-            keys.update((*name, 10 if lv is None and name[0] in ("10u", "10v") else lv) for lv in levels)
-        count += len(keys)
+            keys.update((*name, lv) for lv in levels)
+        # a single-level row whose message a levelled row names too (10u as u10 and u at 10 m)
+        levelled = {k[:2] for k in keys if k[2] is not None}
+        count += sum(1 for k in keys if k[2] is not None or k[:2] not in levelled)
     return count * max(model.members, 1)
 
 

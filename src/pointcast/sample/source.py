@@ -142,8 +142,9 @@ class SampleSource:
                       complete=True)
 
     def fetch(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> FetchedRun:
-        """The run written into ``cache`` (its steps up to the last ``need`` reads: every
-        field at each, the upstreams' files holding them all; decode reads ``need``'s)."""
+        """The run written into ``cache``: its steps up to the last ``need`` reads, every
+        field at each, as the upstreams' files hold them all (decode reads ``need``'s only);
+        a run already there with more steps is used as it is."""
         if need is not None:
             run = replace(run, steps=need.steps(run.steps))
         if run.model != model.id:
