@@ -21,8 +21,7 @@ import numpy as np
 import xarray as xr
 
 from ..catalogue import variable
-from ..gribtable import GribField, Processing
-from ..sources.base import Need
+from ..gribtable import GribField, Need, Processing
 from .checks import select
 from .message import _CELL_CENTRES, CELL_CENTRE_NAMES, CellGridKey, DecodeError, Message
 from .scan import index_file
