@@ -212,7 +212,7 @@ def _index_bytes(cfg: Config, model_id: str, need: Need, now: datetime) -> tuple
     from .sources.remote import HttpSource, SourceUnavailable, parse_index, run_files
     from .sources.remote.index import wanted_ranges
 
-    src = HttpSource.from_options(cfg.models[model_id].source, dict(source.options) | {"timeout_seconds": 10.0})
+    src = HttpSource.from_options(cfg.models[model_id].source, dict(source.options) | {"timeout_seconds": 5.0})
     model = model_spec(cfg, model_id)
     up = src.upstream(model)
     with src.client() as client:
@@ -255,11 +255,9 @@ def _first(client, mirrors, path: str) -> str | None:
 
 
 def _recent_runs(model: ModelSpec, now: datetime) -> list[datetime]:
-    """The model's runs of the last day, newest first."""
-    out = [floor_run(model, now)]
-    while len(out) < len(model.run_hours) + 1:
-        out.append(floor_run(model, out[-1] - timedelta(hours=1)))
-    return out
+    """The model's two newest runs (the newest may still be being published), newest first."""
+    newest = floor_run(model, now)
+    return [newest, floor_run(model, newest - timedelta(hours=1))]
 
 
 def _sample_message_bytes(cfg: Config, model_id: str) -> int | None:
@@ -293,7 +291,7 @@ def runs_per_day(cfg: Config, model_id: str) -> int:
 def costs(cfg: Config, now: datetime | None = None, network: bool = True) -> dict[str, Any]:
     """`pointcast plan`'s figures (docs/operations.md, "What a day costs"): by model, the
     messages and bytes of a run (the mean of the runs taken), from the upstream's indexes
-    (``network``, the newest run of the last day whose indexes all answer) or typical
+    (``network``, the newer of the two newest runs whose indexes all answer) or typical
     message sizes (the table's, or the sample's own); and the disk a cycle needs."""
     now = now or datetime.now(UTC)
     per_model: dict[str, dict[str, Any]] = {}
