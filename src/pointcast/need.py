@@ -210,7 +210,6 @@ def _index_bytes(cfg: Config, model_id: str, need: Need, now: datetime) -> tuple
     if source.type != "http":
         return None
     from .sources.remote import HttpSource, SourceUnavailable, parse_index, run_files
-    from .sources.remote.index import wanted_ranges
 
     src = HttpSource.from_options(cfg.models[model_id].source, dict(source.options) | {"timeout_seconds": 5.0})
     model = model_spec(cfg, model_id)
@@ -233,7 +232,6 @@ def _index_bytes(cfg: Config, model_id: str, need: Need, now: datetime) -> tuple
                                   if any(up.select(e, r) for r in rows)] if up.select else []
                         if any(e["_length"] is None for e in wanted):
                             raise SourceUnavailable(f"{f.index_path}: a message of unknown length")
-                        wanted_ranges(replace(model, fields=rows), up, layout, text)  # as fetch reads it
                         count += len({e["_offset"] for e in wanted})
                         total += sum({e["_offset"]: e["_length"] for e in wanted}.values())
                 except Exception:  # noqa: BLE001 (any failure: the typical sizes then)
@@ -244,6 +242,7 @@ def _index_bytes(cfg: Config, model_id: str, need: Need, now: datetime) -> tuple
 
 
 def _first(client, mirrors, path: str) -> str | None:
+    """The text at ``path`` on the first of ``mirrors`` that gives it."""
     from .sources.remote.transport import get
 
     for mirror in mirrors:
