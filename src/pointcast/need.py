@@ -21,8 +21,9 @@ horizon). A source fetches only these messages and decode reads only these
   the rows of those variables (no essential one: `check`).
 
 `costs` is `pointcast plan`'s account: messages and bytes a run (the upstream's index sizes
-where it can be read, the table's typical message size otherwise), runs a day, and the disk
-a cycle needs at its peak. No Prefect here.
+where it can be read, `sources.base.estimated_bytes` otherwise: the estimate `Source.size`
+gives `publish.make_room` before a download), runs a day, and the disk a cycle needs at its
+peak. No Prefect here.
 """
 
 from __future__ import annotations
@@ -38,10 +39,18 @@ from typing import Any
 from . import plan
 from .catalogue import VARIABLES
 from .config import Config, ProductConfig
-from .gribtable import RUN_LEVELS, GribField, Processing
+from .gribtable import GribField, Processing
 from .products import PRODUCTS
 from .sources import MODELS, run_steps
-from .sources.base import ModelSpec, Need, RunRef, floor_run
+from .sources.base import (
+    ModelSpec,
+    Need,
+    RunRef,
+    estimated_bytes,
+    floor_run,
+    message_count,
+    typical_message_bytes,
+)
 
 # Steps read at or past where a product stops taking a model: the monotone cubic between two
 # steps depends on the step after them, so the values up to the end are those of the whole run.
@@ -50,9 +59,6 @@ STEPS_PAST_END = 2
 # (`interp.extract_members`, GEFS's sp and msl at the analysis): they end there.
 GROUND = frozenset({"sp", "msl"})
 FIRST_STEP = timedelta(hours=-1)
-# Model levels of a row whose levels each run chooses (ICON's U/V spanning the hub heights,
-# sources/remote/levels.py): the usual count, for the estimate only.
-TYPICAL_RUN_LEVELS = 12
 
 
 def model_spec(cfg: Config, model_id: str) -> ModelSpec:
@@ -85,7 +91,8 @@ def check(cfg: Config) -> None:
 
 def check_cache_cap(cfg: Config) -> None:
     """Refuse an ``[output] cache_max_gb`` below one cycle's cache need (`costs`' cache_bytes:
-    the runs in use and the new ones downloading beside them, at typical message sizes)."""
+    each model's run in use, at the sizes `Source.size` estimates for `publish.make_room`,
+    which evicts every other run before a download and refuses one that cannot fit)."""
     from .config import error_at
 
     cap = cfg.output.cache_max_gb
@@ -94,8 +101,8 @@ def check_cache_cap(cfg: Config) -> None:
     need = costs(cfg, network=False)["cache_bytes"]
     if cap * 1e9 < need:
         raise error_at(cfg, ("output", "cache_max_gb"),
-                       f"{cap:g} GB is below one cycle's cache need of {need / 1e9:.1f} GB (the model "
-                       f"runs in use and the new ones downloading beside them: `pointcast plan`)")
+                       f"{cap:g} GB is below one cycle's cache need of {need / 1e9:.1f} GB (a run of "
+                       f"each model in use, at estimated sizes: `pointcast plan`)")
 
 
 def ensemble_heights(cfg: Config) -> dict[str, list[float]]:
@@ -180,36 +187,15 @@ def _source_steps(cfg: Config, model_id: str, init: datetime) -> tuple[timedelta
 
 # -- pointcast plan ---------------------------------------------------------------------------
 
-def messages(model: ModelSpec, need: Need, steps: tuple[timedelta, ...]) -> int:
-    """The messages of ``need`` at ``steps`` (every member's): one a field, level and step; two
-    rows naming one message (IFS's ``10u`` as ``u10`` and ``u`` at 10 m; its gust's two
-    windows) count once."""
-    minutes = sorted({int(s.total_seconds() // 60) for s in steps}
-                     | {int(s.total_seconds() // 60) for s in model.fine_steps if s <= max(steps)})
-    count = 0
-    for m in minutes:
-        keys: set[tuple] = set()
-        for row in need.rows_at(m):
-            if (row.processing is Processing.CONSTANT and m) or (row.processing is Processing.INTERVAL and not m) \
-                    or (m % 60 and not row.fine) or row.edition == 1:
-                continue
-            name = (row.param or row.shortName, row.typeOfLevel)
-            levels = range(TYPICAL_RUN_LEVELS) if row.levels == RUN_LEVELS else row.levels or (None,)
-            keys.update((*name, lv) for lv in levels)
-        # a single-level row whose message a levelled row names too (10u as u10 and u at 10 m)
-        levelled = {k[:2] for k in keys if k[2] is not None}
-        count += sum(1 for k in keys if k[2] is not None or k[:2] not in levelled)
-    return count * max(model.members, 1)
-
-
 def _index_bytes(cfg: Config, model_id: str, need: Need, now: datetime) -> tuple[int, int, str] | None:
     """(messages, bytes, run) of the newest run of an HTTP source's model whose indexes all
-    answer, from the lengths its indexes give the messages of ``need``; None where the source
-    is not HTTP, its layout has no index, or an index does not answer at once."""
+    answer, from the lengths its indexes give the messages of ``need`` (`wanted_bytes`, as
+    `Source.size` counts them); None where the source is not HTTP, its layout has no index,
+    or an index does not answer at once."""
     source = cfg.source_for(model_id)
     if source.type != "http":
         return None
-    from .sources.remote import HttpSource, SourceUnavailable, parse_index, run_files
+    from .sources.remote import HttpSource, SourceUnavailable, run_files, wanted_bytes
 
     src = HttpSource.from_options(cfg.models[model_id].source, dict(source.options) | {"timeout_seconds": 5.0})
     model = model_spec(cfg, model_id)
@@ -220,20 +206,16 @@ def _index_bytes(cfg: Config, model_id: str, need: Need, now: datetime) -> tuple
                 if layout.index_path is None or (layout.run_hours is not None and init.hour not in layout.run_hours):
                     continue
                 steps = need.steps(src.steps(model, init))
-                files = run_files(layout, model, init, steps)
+                files = run_files(layout, model, init, steps, need)
                 count = total = 0
                 try:
                     for f in files:
-                        rows = need.rows_at(int(round(f.first_step_h * 60)))
                         text = _first(client, up.mirrors, f.index_path or "")
                         if text is None:
                             raise SourceUnavailable(f.index_path or "")
-                        wanted = [e for e in parse_index(text, layout.index or "")
-                                  if any(up.select(e, r) for r in rows)] if up.select else []
-                        if any(e["_length"] is None for e in wanted):
-                            raise SourceUnavailable(f"{f.index_path}: a message of unknown length")
-                        count += len({e["_offset"] for e in wanted})
-                        total += sum({e["_offset"]: e["_length"] for e in wanted}.values())
+                        n, size = wanted_bytes(model, up, layout, text, need.rows_at(round(f.first_step_h * 60)))
+                        count += n
+                        total += size
                 except Exception:  # noqa: BLE001 (any failure: the typical sizes then)
                     continue
                 if files:
@@ -294,24 +276,28 @@ def costs(cfg: Config, now: datetime | None = None, network: bool = True) -> dic
     message sizes (the table's, or the sample's own); and the disk a cycle needs."""
     now = now or datetime.now(UTC)
     per_model: dict[str, dict[str, Any]] = {}
+    stored: dict[str, int] = {}  # a run's bytes in the cache, the shared control's copy included
     for m in plan.needed(cfg):
         model = model_spec(cfg, m)
-        used = used_runs(cfg, m)
-        per_run = {h: (nominal_needs(cfg, h)[m], steps) for h, steps in used.items()}
-        counts = [messages(model, need, need.steps(steps)) for need, steps in per_run.values()]
+        per_run = [(nominal_needs(cfg, h)[m], steps) for h, steps in used_runs(cfg, m).items()]
+        sample = _sample_message_bytes(cfg, m)
+        # What the source writes (`Source.size`): the sample every row at the steps read.
+        written = [(need.steps(steps), None if sample is not None else need) for need, steps in per_run]
+        counts = [message_count(model, steps, need) for steps, need in written]
         entry: dict[str, Any] = {"messages_per_run": round(sum(counts) / max(len(counts), 1)),
                                  "runs_per_day": runs_per_day(cfg, m)}
-        first = next(iter(per_run.values()))[0] if per_run else None
+        first = per_run[0][0] if per_run else None
         measured = _index_bytes(cfg, m, first, now) if network and first is not None else None
-        sample = _sample_message_bytes(cfg, m)
         if measured is not None:
             entry.update(messages_per_run=measured[0], bytes_per_run=measured[1], size_from="index",
                          measured_run=measured[2])
+            stored[m] = measured[1]
         else:
-            size = sample if sample is not None else model.message_bytes
-            entry.update(bytes_per_run=entry["messages_per_run"] * size, size_from="typical",
-                         message_bytes=size,
+            sizes = [estimated_bytes(model, steps, need, sample) for steps, need in written]
+            entry.update(bytes_per_run=round(sum(sizes) / max(len(sizes), 1)), size_from="typical",
+                         message_bytes=sample if sample is not None else typical_message_bytes(model),
                          typical_of="the sample's runs" if sample is not None else "the upstream")
+            stored[m] = max(sizes, default=0)  # the cap holds the longest of the runs taken
         shared = _shared_with(cfg, m)
         if shared:
             # The control's messages (oper-fc) are the IFS's own: fetched once (`need`, fetch).
@@ -320,7 +306,8 @@ def costs(cfg: Config, now: datetime | None = None, network: bool = True) -> dic
                          messages_per_run=round(entry["messages_per_run"] * keep))
         entry["bytes_per_day"] = entry["bytes_per_run"] * entry["runs_per_day"]
         per_model[m] = entry
-    cache = sum(2 * e["bytes_per_run"] for e in per_model.values())  # in use + downloading
+    # The cycle's runs, one a model: `publish.make_room` evicts every other run before a download.
+    cache = sum(stored.values())
     run_bytes, archive_cycle = _output_bytes(cfg)
     scratch = _scratch_bytes(cfg)
     cycles = 24 // cfg.schedule.every_hours

@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -258,7 +258,7 @@ def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, 
     synthetic = any(r.synthetic for r in runs.values())
     out = {
         "run_id": run, "created": iso(generated), "synthetic": synthetic,
-        # a served product older than two of these is stale (/catalog, /metrics, the status page)
+        # with each product's basetime model, when a served product is stale (`stale_after_hours`)
         "schedule_hours": cfg.schedule.every_hours,
         "notice": ("SYNTHETIC: produced from the embedded sample source; not a real forecast."
                    if synthetic else "Produced from real model runs."),
@@ -269,7 +269,10 @@ def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, 
                            "horizon_hours": pc.horizon_hours, "freqs": list(pc.freqs),
                            "points": len(pc.points), "seams_t2m": outputs[pid].checks.get("seams", []),
                            "ensembles": list(pc.ensembles),
-                           "probability_from": outputs[pid].checks.get("probability_from", [])}
+                           "probability_from": outputs[pid].checks.get("probability_from", []),
+                           "quantiles_from": outputs[pid].checks.get("quantiles_from", {}),
+                           "stale_after_hours": MODELS[pc.models[0]].stale_after(cfg.schedule.every_hours)
+                           / timedelta(hours=1)}
                      for pid, pc in cfg.products.items()}
         | {pid: {**entry, "carried_because": unbuilt[pid]}
            for pid, entry in carried.items() if entry is not None},
@@ -319,6 +322,12 @@ def runs_used(cfg: Config, runs: dict[str, RunRef]) -> dict[str, RunRef]:
     """The runs of the models the products left use."""
     return {m: run for m, run in runs.items()
             if any(m in pc.models + pc.ensembles for pc in cfg.products.values())}
+
+
+def cache_runs(runs: Mapping[str, RunRef]) -> frozenset[tuple[str, str]]:
+    """The runs as the cache names them, ``(model, YYYYMMDDHH)``: those a cycle keeps there
+    (`publish.make_room`, `publish.retain_cache`)."""
+    return frozenset((m, f"{r.init.astimezone(UTC):%Y%m%d%H}") for m, r in runs.items())
 
 
 def corrections_of(corrections: dict, pids: list[str]) -> dict:

@@ -16,9 +16,9 @@ from mirror import Mirror, publish_ensemble
 from pointcast.cli import main
 from pointcast.config import ConfigError, load_config
 from pointcast.ingest import decode_members, index_file
-from pointcast.need import check_cache_cap, costs, messages, needs, nominal_needs
+from pointcast.need import check_cache_cap, costs, needs, nominal_needs
 from pointcast.sources import ENS, IFS, run_steps
-from pointcast.sources.base import Need, RunRef
+from pointcast.sources.base import Need, RunRef, message_count
 from pointcast.sources.remote import HttpSource
 
 INIT = datetime(2026, 11, 20, 0, tzinfo=UTC)
@@ -165,18 +165,20 @@ def test_plan_sizes_from_the_index_are_the_bytes_fetched(tree, tmp_path):
 
 
 def test_plan_typical_sizes_without_the_upstream(tmp_path, capsys):
-    cfg = config(tmp_path)  # nothing listens on the discard port
+    cfg = config(tmp_path, medium=6, wind=3)  # nothing listens on the discard port
     report = costs(cfg, now=NOW)
     ens, ifs = report["models"]["ens"], report["models"]["ifs"]
     assert ens["size_from"] == ifs["size_from"] == "typical"
     need = nominal_needs(cfg, 0)["ens"]
     steps = tuple(s for s in run_steps(ENS, INIT) if s <= timedelta(hours=6))
-    assert ens["messages_per_run"] == round(messages(ENS, need, need.steps(steps)) * 50 / 51)
-    assert ens["bytes_per_run"] == round(messages(ENS, need, need.steps(steps)) * ENS.message_bytes * 50 / 51)
+    assert ens["messages_per_run"] == round(message_count(ENS, need.steps(steps), need) * 50 / 51)
+    assert ens["bytes_per_run"] == round(message_count(ENS, need.steps(steps), need) * ENS.message_bytes * 50 / 51)
     assert ens["bytes_per_day"] == ens["bytes_per_run"] * ens["runs_per_day"]
     assert report["peak_disk_bytes"] == sum(report[k] for k in ("cache_bytes", "scratch_bytes", "staging_bytes",
                                                                 "runs_bytes"))
-    assert report["cache_bytes"] == 2 * (ens["bytes_per_run"] + ifs["bytes_per_run"])
+    # one run of each model in use (`make_room` evicts the others first), ENS's copy of the control too
+    assert report["cache_bytes"] == message_count(ENS, need.steps(steps), need) * ENS.message_bytes \
+        + ifs["bytes_per_run"]
     assert main(["plan", "--config", str(cfg.path), "--json", "--offline"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["models"]["ens"]["size_from"] == "typical" and "archive_bytes_per_day" in printed
@@ -186,7 +188,75 @@ def test_messages_count_a_field_once_per_level_step_and_member():
     need = Need(tuple((row, 6 * 60) for row in ENS.fields))
     steps = tuple(timedelta(hours=h) for h in (0, 3, 6))
     # 2t, 10u, 10v, 100u, 100v at 0/3/6 h, tp at 0/3/6 h, z at 0 h; 51 members
-    assert messages(ENS, need, steps) == (5 * 3 + 3 + 1) * 51
+    assert message_count(ENS, steps, need) == (5 * 3 + 3 + 1) * 51
+
+
+SAMPLE = """\
+[output]
+root = "output"
+cache_max_gb = {cap}
+
+[sources.sample]
+type = "sample"
+scale = 32
+area = [-25.0, 20.0, 150.0, 72.0]
+init = "latest"
+
+[models.ifs]
+source = "sample"
+[models.msm]
+source = "sample"
+
+[products.eu-short]
+points = "{points}/europe.csv"
+models = ["ifs"]
+freqs = ["1H"]
+horizon_hours = 72
+
+[products.japan]
+points = "{points}/japan.csv"
+models = ["msm", "ifs"]
+freqs = ["1H"]
+horizon_hours = 240
+"""
+
+
+def test_check_and_make_room_ask_the_cache_for_the_same_bytes(tmp_path):
+    """The cache need `pointcast check` holds a cap to (plan's cache_bytes: a run of each
+    model) is what the cycle's fetches ask `publish.make_room` for, `Source.size` of each
+    run's need: one estimate (at most what the sample then writes, exactly that once a run of
+    the model is in the cache, to a byte a message); a run it wrote with more steps serves a
+    need of fewer as it is."""
+    from pointcast.sources import MODELS
+    from pointcast.sourcing import make_source
+
+    path = tmp_path / "pointcast.toml"
+    path.write_text(SAMPLE.format(cap=1, points=ROOT / "config" / "points"))
+    cfg = load_config(path)
+    init = datetime(2026, 1, 1, tzinfo=UTC)  # `nominal_needs`' runs
+    wanted = nominal_needs(cfg, 0)
+    src = make_source("sample", cfg.source_for("ifs"))
+    runs = {m: RunRef(m, init, run_steps(MODELS[m], init), "sample") for m in wanted}
+    asked = {m: src.size(runs[m], MODELS[m], cfg.output.cache_dir, need) for m, need in wanted.items()}
+    assert {s.how for s in asked.values()} == {"estimate"}
+    report = costs(cfg, network=False)
+    assert report["cache_bytes"] == sum(s.bytes for s in asked.values())
+    check_cache_cap(cfg)
+    path.write_text(SAMPLE.format(cap=report["cache_bytes"] * 0.9 / 1e9, points=ROOT / "config" / "points"))
+    with pytest.raises(ConfigError, match="below one cycle's cache need"):
+        check_cache_cap(load_config(path))
+
+    msm = MODELS["msm"]
+    fetched = src.fetch(runs["msm"], msm, cfg.output.cache_dir, wanted["msm"])
+    written = json.loads((cfg.output.cache_dir / "sample" / "msm" / "2026010100" / "complete").read_text())["bytes"]
+    assert asked["msm"].bytes >= written  # before a run of it: its grid at 16 bits, an upper bound
+    later = init + timedelta(hours=12)  # then the bytes a message of the newest run in the cache
+    assert src.size(RunRef("msm", later, run_steps(msm, later), "sample"), msm, cfg.output.cache_dir,
+                    wanted["msm"]).bytes == pytest.approx(written, rel=0.01)
+    shorter = Need(tuple((row, 6 * 60) for row, _ in wanted["msm"].rows))
+    assert src.size(runs["msm"], msm, cfg.output.cache_dir, shorter).bytes == 0
+    assert src.fetch(runs["msm"], msm, cfg.output.cache_dir, shorter).files == fetched.files
+    assert src.size(runs["msm"], msm, cfg.output.cache_dir).how == "cached"
 
 
 def test_check_rejects_a_cache_cap_below_a_cycles_need(tmp_path):
@@ -201,13 +271,13 @@ def test_check_rejects_a_cache_cap_below_a_cycles_need(tmp_path):
 def test_run_hours_and_skipped_variables_are_checked_and_used(tmp_path):
     from pointcast.sourcing import check_models
 
-    cfg = config(tmp_path, models='[models.gefs]\nsource = "mirror"\nrun_hours = [0, 12]')
+    cfg = config(tmp_path, medium=6, wind=3, models='[models.gefs]\nsource = "mirror"\nrun_hours = [0, 12]')
     check_models(cfg)
     assert cfg.models["gefs"].run_hours == (0, 12)
     with pytest.raises(ConfigError, match=r"run_hours.*no run at \[3\]"):
-        check_models(config(tmp_path, models='[models.gefs]\nsource = "mirror"\nrun_hours = [0, 3]'))
+        check_models(config(tmp_path, medium=6, wind=3, models='[models.gefs]\nsource = "mirror"\nrun_hours = [0, 3]'))
     with pytest.raises(ConfigError, match="essential"):
-        check_models(config(tmp_path, models='[models.gefs]\nsource = "mirror"\nskip_variables = ["t2m"]'))
+        check_models(config(tmp_path, medium=6, wind=3, models='[models.gefs]\nsource = "mirror"\nskip_variables = ["t2m"]'))
 
 
 def test_the_10m_wind_of_a_time_without_the_wind_above():

@@ -21,9 +21,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..config import parse_init
 from ..sources import run_steps
-from ..sources.base import FetchedRun, ModelSpec, Need, RunRef, floor_run
+from ..sources.base import (
+    FetchedRun,
+    ModelSpec,
+    Need,
+    RunRef,
+    Size,
+    estimated_bytes,
+    floor_run,
+    grid_message_bytes,
+    message_count,
+)
 from ..sources.icon import NATIVE_GRIDS
 from . import ensemble, gfs, icon, ifs, msm
 from .encode import Writer
@@ -66,6 +78,9 @@ class SampleSource:
     # grid's 1440 columns up to ENSEMBLE_COARSENING times ``scale`` (a global crop is then
     # evenly spaced across the 0/360 seam).
     ensemble_scale: int | None = None
+    # [start, end): no run starting then is published, as when an upstream stops (the soak
+    # test, rehearsing the stale alarm); discovery then finds the last run before it.
+    outage: tuple[datetime, datetime] | None = None
     _init: datetime | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
@@ -100,7 +115,7 @@ class SampleSource:
 
     @classmethod
     def from_options(cls, name: str, options: Mapping[str, Any]) -> SampleSource:
-        known = {"scale", "area", "init", "horizon_hours", "icon_layout", "ensemble_scale"}
+        known = {"scale", "area", "init", "horizon_hours", "icon_layout", "ensemble_scale", "outage"}
         unknown = sorted(set(options) - known - {"type"})
         if unknown:
             raise ValueError(f"source {name!r} (sample): unknown option(s) {unknown}; "
@@ -109,91 +124,64 @@ class SampleSource:
         return cls(name=name, **kwargs)
 
     def message_bytes(self, model: ModelSpec, cache: Path) -> int:
-        """A message's usual size in this source's runs of ``model`` (`pointcast plan`): the
-        average of the newest run of it in ``cache``, where there is one, otherwise its grid's
-        points at 16 bits."""
-        runs = sorted((Path(cache) / "sample" / model.id).glob("*/complete"))
-        if runs:
-            try:
-                done = json.loads(runs[-1].read_text())
-                run_dir = runs[-1].parent
-                count = sum(_messages(run_dir / f) for f in done.get("files", []))
-                if count:
-                    return int(done["bytes"] / count)
-            except (OSError, ValueError, KeyError):
-                pass
-        scale = self.ensemble_scale if model.members and self.ensemble_scale else self.scale
-        if model.members:
-            grid = ensemble.grid(model, scale, self.area)
-        else:
-            native = model.id in NATIVE_GRIDS and self.icon_layout == "v1"
-            grid = (cell_grid if native else sample_grid)(model, scale, self.area)
-        points = len(grid.lats) if isinstance(grid, CellGrid) else grid.shape[0] * grid.shape[1]
-        return 2 * points + 200
+        """A message's usual size in this source's runs of ``model``, the size `estimated_bytes`
+        takes (`size` before writing a run, `pointcast plan`): the bytes of the newest run of
+        it in ``cache`` on this grid over its `message_count`, where there is one, otherwise
+        its grid's points at 16 bits (`grid_message_bytes`)."""
+        scale = self.ensemble_scale if model.members and self.ensemble_scale is not None else self.scale
+        newest = max((Path(cache) / "sample" / model.id).glob("*/complete"), default=None)
+        try:
+            done = json.loads(newest.read_text()) if newest else {}
+            count = message_count(model, tuple(timedelta(minutes=m) for m in done.get("steps_minutes", ())))
+            if count and done["scale"] == scale and done["area"] == list(self.area):
+                return -(-done["bytes"] // count)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return grid_message_bytes(int(np.prod(self._grid(model, scale).shape)))
 
     # -- the Source protocol -----------------------------------------------------------------
 
     def discover(self, model: ModelSpec, now: datetime) -> RunRef:
         init = floor_run(model, self._init or now)
+        while self.outage and self.outage[0] <= init < self.outage[1]:
+            init = floor_run(model, init - timedelta(hours=1))
         steps = run_steps(model, init)
         if self.horizon_hours is not None:
             steps = tuple(s for s in steps if s <= timedelta(hours=self.horizon_hours))
         return RunRef(model=model.id, init=init, steps=steps, source="sample", synthetic=True,
                       complete=True)
 
+    def size(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> Size:
+        """What `fetch` with the same ``need`` writes: nothing for a run in the cache,
+        otherwise every field at the steps it writes (`estimated_bytes` at `message_bytes`)."""
+        run, run_dir, fingerprint, _ = self._run_dir(run, model, cache, need)
+        if self._cached(run_dir, fingerprint, need) is not None:
+            return Size(0, "cached")
+        return Size(estimated_bytes(model, run.steps, None, self.message_bytes(model, cache)), "estimate")
+
     def fetch(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> FetchedRun:
         """The run written into ``cache``: its steps up to the last ``need`` reads, every
         field at each, as the upstreams' files hold them all (decode reads ``need``'s only);
-        a run already there with more steps is used as it is."""
-        if need is not None:
-            run = replace(run, steps=need.steps(run.steps))
-        if run.model != model.id:
-            raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
-        if not run.steps:
-            raise ValueError(f"run {run.model} {run.init:%Y%m%d%H} has no steps")
-        init = (run.init.replace(tzinfo=UTC) if run.init.tzinfo is None
-                else run.init.astimezone(UTC))
-        run_dir = Path(cache) / "sample" / model.id / f"{init:%Y%m%d%H}"
+        a run already there with more steps is used as it is (`_cached`)."""
+        run, run_dir, fingerprint, scale = self._run_dir(run, model, cache, need)
+        init = datetime.fromisoformat(fingerprint["init"])
         marker = run_dir / "complete"
-        fingerprint: dict[str, Any] = {
-            "generator": GENERATOR, "model": model.id, "init": init.isoformat(),
-            "steps_minutes": [int(s.total_seconds() // 60) for s in run.steps],
-            "scale": self.scale, "area": list(self.area),
-        }
-        scale = self.scale
-        if model.members and self.ensemble_scale is not None:  # set by __post_init__
-            scale = fingerprint["scale"] = self.ensemble_scale
-        native = model.id in NATIVE_GRIDS and self.icon_layout == "v1"
-        if model.id in NATIVE_GRIDS or model.id == "icon-eu-eps":
-            fingerprint["icon_layout"] = self.icon_layout
         notes = (SYNTHETIC_NOTE,
                  f"sample {model.id} run {init:%Y-%m-%d %H} UTC, scale {scale} (every "
                  f"{scale}th row/column of the {model.grid.dlat} deg grid), area "
                  f"{list(self.area)}")
+        cached = self._cached(run_dir, fingerprint, need)
+        if cached is not None:
+            return FetchedRun(run=run, files=cached, notes=notes, need=need)
         if marker.exists():
-            try:
-                done = json.loads(marker.read_text())
-            except (OSError, ValueError):
-                done = {}
-            same = {k: done.get(k) for k in fingerprint if k != "steps_minutes"} \
-                == {k: v for k, v in fingerprint.items() if k != "steps_minutes"}
-            # a run written with more steps holds those read (decode reads ``need``'s only)
-            if same and set(fingerprint["steps_minutes"]) <= set(done.get("steps_minutes", ())) \
-                    and (need is not None or done.get("steps_minutes") == fingerprint["steps_minutes"]):
-                files = tuple(run_dir / f for f in done.get("files", []))
-                if all(f.exists() for f in files):
-                    return FetchedRun(run=run, files=files, notes=notes, need=need)
             log.info("sample %s %s: cached run differs from the configuration, rewriting",
                      model.id, run_dir)
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
-        if model.members:
-            grid = ensemble.grid(model, scale, self.area)
-            weather = Weather(ensemble.weather_model(model), grid, LandMask.load(cache))
-        else:
-            grid = (cell_grid if native else sample_grid)(model, scale, self.area)
-            weather = Weather(model, grid, LandMask.load(cache))
+        grid = self._grid(model, scale)
+        weather = Weather(ensemble.weather_model(model) if model.members else model, grid,
+                          LandMask.load(cache))
         writer = Writer(run_dir)
         try:
             writer.write("README.txt", _readme(model, init, grid, scale, self).encode(),
@@ -225,16 +213,52 @@ class SampleSource:
         return FetchedRun(run=run, files=files, notes=notes, need=need)
 
 
-def _messages(path: Path) -> int:
-    """The GRIB messages of a file of a sample run (bz2 files unpacked)."""
-    import bz2
+    def _run_dir(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None
+                 ) -> tuple[RunRef, Path, dict[str, Any], int]:
+        """The run cut to the steps ``need`` reads, its directory in ``cache``, the
+        fingerprint its ``complete`` marker records, and the scale of its grid."""
+        if need is not None:
+            run = replace(run, steps=need.steps(run.steps))
+        if run.model != model.id:
+            raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
+        if not run.steps:
+            raise ValueError(f"run {run.model} {run.init:%Y%m%d%H} has no steps")
+        init = (run.init.replace(tzinfo=UTC) if run.init.tzinfo is None
+                else run.init.astimezone(UTC))
+        fingerprint: dict[str, Any] = {
+            "generator": GENERATOR, "model": model.id, "init": init.isoformat(),
+            "steps_minutes": [int(s.total_seconds() // 60) for s in run.steps],
+            "scale": self.scale, "area": list(self.area),
+        }
+        scale = self.scale
+        if model.members and self.ensemble_scale is not None:  # set by __post_init__
+            scale = fingerprint["scale"] = self.ensemble_scale
+        if model.id in NATIVE_GRIDS or model.id == "icon-eu-eps":
+            fingerprint["icon_layout"] = self.icon_layout
+        return run, Path(cache) / "sample" / model.id / f"{init:%Y%m%d%H}", fingerprint, scale
 
-    from ..sources.remote import grib_lengths
+    @staticmethod
+    def _cached(run_dir: Path, fingerprint: dict[str, Any], need: Need | None) -> tuple[Path, ...] | None:
+        """The files of the run in the cache when its marker records ``fingerprint``; with a
+        ``need``, a run written with more steps too (it holds those read: decode reads
+        ``need``'s only)."""
+        try:
+            done = json.loads((run_dir / "complete").read_text())
+        except (OSError, ValueError):
+            return None
+        files = tuple(run_dir / f for f in done.get("files", []))
+        steps, written = fingerprint["steps_minutes"], done.get("steps_minutes") or []
+        same = all(done.get(k) == v for k, v in fingerprint.items() if k != "steps_minutes")
+        if same and (written == steps or (need is not None and set(steps) <= set(written))) \
+                and all(f.exists() for f in files):
+            return files
+        return None
 
-    data = path.read_bytes()
-    if path.suffix == ".bz2":
-        data = bz2.decompress(data)
-    return sum(1 for _ in grib_lengths(data)) if data.startswith(b"GRIB") else 0
+    def _grid(self, model: ModelSpec, scale: int) -> SampleGrid | CellGrid:
+        if model.members:
+            return ensemble.grid(model, scale, self.area)
+        native = model.id in NATIVE_GRIDS and self.icon_layout == "v1"
+        return (cell_grid if native else sample_grid)(model, scale, self.area)
 
 
 def _readme(model: ModelSpec, init: datetime, grid: SampleGrid | CellGrid, scale: int,
