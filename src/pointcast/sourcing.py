@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .publish import make_room
 from .sources import MODELS, run_steps
-from .sources.base import FetchedRun, Need, RunRef, Source
+from .sources.base import FetchedRun, ModelSpec, Need, RunRef, Source
 
 if TYPE_CHECKING:
     from .config import Config
@@ -68,11 +68,9 @@ def check_models(cfg: Config) -> list[str]:
     return notes
 
 
-def run_reach(cfg: Config, model_id: str) -> dict[int, float]:
-    """The hours each run of the model reaches from its start, by its UTC hour, with its
-    source's ``horizon_hours`` applied (IFS: 360 at 00/12 UTC, 144 at 06/18)."""
-    model = MODELS[model_id]
-    cap = cfg.source_for(model_id).options.get("horizon_hours")
+def run_reach(model: ModelSpec, cap: float | None) -> dict[int, float]:
+    """The hours each run of ``model`` reaches from its start, by its UTC hour (IFS: 360 at
+    00/12 UTC, 144 at 06/18), up to ``cap`` (its source's ``horizon_hours``)."""
     out = {}
     for hour in model.run_hours:
         steps = run_steps(model, datetime(2000, 1, 1, hour, tzinfo=UTC))
@@ -85,19 +83,24 @@ def chain_reach(cfg: Config, models: Sequence[str], limits: Mapping[str, int]) -
     """How far from a run's start a chain of models (a product's blend, or its ensembles in
     priority order) can reach, and each model's part in words: the last model's longest run
     (discovery walks back to a run that long: `plan.needed`), each one before it its shortest
-    (its newest run is taken, whatever its length) up to its ``limits`` (`max_lead_hours`)."""
+    (its newest run is taken, whatever its length) up to its ``limits`` (`max_lead_hours`),
+    each of its configured ``run_hours`` only, with its source's ``horizon_hours`` applied."""
+    from .need import model_spec
+
     best, parts = 0.0, []
     for i, m in enumerate(models):
-        reach = run_reach(cfg, m)
         last = i == len(models) - 1
-        hours = max(reach.values()) if last else min(reach.values())
+        pick = max if last else min
+        model = model_spec(cfg, m)
+        reach = run_reach(model, cfg.source_for(m).options.get("horizon_hours"))
+        hours = pick(reach.values())
         detail = ""
         if len(set(reach.values())) > 1:
             detail = " at its " + "/".join(f"{h:02d}" for h, r in sorted(reach.items()) if r == hours) + " UTC runs"
             detail += "" if last else ", which may be its newest"
         if m in limits and limits[m] < hours:
             hours, detail = float(limits[m]), " by max_lead_hours"
-        elif "horizon_hours" in cfg.source_for(m).options and hours < MODELS[m].horizon / timedelta(hours=1):
+        elif hours < pick(run_reach(model, None).values()):
             detail += f", by [sources.{cfg.models[m].source}] horizon_hours"
         best = max(best, hours)
         parts.append(f"{m} {hours:g} h{detail}")

@@ -145,13 +145,15 @@ def scrape(base: str) -> tuple[dict[str, float], dict[str, dict]]:
 
 def expected_init(model_id: str, clock: datetime) -> datetime:
     """The run an operator had at ``clock``: the newest one started at least the model's
-    publication delay before it, outside MSM's outage."""
+    publication delay before it, of the runs the products can use (`RUN_INTERVAL`), outside
+    MSM's outage."""
     from pointcast.sources import MODELS
     from pointcast.sources.base import floor_run
 
     model = MODELS[model_id]
     init = floor_run(model, clock - model.publication_delay)
-    while model_id == "msm" and OUTAGE[0] <= init < OUTAGE[1]:
+    while (init.hour % (RUN_INTERVAL[model_id] // timedelta(hours=1))
+           or model_id == "msm" and OUTAGE[0] <= init < OUTAGE[1]):
         init = floor_run(model, init - timedelta(hours=1))
     return init
 

@@ -627,10 +627,10 @@ def test_sigterm_during_discovery_ends_the_cycle_at_once(unreachable_site, cycle
         finally:
             proc.kill()
     out = "".join(proc.lines)  # type: ignore[attr-defined]
-    assert time.monotonic() - t0 < 15, out
+    assert time.monotonic() - t0 < 30, out
     assert code == 143, out
     assert f"pointcast: cycle stopped by SIGTERM before it finished; run {run_id} is served" in out
-    assert "still running" not in out  # every task woke: the watchdog had nothing to end
+    assert "still running" not in out and "Retry" not in out  # every task woke, none retried: no watchdog
     assert (root / "current").readlink().name == run_id
     assert sorted(p.name for p in (root / "runs").iterdir() if p.name != ".lock") == [run_id]  # no staging
     outcome = json.loads((root / "cycles" / "last.json").read_text())

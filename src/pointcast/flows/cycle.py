@@ -52,9 +52,10 @@ def _logger():
 
 
 def _retry_unless_unavailable(task, task_run, state) -> bool:
-    """A source that gave up at its deadline has retried already, and a run the cache has
-    no room for will not have it seconds later: no Prefect retry then."""
-    return not isinstance(state.result(raise_on_failure=False), (SourceUnavailable, publish.NoRoom))
+    """A source that gave up at its deadline has retried already, a run the cache has no room
+    for will not have it seconds later, and a stopped cycle wants none: no Prefect retry then."""
+    return not isinstance(state.result(raise_on_failure=False),
+                          (SourceUnavailable, publish.NoRoom, stopping.Stopped))
 
 
 # No task takes a cache key (nothing of a cycle is cached: no result is persisted). Prefect's
