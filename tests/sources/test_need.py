@@ -224,9 +224,9 @@ horizon_hours = 240
 def test_check_and_make_room_ask_the_cache_for_the_same_bytes(tmp_path):
     """The cache need `pointcast check` holds a cap to (plan's cache_bytes: a run of each
     model) is what the cycle's fetches ask `publish.make_room` for, `Source.size` of each
-    run's need: one estimate (at most what the sample then writes, exactly that once a run of
-    the model is in the cache, to a byte a message); a run it wrote with more steps serves a
-    need of fewer as it is."""
+    run's need: one estimate (for MSM at most what the sample then writes, exactly that once a
+    run of the model is in the cache, to a byte a message); a run it wrote with more steps
+    serves a need of fewer as it is."""
     from pointcast.sources import MODELS
     from pointcast.sourcing import make_source
 
