@@ -152,12 +152,16 @@ class SampleSource:
                       complete=True)
 
     def size(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> Size:
-        """What `fetch` with the same ``need`` writes: nothing for a run in the cache,
-        otherwise every field at the steps it writes (`estimated_bytes` at `message_bytes`)."""
+        """What `fetch` with the same ``need`` adds to the cache: nothing for a run in the
+        cache, otherwise every field at the steps it writes (`estimated_bytes` at
+        `message_bytes`) less the run's files there now, which it deletes first (a run written
+        for a need of fewer steps: a newer basetime reads further into it)."""
         run, run_dir, fingerprint, _ = self._run_dir(run, model, cache, need)
         if self._cached(run_dir, fingerprint, need) is not None:
             return Size(0, "cached")
-        return Size(estimated_bytes(model, run.steps, None, self.message_bytes(model, cache)), "estimate")
+        there = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file())
+        return Size(max(estimated_bytes(model, run.steps, None, self.message_bytes(model, cache)) - there, 0),
+                    "estimate")
 
     def fetch(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> FetchedRun:
         """The run written into ``cache``: its steps up to the last ``need`` reads, every
