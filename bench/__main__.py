@@ -27,11 +27,11 @@ import pointcast  # noqa: F401  (PROJ before ecCodes)
 from pointcast.config import DaskConfig, load_config
 from pointcast.products.base import _render as render_module
 
-from . import decode, http
+from . import decode, fetch, http
 from .workload import clear_outputs, settle, write_config
 
 QUICK_SCALE, QUICK_POINTS = 16, 100
-GROUPS = ("decode", "cycle", "http", "ensembles", "points", "dask", "output", "scale")
+GROUPS = ("fetch", "decode", "cycle", "http", "ensembles", "points", "dask", "output", "scale")
 EUROPE = ("eu-medium", "eu-short", "eu-wind")  # the products of the European points list
 SCALE_FACTOR = 50  # points_50k_cost: 50,000 points a list against 1,000
 
@@ -163,6 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     if render_module.__name__.endswith("_render_numpy"):
         print("# rendering: numpy (pointcast._render is not built here): the cycle figures are "
               "slower than with the compiled extension `make` builds", flush=True)
+    if "fetch" in only:
+        got = fetch.measure(work / "fetch", scale)
+        line("fetch_bytes_vs_needed", got["ratio"], "<= 1.05",
+             f"{got['fetched'] / 1e6:.2f} MB of messages fetched / {got['needed'] / 1e6:.2f} MB some product "
+             f"reads (IFS scale {scale}, ENS every member, loopback mirror)")
+        print(f"# fetch: the indexes read besides, {got['indexes'] / 1e6:.2f} MB (a message here is "
+              f"{got['message_bytes'] / 1e3:.1f} KB on average, about 1 MB upstream)", flush=True)
+        if only == {"fetch"}:
+            return 0
     roots = {k: load_config(c).output.root for k, c in variants.items()}
     # Removed before the decode figures, which create no files: they count towards the wait.
     removed_at = clear_outputs(list(roots.values()))

@@ -64,10 +64,12 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
     attrs = {"source": fetched.run.source, "synthetic": int(fetched.run.synthetic)}
     try:
         if model.members:
-            members = decode_members(fetched.files, model.fields, model=model.id, points=len(points), attrs=attrs)
+            members = decode_members(fetched.files, model.fields, model=model.id, points=len(points), attrs=attrs,
+                                     need=fetched.need)
             ds = members[0][1]
         else:
-            ds = decode(fetched.files, model.fields, model=model.id, points=len(points), attrs=attrs)
+            ds = decode(fetched.files, model.fields, model=model.id, points=len(points), attrs=attrs,
+                        need=fetched.need)
     except Exception as e:
         raise ModelFailed(f"{model.id}: decode failed: {type(e).__name__}: {e}") from e
     if model.members:
@@ -83,7 +85,8 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
         if unlike:
             raise ModelFailed(f"{model.id}: members {unlike} hold other variables than member "
                               f"{members[0][0]} ({', '.join(map(str, ds.data_vars))})")
-    lacking = sorted({row.var for row in model.fields} - set(ds.data_vars))
+    read = model.fields if fetched.need is None else [row for row, _ in fetched.need.rows]
+    lacking = sorted({row.var for row in read} - set(ds.data_vars))
     essential = [v for v in lacking if VARIABLES[v].essential]
     if essential:
         refused = f" ({ds.attrs['refused']})" if "refused" in ds.attrs else ""
@@ -169,7 +172,8 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
         members.append((m, interp.resample(ds, axis, where.lats, where.lons)))
     until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
     series, used = blend_stage.blend(members, until)
-    by_ensemble = with_ensembles(series, pc.ensembles, extracted, axis, where, heights,
+    column = sorted({h for pid in pids for h in PRODUCTS[pid].ensemble_heights(cfg.products[pid])})
+    by_ensemble = with_ensembles(series, pc.ensembles, extracted, axis, where, column,
                                  any("tp_members" in (PRODUCTS[pid].variables or ()) for pid in pids))
     nowhere = [""] * len(axis)
     origins = {"probability_from": _segments([e or ensemble.NEIGHBOURHOOD for e in by_ensemble.get("pop_ens", nowhere)],
@@ -181,7 +185,8 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
 
 def with_ensembles(series: xr.Dataset, ensembles: tuple[str, ...], extracted: dict, axis: np.ndarray,
                    where: interp.PointSet, heights: list[float], want_members: bool) -> dict[str, list[str]]:
-    """Add the statistics of the blend's ensembles to its ``series`` (`pointcast.ensemble`):
+    """Add the statistics of the blend's ensembles to its ``series`` (`pointcast.ensemble`),
+    their wind at ``heights`` (those of the products' quantiles: `Product.ensemble_heights`):
     ``pop`` becomes the ensembles' probability wherever one has every member, the
     neighbourhood probability staying beside it (``pop_neighbourhood``) and in its place
     elsewhere. Returns, by statistic, the ensemble of each step ("" where none has it;

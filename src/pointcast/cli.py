@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in (("run", "run one forecast cycle now"),
                        ("schedule", "serve the cycle as a Prefect deployment on its schedule"),
                        ("serve", "serve the published forecasts over HTTP"),
-                       ("check", "validate the configuration and exit")):
+                       ("check", "validate the configuration and exit"),
+                       ("plan", "what a day costs: bytes fetched and the disk a cycle needs")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--config", default=DEFAULT_CONFIG, help=f"configuration file (default {DEFAULT_CONFIG})")
         if name == "run":
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
         if name == "serve":
             p.add_argument("--host", default="127.0.0.1")
             p.add_argument("--port", type=int, default=8080)
+        if name == "plan":
+            p.add_argument("--json", action="store_true", help="print a JSON object (docs/operations.md)")
+            p.add_argument("--offline", action="store_true", help="typical message sizes, no upstream index read")
     p = sub.add_parser("hash-key", help="print the [server.api_keys] entry of an API key read from stdin")
     p.add_argument("name", help="the key's name in the configuration (it appears in logs; the key never does)")
     p.add_argument("--generate", action="store_true", help="make a new random key and print it too")
@@ -63,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
             from .sourcing import check_models
 
             notes = check_models(cfg)
+        if args.command == "check":
+            from .need import check_cache_cap
+
+            check_cache_cap(cfg)
     except ConfigError as exc:
         print(f"pointcast: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -72,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note: {note}")
         print(f"{cfg.path}: ok ({', '.join(f'{pid}: {len(pc.points)} points' for pid, pc in cfg.products.items())})")
         return 0
+    if args.command == "plan":
+        return plan_costs(cfg, args.json, not args.offline)
     if args.command == "verify":
         return verify(cfg, args.obs, args.since, args.until)
     if args.command == "serve":
@@ -130,6 +140,34 @@ def _utc_time(text: str) -> datetime:
         return utc_time(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO time: {text!r}") from None
+
+
+def plan_costs(cfg, as_json: bool, network: bool) -> int:
+    """`pointcast plan`: per model, messages and bytes a run, runs and bytes a day; the disk
+    a cycle needs at its peak (`pointcast.need.costs`)."""
+    import json
+
+    from .need import costs
+
+    report = costs(cfg, network=network)
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return 0
+    gb = 1e9
+    print(f"{'model':<12} {'messages/run':>12} {'GB/run':>8} {'runs/day':>8} {'GB/day':>8}  sizes from")
+    for m, e in report["models"].items():
+        where = ("the upstream's index (run " + e["measured_run"] + ")" if e["size_from"] == "index"
+                 else f"typical message size of {e['typical_of']} ({e['message_bytes'] / 1e6:.2f} MB)")
+        shared = f"; control shared with {e['shared_with']}" if e.get("shared_with") else ""
+        print(f"{m:<12} {e['messages_per_run']:>12} {e['bytes_per_run'] / gb:>8.2f} {e['runs_per_day']:>8} "
+              f"{e['bytes_per_day'] / gb:>8.2f}  {where}{shared}")
+    print(f"fetched a day: {report['bytes_per_day'] / gb:.1f} GB ({report['cycles_per_day']} cycles)")
+    print(f"disk a cycle needs at its peak: {report['peak_disk_bytes'] / gb:.1f} GB = cache "
+          f"{report['cache_bytes'] / gb:.1f} (a run of each model in use) + scratch "
+          f"{report['scratch_bytes'] / gb:.2f} + staging {report['staging_bytes'] / gb:.2f} + runs kept "
+          f"{report['runs_bytes'] / gb:.2f} ({cfg.output.keep_runs})")
+    print(f"archive growth: {report['archive_bytes_per_day'] / gb:.2f} GB a day")
+    return 0
 
 
 def verify(cfg, obs: list[Path], since: datetime | None, until: datetime | None) -> int:

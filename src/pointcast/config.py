@@ -198,6 +198,10 @@ class SourceConfig:
 class ModelConfig:
     id: str
     source: str
+    # The UTC hours of the runs taken (None: every run the model has; `pointcast.need`).
+    run_hours: tuple[int, ...] | None = None
+    # Canonical variables of the model's table not fetched nor decoded (`pointcast.need`).
+    skip_variables: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -720,11 +724,18 @@ def _models(ctx: _Ctx, doc: dict, sources: dict[str, SourceConfig]) -> dict[str,
         p = path + (mid,)
         if not isinstance(mt, dict):
             raise ctx.error(p, f"expected a table, got {_type_name(mt)}")
-        _check_keys(ctx, mt, p, ("source",))
+        _check_keys(ctx, mt, p, ("source", "run_hours", "skip_variables"))
         src = _str(ctx, mt, "source", p)
         if src not in sources:
             raise ctx.error(p + ("source",), f"source {src!r} is not defined in [sources] (defined: {', '.join(sources)})")
-        out[mid] = ModelConfig(id=mid, source=src)
+        run_hours = mt.get("run_hours")
+        if run_hours is not None and (not isinstance(run_hours, list) or not run_hours or any(
+                isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= 23 for h in run_hours)):
+            raise ctx.error(p + ("run_hours",), f"expected a non-empty array of UTC hours 0-23, got {run_hours!r}")
+        # which hours and variables the model has: `need.check`, with the model tables
+        out[mid] = ModelConfig(id=mid, source=src,
+                               run_hours=None if run_hours is None else tuple(sorted(set(run_hours))),
+                               skip_variables=_str_list(ctx, mt, "skip_variables", p, ()))
     return out
 
 

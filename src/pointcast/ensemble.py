@@ -9,7 +9,9 @@ probability" and "Quantiles"):
 - ``pop_ens``: the share of members with at least `HOURLY_THRESHOLD_MM` in the clock hour
   holding the step (the spec's hourly ``precipitation_proba`` and srf ``pop``);
 - ``t2m_q``, ``tp_q``, ``wspd_q``: the `QUANTILES` of the members' 2 m temperature, of their
-  precipitation in that clock hour and of their wind speed at each height;
+  precipitation in that clock hour and of their wind speed at each height the products
+  publish quantiles at (``Product.ensemble_heights``: 10 m, or the windpack's), where every
+  member has the wind at that height;
 - ``tp_members``: each member's precipitation in that clock hour, for the probability of a
   whole day (`day_probability`).
 
@@ -75,9 +77,12 @@ def statistics(members: xr.Dataset, want_members: bool) -> xr.Dataset:
         out["t2m_q"] = _quantiles(members["t2m"], quantile)
     if "wind_speed" in members:
         wspd = _quantiles(members["wind_speed"], quantile)
-        # An ensemble gives the whole column or none of it at a time: ICON-EU-EPS, whose
-        # files have the wind at 10 m only, leaves the windpack's heights to ENS rather than
-        # a column of 10 m from one ensemble under heights from another.
+        # An ensemble gives the whole column of heights its products publish quantiles at
+        # (`Product.ensemble_heights`, the members extracted at those only) or none of it at
+        # a time: ICON-EU-EPS, whose files have the wind at 10 m only, leaves the windpack's
+        # heights to ENS rather than a column of 10 m from one ensemble under heights from
+        # another. A product of 10 m quantiles has a column of 10 m: it never waits for the
+        # wind above, which ENS is fetched with only within the windpack's reach (`need`).
         out["wspd_q"] = wspd.where(wspd.notnull().all("height")) if "height" in wspd.dims else wspd
     return out
 

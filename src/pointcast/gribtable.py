@@ -8,6 +8,7 @@ module, so that the decoder need not import the models nor the models the decode
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 
 
@@ -70,3 +71,27 @@ RUN_LEVELS: tuple[int, ...] = ()
 # DWD's cell-centre parameters of an unstructured (ICON native) grid, as its trees name them,
 # and the shortName ecCodes decodes them as: coordinates, not rows of a table.
 CELL_CENTRES = {"CLAT": "tlat", "CLON": "tlon"}
+
+
+@dataclass(frozen=True)
+class Need:
+    """The messages of a model run some product uses (`pointcast.need`): each row of the
+    model's table with the last step (minutes from the run's start) it is used at. A source
+    fetches, and decode reads, only these; a constant row (orography) is its step 0."""
+
+    rows: tuple[tuple[GribField, int], ...]
+
+    def wants(self, row: GribField, minutes: int) -> bool:
+        return any(r == row and minutes <= last for r, last in self.rows)
+
+    def rows_at(self, minutes: int) -> tuple[GribField, ...]:
+        """The rows used at the step ``minutes`` after the run's start."""
+        return tuple(r for r, last in self.rows if minutes <= last)
+
+    @property
+    def last_minutes(self) -> int:
+        return max((last for _, last in self.rows), default=-1)
+
+    def steps(self, steps: tuple[timedelta, ...]) -> tuple[timedelta, ...]:
+        """The steps of ``steps`` some row is used at."""
+        return tuple(s for s in steps if s <= timedelta(minutes=self.last_minutes))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .publish import make_room
 from .sources import MODELS, run_steps
-from .sources.base import FetchedRun, ModelSpec, RunRef, Source
+from .sources.base import FetchedRun, ModelSpec, Need, RunRef, Source
 
 if TYPE_CHECKING:
     from .config import Config
@@ -62,6 +62,9 @@ def check_models(cfg: Config) -> list[str]:
             notes.append(str(error_at(cfg, ("products", pid, "ensembles"), (
                 f"the ensembles reach {reach:g} h of the {pc.horizon_hours} h horizon: {how}; beyond, the "
                 "neighbourhood probability and no quantiles (docs/config.md)"))))
+    from .need import check
+
+    check(cfg)
     return notes
 
 
@@ -81,12 +84,15 @@ def chain_reach(cfg: Config, models: Sequence[str], limits: Mapping[str, int]) -
     priority order) can reach, and each model's part in words: the last model's longest run
     (discovery walks back to a run that long: `plan.needed`), each one before it its shortest
     (its newest run is taken, whatever its length) up to its ``limits`` (`max_lead_hours`),
-    each with its source's ``horizon_hours`` applied."""
+    each of its configured ``run_hours`` only, with its source's ``horizon_hours`` applied."""
+    from .need import model_spec
+
     best, parts = 0.0, []
     for i, m in enumerate(models):
         last = i == len(models) - 1
         pick = max if last else min
-        reach = run_reach(MODELS[m], cfg.source_for(m).options.get("horizon_hours"))
+        model = model_spec(cfg, m)
+        reach = run_reach(model, cfg.source_for(m).options.get("horizon_hours"))
         hours = pick(reach.values())
         detail = ""
         if len(set(reach.values())) > 1:
@@ -94,7 +100,7 @@ def chain_reach(cfg: Config, models: Sequence[str], limits: Mapping[str, int]) -
             detail += "" if last else ", which may be its newest"
         if m in limits and limits[m] < hours:
             hours, detail = float(limits[m]), " by max_lead_hours"
-        elif hours < pick(run_reach(MODELS[m], None).values()):
+        elif hours < pick(run_reach(model, None).values()):
             detail += f", by [sources.{cfg.models[m].source}] horizon_hours"
         best = max(best, hours)
         parts.append(f"{m} {hours:g} h{detail}")
@@ -125,9 +131,10 @@ def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until
     `until` where given (a product's basetime plus its horizon; walks back run by run).
     ``whole``: every step of the run, beyond the source's `horizon_hours` (the model stands in
     for a dropped one after it: `plan.short_of_horizon`)."""
+    from .need import model_spec
     from .sources.remote import candidate_runs
 
-    model = MODELS[model_id]
+    model = model_spec(cfg, model_id)  # its configured run hours only
     source = make_source(cfg.models[model_id].source, cfg.source_for(model_id), whole=whole)
 
     def reaches(init: datetime, steps) -> bool:
@@ -152,17 +159,20 @@ def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until
                        f"of the products it ends{f' (to {until.isoformat()})' if until else ''} was found")
 
 
-def fetch_run(cfg: Config, run: RunRef, logger: logging.Logger | logging.LoggerAdapter = log,
+def fetch_run(cfg: Config, run: RunRef, need: Need | None = None,
+              logger: logging.Logger | logging.LoggerAdapter = log,
               in_use: Collection[tuple[str, str]] = frozenset()) -> FetchedRun:
-    """The files of ``run`` in the cache, from its configured source, once the cache has room
-    for what it downloads (`publish.make_room`: the cached runs not ``in_use``, ``(model,
-    YYYYMMDDHH)`` of the cycle's runs, evicted first; `publish.NoRoom` when it cannot fit)."""
+    """The files of ``run`` in the cache, from its configured source: the messages some
+    product reads (``need``: `pointcast.need.needs`; every message of the table where None),
+    once the cache has room for them (`publish.make_room`: the cached runs not ``in_use``,
+    ``(model, YYYYMMDDHH)`` of the cycle's runs, evicted first; `publish.NoRoom` when they
+    cannot fit). The room asked for is `Source.size` of the same need."""
     source = make_source(cfg.models[run.model].source, cfg.source_for(run.model))
     model, cache, out = MODELS[run.model], cfg.output.cache_dir, cfg.output
-    size = source.size(run, model, cache)
+    size = source.size(run, model, cache, need)
     make_room(cache, out.keep_cache_runs, None if out.cache_max_gb is None else int(out.cache_max_gb * 1e9),
               {*in_use, (run.model, f"{run.init.astimezone(UTC):%Y%m%d%H}")}, size.bytes,
               f"{run.model} run {run.init.astimezone(UTC):%Y-%m-%d %H} UTC ({size.how})")
-    fetched = source.fetch(run, model, cache)
-    logger.info("%s: %d files ready", run.model, len(fetched.files))
+    fetched = source.fetch(run, model, cache, need)
+    logger.info("%s: %d files ready (steps to +%s)", run.model, len(fetched.files), max(fetched.run.steps))
     return fetched

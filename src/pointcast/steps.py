@@ -76,10 +76,10 @@ def discover_runs(cfg: Config, submit: Callable[[str, timedelta], Any],
 
 def fetch_runs(runs: Mapping[str, RunRef], fetch: Callable[[RunRef], Any], dropped: dict[str, str],
                log: Log) -> tuple[dict[str, RunRef], dict[str, FetchedRun]]:
-    """Each model's run fetched, one after the other (``fetch(run)``, a state); the runs and
-    files of those that were."""
+    """Each model's run fetched, one after the other (``fetch(run)``, a state); the runs (their
+    steps those fetched: `pointcast.need`) and files of those that were."""
     fetched = settled({m: fetch(run) for m, run in runs.items()}, dropped, log)
-    return {m: runs[m] for m in fetched}, fetched
+    return {m: fetched[m].run for m in fetched}, fetched
 
 
 @contextmanager

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from mirror import Mirror, add_foreign_message, publish_sample
 from pointcast.config import ConfigError, load_config
 from pointcast.ingest import decode
 from pointcast.sources import GFS, IFS, MODELS, MSM
+from pointcast.sources.base import Need
 from pointcast.sources.remote import HttpSource, SourceUnavailable, byte_ranges, parse_index, run_files
 from pointcast.sourcing import make_source
 
@@ -142,8 +143,8 @@ def test_ecmwf_newest_run_only_wanted_messages_in_grouped_ranges(tree, mirror, t
 def test_a_runs_bytes_are_known_from_the_index_before_it_is_downloaded(tree, mirror, tmp_path):
     """`size` reads the indexes (no data file): the bytes the fetch then downloads, exactly
     where every range has a length (ECMWF), the last message by the typical length where the
-    index leaves it open (wgrib2); none once the run is in the cache; an upper estimate from
-    the model's grid for files without an index (MSM)."""
+    index leaves it open (wgrib2); none once the run is in the cache; for files without an
+    index (MSM) the estimate at the model's typical message size (`estimated_bytes`)."""
     for prefix, model, when in (("ecmwf", IFS, "2026-11-20T05:10"), ("noaa", GFS, "2026-11-20T04:00"),
                                 ("jma", MSM, "2026-11-20T02:00")):
         src = source(mirror, prefix)
@@ -157,9 +158,19 @@ def test_a_runs_bytes_are_known_from_the_index_before_it_is_downloaded(tree, mir
             assert size.how == "index" and size.bytes == got
         elif model is GFS:
             assert size.how == "index" and abs(size.bytes - got) < 0.1 * got, (size, got)
-        else:  # from the real model's grid: the mirror's sample files are far coarser
+        else:  # the real upstream's message size: the mirror's sample files are far coarser
             assert size.how == "estimate" and size.bytes >= got, (size, got)
         assert src.size(run, model, tmp_path).bytes == 0
+    # With a need: the bytes of its messages at its steps only, what a fetch of that need writes.
+    src = source(mirror, "ecmwf")
+    run = src.discover(IFS, at("2026-11-20T05:10"))
+    need = Need(tuple((row, 3 * 60) for row in IFS.fields if row.var in ("t2m", "msl")))
+    size = src.size(run, IFS, tmp_path / "need", need)
+    fetched = src.fetch(run, IFS, tmp_path / "need", need)
+    assert max(fetched.run.steps) == timedelta(hours=3)
+    assert size.how == "index" and size.bytes == sum(f.stat().st_size for f in fetched.files)
+    assert 0 < 4 * size.bytes < src.size(run, IFS, tmp_path / "whole").bytes
+    assert src.size(run, IFS, tmp_path / "need", need).bytes == 0
 
 
 def test_ecmwf_06_utc_run_in_the_older_scda_layout(mirror, tmp_path):

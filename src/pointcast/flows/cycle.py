@@ -20,6 +20,7 @@ from pointcast import build, interp, plan, publish, steps, stopping
 from pointcast.cluster import dask_scheduler
 from pointcast.config import Config, load_config
 from pointcast.heap import cap_arenas, release_freed
+from pointcast.need import needs
 from pointcast.outcome import (
     describe,
     failed_outcome,
@@ -30,7 +31,7 @@ from pointcast.outcome import (
 )
 from pointcast.products.base import RunContext
 from pointcast.publish.retention import retain_scratch, sweep_staging
-from pointcast.sources.base import FetchedRun, RunRef
+from pointcast.sources.base import FetchedRun, Need, RunRef
 from pointcast.sources.remote import SourceUnavailable
 from pointcast.sourcing import check_models, fetch_run, find_run
 from pointcast.validate import log_report, validate
@@ -72,10 +73,11 @@ def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta,
 
 @task(retries=3, retry_delay_seconds=[5, 30, 60], retry_condition_fn=_retry_unless_unavailable,
       cache_policy=NO_CACHE)
-def fetch(cfg: Config, run: RunRef, in_use: frozenset[tuple[str, str]] = frozenset()) -> FetchedRun:
-    """The run's files in the cache, the cached runs not ``in_use`` evicted first
-    (`sourcing.fetch_run`)."""
-    return fetch_run(cfg, run, _logger(), in_use)
+def fetch(cfg: Config, run: RunRef, in_use: frozenset[tuple[str, str]] = frozenset(),
+          need: Need | None = None) -> FetchedRun:
+    """The run's messages some product reads (``need``) in the cache, the cached runs not
+    ``in_use`` evicted first (`sourcing.fetch_run`)."""
+    return fetch_run(cfg, run, need, _logger(), in_use)
 
 
 @task(cache_policy=NO_CACHE)
@@ -218,9 +220,11 @@ def _cycle(config_path: str, now: datetime | None) -> str | State:
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return _finished(publish.backend_for(cfg.output.root).run_manifest(run_id) or {"run_id": run_id})
 
-    in_use = plan.cache_runs(plan.runs_used(cfg, runs))  # evicted from the cache before any download
-    runs, fetched = steps.fetch_runs(plan.runs_used(cfg, runs),
-                                     lambda run: fetch(quote(cfg), run, in_use, return_state=True), dropped, log)
+    used = plan.runs_used(cfg, runs)
+    in_use = plan.cache_runs(used)  # evicted from the cache before any download
+    wanted = needs(cfg, used)  # only the messages some product reads
+    runs, fetched = steps.fetch_runs(used, lambda run: fetch(quote(cfg), run, in_use, quote(wanted.get(run.model)),
+                                                             return_state=True), dropped, log)
     cfg = plan.buildable(cfg, dropped, unbuilt, runs)
     # One scheduler (one cluster) for every extraction and build of the cycle; the scratch
     # stores of the extracted series, removed once the products are built (or failed).

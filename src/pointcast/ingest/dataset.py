@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 
 from ..catalogue import variable
-from ..gribtable import GribField, Processing
+from ..gribtable import GribField, Need, Processing
 from .checks import select
 from .message import _CELL_CENTRES, CELL_CENTRE_NAMES, CellGridKey, DecodeError, Message
 from .scan import index_file
@@ -37,7 +37,7 @@ LEVEL_DIMS = {"heightAboveGround": "height", "isobaricInhPa": "plev",
 
 
 def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "",
-           attrs: dict | None = None, points: int = 0) -> xr.Dataset:
+           attrs: dict | None = None, points: int = 0, need: Need | None = None) -> xr.Dataset:
     """Decode a model run's files into the canonical dataset.
 
     Dims: ``time`` (valid time), optional ``height``/``plev``, then ``lat`` (ascending), ``lon``
@@ -50,12 +50,16 @@ def decode(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "
     ``points``: how many points the run will be sampled at, when known (`interp.extract_blocks`):
     the dask blocks then hold fewer steps the more points there are (`values.block_steps`),
     so that the fields at the points of a block stay small.
+
+    ``need``: the rows and steps some product reads (`pointcast.need`); the other messages
+    of the files are skipped like those no row names.
     """
-    return _dataset(_scanned(files), fields, model, attrs, points)
+    return _dataset(_scanned(files), fields, model, attrs, points, need)
 
 
 def decode_members(files: Iterable[Path], fields: Sequence[GribField], *, model: str = "",
-                   attrs: dict | None = None, points: int = 0) -> list[tuple[int, xr.Dataset]]:
+                   attrs: dict | None = None, points: int = 0, need: Need | None = None
+                   ) -> list[tuple[int, xr.Dataset]]:
     """Decode an ensemble run's files into one canonical dataset a member (`decode`), by
     perturbation number (0: the control): each member's messages are a run of their own, its
     messages found by one header pass over the files (an upstream may hold every member in a
@@ -67,7 +71,7 @@ def decode_members(files: Iterable[Path], fields: Sequence[GribField], *, model:
         by_member[0 if m.member is None else m.member].append(m)
     if not by_member:
         raise DecodeError(f"{model}: no ensemble member's message among the files")
-    return [(k, _dataset(by_member[k], fields, model, attrs, points)) for k in sorted(by_member)]
+    return [(k, _dataset(by_member[k], fields, model, attrs, points, need)) for k in sorted(by_member)]
 
 
 def _scanned(files: Iterable[Path]) -> list[Message]:
@@ -81,9 +85,16 @@ def _scanned(files: Iterable[Path]) -> list[Message]:
 
 
 def _dataset(messages: list[Message], fields: Sequence[GribField], model: str, attrs: dict | None,
-             points: int) -> xr.Dataset:
+             points: int, need: Need | None = None) -> xr.Dataset:
     """The canonical dataset of one run's messages (`decode`)."""
+    if need is not None:
+        fields = [row for row in fields if any(row == r for r, _ in need.rows)]
     rows_msgs, refused, unused = select(messages, fields, model)
+    if need is not None:  # a message past the last step its row is read at: not decoded
+        for row in list(rows_msgs):
+            rows_msgs[row] = [m for m in rows_msgs[row] if need.wants(row, m.end_minutes)]
+            if not rows_msgs[row]:
+                del rows_msgs[row]
     if not rows_msgs:
         raise DecodeError(f"{model or 'run'}: no message matches the encoding table"
                           + "".join(f"; {r}" for r in refused))

@@ -117,6 +117,13 @@ def _profile(values: dict, ds: xr.Dataset, orog: np.ndarray, heights: np.ndarray
 
         columns = _by_rows(winds, wind_rows, len(wind_h), p_len)
         cols_u, cols_v = columns[0::2], columns[1::2]
+        if len(wind_rows) < t_len:
+            # A time with one level alone (an ensemble's 10 m wind past the steps its wind
+            # above is fetched for, `pointcast.need`) still has that level's height.
+            cols_u, cols_v = ([_at_level(_on_rows(col, wind_rows, t_len), wind_h, comps, h)
+                               for col, h in zip(cols, heights, strict=True)]
+                              for cols, comps in ((cols_u, wind_u), (cols_v, wind_v)))
+            wind_rows = slice(None)
     if len(temp_h) == 1:  # no upper level at all (JMA MSM surface files)
         temps = [np.full((t_len, p_len), np.nan) for _ in heights]
     else:
@@ -174,6 +181,15 @@ def _on_rows(values: np.ndarray, rows: np.ndarray, t_len: int) -> np.ndarray:
     """(row, point) values back on the time axis, NaN at the other times."""
     out = np.full((t_len,) + values.shape[1:], np.nan)
     out[rows] = values
+    return out
+
+
+def _at_level(column: np.ndarray, heights: list[np.ndarray], values: list[np.ndarray], target: float) -> np.ndarray:
+    """``column`` (time, point) where it has a value, elsewhere the value of a level at the
+    ``target`` height itself, where one has it."""
+    out = column
+    for z, v in zip(heights, values, strict=True):
+        out = np.where(np.isnan(out) & (z == target), v, out)
     return out
 
 

@@ -71,6 +71,11 @@ class Product(Protocol):
 
     def heights(self, cfg: ProductConfig) -> list[float]: ...
 
+    def ensemble_heights(self, cfg: ProductConfig) -> list[float]:
+        """The heights of the wind quantiles it publishes from its ensembles: what their
+        members are read at (`pointcast.need`) and the column an ensemble gives whole
+        (`pointcast.ensemble.statistics`)."""
+
     def expected_files(self, cfg: ProductConfig) -> list[str]: ...
 
     def build(self, series: xr.Dataset, cfg: ProductConfig, ctx: RunContext,

@@ -209,6 +209,9 @@ class EuCommon:
     def heights(self, cfg: ProductConfig) -> list[float]:
         return list(HEIGHTS)
 
+    def ensemble_heights(self, cfg: ProductConfig) -> list[float]:
+        return [10.0]  # its quantiles are of the 10 m wind (`ensemble_archive`)
+
     def inputs(self) -> dict[str, frozenset[str]]:
         return INPUTS
 

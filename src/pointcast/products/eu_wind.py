@@ -84,6 +84,9 @@ class EuWind:
     def heights(self, cfg: ProductConfig) -> list[float]:
         return sorted({h for p in cfg.points for h in point_heights(p)})
 
+    def ensemble_heights(self, cfg: ProductConfig) -> list[float]:
+        return self.heights(cfg)  # its quantiles at every height (`ensemble_archive`)
+
     def inputs(self) -> dict[str, frozenset[str]]:
         return {e.name: frozenset(self.variables) for e in WIND_DATA if e.ref in CF_NAMES}
 

@@ -55,6 +55,9 @@ class WxProduct:
     def heights(self, cfg: ProductConfig) -> list[float]:
         return [10.0]
 
+    def ensemble_heights(self, cfg: ProductConfig) -> list[float]:
+        return [10.0]
+
     def inputs(self) -> dict[str, frozenset[str]]:
         return HOURLY_INPUTS
 

@@ -16,7 +16,7 @@ import logging
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,17 @@ import numpy as np
 
 from ..config import parse_init
 from ..sources import run_steps
-from ..sources.base import FetchedRun, ModelSpec, RunRef, Size, estimated_bytes, floor_run
+from ..sources.base import (
+    FetchedRun,
+    ModelSpec,
+    Need,
+    RunRef,
+    Size,
+    estimated_bytes,
+    floor_run,
+    grid_message_bytes,
+    message_count,
+)
 from ..sources.icon import NATIVE_GRIDS
 from . import ensemble, gfs, icon, ifs, msm
 from .encode import Writer
@@ -113,6 +123,22 @@ class SampleSource:
         kwargs = {k: v for k, v in options.items() if k in known}
         return cls(name=name, **kwargs)
 
+    def message_bytes(self, model: ModelSpec, cache: Path) -> int:
+        """A message's usual size in this source's runs of ``model``, the size `estimated_bytes`
+        takes (`size` before writing a run, `pointcast plan`): the bytes of the newest run of
+        it in ``cache`` on this grid over its `message_count`, where there is one, otherwise
+        its grid's points at 16 bits (`grid_message_bytes`)."""
+        scale = self.ensemble_scale if model.members and self.ensemble_scale is not None else self.scale
+        newest = max((Path(cache) / "sample" / model.id).glob("*/complete"), default=None)
+        try:
+            done = json.loads(newest.read_text()) if newest else {}
+            count = message_count(model, tuple(timedelta(minutes=m) for m in done.get("steps_minutes", ())))
+            if count and done["scale"] == scale and done["area"] == list(self.area):
+                return -(-done["bytes"] // count)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return grid_message_bytes(int(np.prod(self._grid(model, scale).shape)))
+
     # -- the Source protocol -----------------------------------------------------------------
 
     def discover(self, model: ModelSpec, now: datetime) -> RunRef:
@@ -125,26 +151,32 @@ class SampleSource:
         return RunRef(model=model.id, init=init, steps=steps, source="sample", synthetic=True,
                       complete=True)
 
-    def size(self, run: RunRef, model: ModelSpec, cache: Path) -> Size:
-        """What `fetch` writes: nothing for a run in the cache, otherwise estimated from the
-        sample grid (`estimated_bytes`)."""
-        run_dir, fingerprint, scale = self._run_dir(run, model, cache)
-        if self._cached(run_dir, fingerprint) is not None:
+    def size(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> Size:
+        """What `fetch` with the same ``need`` adds to the cache: nothing for a run in the
+        cache, otherwise every field at the steps it writes (`estimated_bytes` at
+        `message_bytes`) less the run's files there now, which it deletes first (a run written
+        for a need of fewer steps: a newer basetime reads further into it)."""
+        run, run_dir, fingerprint, _ = self._run_dir(run, model, cache, need)
+        if self._cached(run_dir, fingerprint, need) is not None:
             return Size(0, "cached")
-        points = int(np.prod(self._grid(model, scale).shape))
-        return Size(estimated_bytes(model, run.steps, points), "estimate")
+        there = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file())
+        return Size(max(estimated_bytes(model, run.steps, None, self.message_bytes(model, cache)) - there, 0),
+                    "estimate")
 
-    def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
-        run_dir, fingerprint, scale = self._run_dir(run, model, cache)
+    def fetch(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> FetchedRun:
+        """The run written into ``cache``: its steps up to the last ``need`` reads, every
+        field at each, as the upstreams' files hold them all (decode reads ``need``'s only);
+        a run already there with more steps is used as it is (`_cached`)."""
+        run, run_dir, fingerprint, scale = self._run_dir(run, model, cache, need)
         init = datetime.fromisoformat(fingerprint["init"])
         marker = run_dir / "complete"
         notes = (SYNTHETIC_NOTE,
                  f"sample {model.id} run {init:%Y-%m-%d %H} UTC, scale {scale} (every "
                  f"{scale}th row/column of the {model.grid.dlat} deg grid), area "
                  f"{list(self.area)}")
-        cached = self._cached(run_dir, fingerprint)
+        cached = self._cached(run_dir, fingerprint, need)
         if cached is not None:
-            return FetchedRun(run=run, files=cached, notes=notes)
+            return FetchedRun(run=run, files=cached, notes=notes, need=need)
         if marker.exists():
             log.info("sample %s %s: cached run differs from the configuration, rewriting",
                      model.id, run_dir)
@@ -182,11 +214,15 @@ class SampleSource:
         os.replace(tmp, marker)
         log.info("sample %s %s: %d files, %.1f MB", model.id, f"{init:%Y%m%d%H}", len(files),
                  writer.bytes / 1e6)
-        return FetchedRun(run=run, files=files, notes=notes)
+        return FetchedRun(run=run, files=files, notes=notes, need=need)
 
-    def _run_dir(self, run: RunRef, model: ModelSpec, cache: Path) -> tuple[Path, dict[str, Any], int]:
-        """The run's directory in ``cache``, the fingerprint its ``complete`` marker records,
-        and the scale of its grid."""
+
+    def _run_dir(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None
+                 ) -> tuple[RunRef, Path, dict[str, Any], int]:
+        """The run cut to the steps ``need`` reads, its directory in ``cache``, the
+        fingerprint its ``complete`` marker records, and the scale of its grid."""
+        if need is not None:
+            run = replace(run, steps=need.steps(run.steps))
         if run.model != model.id:
             raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
         if not run.steps:
@@ -203,17 +239,22 @@ class SampleSource:
             scale = fingerprint["scale"] = self.ensemble_scale
         if model.id in NATIVE_GRIDS or model.id == "icon-eu-eps":
             fingerprint["icon_layout"] = self.icon_layout
-        return Path(cache) / "sample" / model.id / f"{init:%Y%m%d%H}", fingerprint, scale
+        return run, Path(cache) / "sample" / model.id / f"{init:%Y%m%d%H}", fingerprint, scale
 
     @staticmethod
-    def _cached(run_dir: Path, fingerprint: dict[str, Any]) -> tuple[Path, ...] | None:
-        """The files of the run in the cache when its marker records ``fingerprint``."""
+    def _cached(run_dir: Path, fingerprint: dict[str, Any], need: Need | None) -> tuple[Path, ...] | None:
+        """The files of the run in the cache when its marker records ``fingerprint``; with a
+        ``need``, a run written with more steps too (it holds those read: decode reads
+        ``need``'s only)."""
         try:
             done = json.loads((run_dir / "complete").read_text())
         except (OSError, ValueError):
             return None
         files = tuple(run_dir / f for f in done.get("files", []))
-        if {k: done.get(k) for k in fingerprint} == fingerprint and all(f.exists() for f in files):
+        steps, written = fingerprint["steps_minutes"], done.get("steps_minutes") or []
+        same = all(done.get(k) == v for k, v in fingerprint.items() if k != "steps_minutes")
+        if same and (written == steps or (need is not None and set(steps) <= set(written))) \
+                and all(f.exists() for f in files):
             return files
         return None
 

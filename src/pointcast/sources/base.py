@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..gribtable import RUN_LEVELS, GribField, Processing
+from ..gribtable import RUN_LEVELS, GribField, Need, Processing
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,10 @@ class ModelSpec:
     # An ensemble: its members, control included where one is published (perturbationNumber
     # 0; ICON-EU-EPS publishes members 1-40 and no control); 0 for a deterministic model.
     members: int = 0
+    # A message's usual size as the upstream publishes it (bytes): the estimate of a run's
+    # bytes where the upstream's indexes cannot be read (`estimated_bytes`: `Source.size`
+    # before a download, `pointcast plan`'s typical figure; README.md, "Live sources").
+    message_bytes: int = 0
     # How long after its start a run is usually complete on the upstream (its last step
     # published): with `run_interval`, how old a served run may be in a steady state
     # (`stale_after`); the sample source's runs count as published from then, so that a cycle
@@ -145,6 +149,7 @@ class FetchedRun:
     run: RunRef
     files: tuple[Path, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    need: Need | None = None  # what decode reads of the files (None: every row of the table)
 
 
 @dataclass(frozen=True)
@@ -163,28 +168,65 @@ class Source(Protocol):
 
     def discover(self, model: ModelSpec, now: datetime) -> RunRef: ...
 
-    def size(self, run: RunRef, model: ModelSpec, cache: Path) -> Size: ...
+    def size(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> Size:
+        """The bytes `fetch` with the same ``need`` still has to write into ``cache`` (before
+        a download: `publish.make_room`)."""
 
-    def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun: ...
+    def fetch(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> FetchedRun:
+        """The files of ``run`` in ``cache``: the messages of ``need`` (every row of the
+        table at every step of the run where None)."""
 
 
 BYTES_PER_VALUE = 2  # 16-bit packing, the upstreams' usual and the sample's
 MESSAGE_OVERHEAD = 200  # a GRIB2 message's sections besides its values
-# The levels of a row whose run chooses them (ICON's model levels spanning the hub heights,
-# its HHL column once), counted without the run's HHL at hand.
-RUN_LEVELS_GUESS = 10
+# Model levels of a row whose levels each run chooses (ICON's U/V spanning the hub heights,
+# sources/remote/levels.py), counted without the run's HHL at hand: the usual count.
+RUN_LEVELS_GUESS = 12
 
 
-def estimated_bytes(model: ModelSpec, steps: tuple[timedelta, ...], points: int) -> int:
-    """The messages of ``model``'s table at ``steps`` (every member), ``points`` values each at
-    `BYTES_PER_VALUE`: where no index gives the sizes. An upper bound mostly, as compressed
-    packing (CCSDS, JPEG, bz2 files) makes messages smaller."""
-    fine = [s for s in model.fine_steps if steps and s <= max(steps)]
-    messages = 0
-    for row in model.fields:
-        at = 1 if row.processing is Processing.CONSTANT else len(steps) + (len(fine) if row.fine else 0)
-        messages += at * (len(row.levels) if row.levels else RUN_LEVELS_GUESS if row.levels == RUN_LEVELS else 1)
-    return messages * max(model.members, 1) * (points * BYTES_PER_VALUE + MESSAGE_OVERHEAD)
+def grid_message_bytes(points: int) -> int:
+    """A message of ``points`` values at `BYTES_PER_VALUE` (the sample's packing)."""
+    return points * BYTES_PER_VALUE + MESSAGE_OVERHEAD
+
+
+def message_count(model: ModelSpec, steps: tuple[timedelta, ...], need: Need | None = None) -> int:
+    """The messages of ``need`` (every row of the table where None) at ``steps`` and the fine
+    steps within them, every member's: one a field, level and step; two rows naming one
+    message (IFS's ``10u`` as ``u10`` and ``u`` at 10 m; its gust's two windows) count once."""
+    if not steps:
+        return 0
+    minutes = sorted({int(s.total_seconds() // 60) for s in steps}
+                     | {int(s.total_seconds() // 60) for s in model.fine_steps if s <= max(steps)})
+    count = 0
+    for m in minutes:
+        keys: set[tuple] = set()
+        for row in model.fields if need is None else need.rows_at(m):
+            if (row.processing is Processing.CONSTANT and m) or (row.processing is Processing.INTERVAL and not m) \
+                    or (m % 60 and not row.fine) or row.edition == 1:
+                continue
+            name = (row.param or row.shortName, row.typeOfLevel)
+            levels = range(RUN_LEVELS_GUESS) if row.levels == RUN_LEVELS else row.levels or (None,)
+            keys.update((*name, lv) for lv in levels)
+        # a single-level row whose message a levelled row names too (10u as u10 and u at 10 m)
+        levelled = {k[:2] for k in keys if k[2] is not None}
+        count += sum(1 for k in keys if k[2] is not None or k[:2] not in levelled)
+    return count * max(model.members, 1)
+
+
+def estimated_bytes(model: ModelSpec, steps: tuple[timedelta, ...], need: Need | None = None,
+                    message_bytes: int | None = None) -> int:
+    """The bytes of the messages of ``need`` at ``steps`` (`message_count`), each of
+    ``message_bytes`` (the upstream's usual, `typical_message_bytes`, where None): the one
+    estimate where no index gives the sizes, for `Source.size` before a download and for
+    `pointcast plan`'s typical figures alike."""
+    return message_count(model, steps, need) * (typical_message_bytes(model) if message_bytes is None
+                                                else message_bytes)
+
+
+def typical_message_bytes(model: ModelSpec) -> int:
+    """A message of the model as its upstream publishes it: the table's `ModelSpec.message_bytes`,
+    its grid at 16 bits where the table gives none."""
+    return model.message_bytes or grid_message_bytes(model.grid.shape[0] * model.grid.shape[1])
 
 
 def hours(*values: float) -> tuple[timedelta, ...]:

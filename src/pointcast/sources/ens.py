@@ -123,4 +123,5 @@ ENS = ModelSpec(
     resolution_km=9.0,
     upstream=UPSTREAM,
     members=51,
+    message_bytes=1_000_000,  # a member's field, CCSDS on 0.25 deg (README.md, "Live sources")
 )

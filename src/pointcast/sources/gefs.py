@@ -108,4 +108,5 @@ GEFS = ModelSpec(
     resolution_km=25.0,  # native C384 (about 25 km), published on 0.25 deg
     upstream=UPSTREAM,
     members=len(MEMBER_FILES),
+    message_bytes=500_000,  # a member's field on 0.25 deg, complex packing
 )

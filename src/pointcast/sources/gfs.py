@@ -143,6 +143,7 @@ GFS = ModelSpec(
     publication_delay=timedelta(hours=4),
     resolution_km=13.0,  # native C768 cubed sphere; published on the 0.25 deg grid
     upstream=UPSTREAM,
+    message_bytes=500_000,  # a field on 0.25 deg, complex packing
 )
 
 

@@ -391,6 +391,7 @@ ICON_EU = ModelSpec(
     publication_delay=timedelta(hours=4),
     resolution_km=6.5,
     upstream=_upstream("icon-eu"),
+    message_bytes=600_000,  # a field on the native grid (~0.66 M cells), CCSDS
 )
 
 ICON_D2 = ModelSpec(
@@ -406,4 +407,5 @@ ICON_D2 = ModelSpec(
     fine_steps=tuple(timedelta(minutes=15 * k) for k in range(0, 48 * 4 + 1)),
     resolution_km=2.2,
     upstream=_upstream("icon-d2"),
+    message_bytes=450_000,  # a field on the native grid (542 040 cells), CCSDS
 )

@@ -93,4 +93,5 @@ ICON_EU_EPS = ModelSpec(
     resolution_km=13.0,
     upstream=UPSTREAM,
     members=40,
+    message_bytes=230_000,  # a member's field on the native grid (~9 MB a file of 40), CCSDS
 )

@@ -189,4 +189,5 @@ IFS = ModelSpec(
     publication_delay=timedelta(hours=8),
     resolution_km=9.0,  # native O1280; the published grid is 0.25 deg (~28 km)
     upstream=UPSTREAM,
+    message_bytes=1_000_000,  # a field, CCSDS on 0.25 deg (README.md, "Live sources")
 )

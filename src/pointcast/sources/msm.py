@@ -169,4 +169,5 @@ MSM = ModelSpec(
     publication_delay=timedelta(hours=3),
     resolution_km=5.0,
     upstream=UPSTREAM,
+    message_bytes=350_000,  # a field of the Lsurf files
 )

@@ -38,7 +38,7 @@ Configuration (``[sources.<id>]``, docs/config.md): ``mirrors`` replaces the tab
 from .discover import candidate_runs
 from .download import check_grib, grib_lengths
 from .files import RemoteFile, cell_centre_files, run_files
-from .index import byte_ranges, parse_index
+from .index import byte_ranges, parse_index, wanted_bytes
 from .levels import LevelPlan, plan_model_levels
 from .settings import HttpSettings
 from .source import HttpSource
@@ -47,5 +47,5 @@ from .transport import USER_AGENT, BadDownload, SourceUnavailable
 __all__ = [
     "BadDownload", "HttpSettings", "HttpSource", "LevelPlan", "RemoteFile", "SourceUnavailable",
     "USER_AGENT", "byte_ranges", "candidate_runs", "cell_centre_files", "check_grib",
-    "grib_lengths", "parse_index", "plan_model_levels", "run_files",
+    "grib_lengths", "parse_index", "plan_model_levels", "run_files", "wanted_bytes",
 ]

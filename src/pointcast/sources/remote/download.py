@@ -29,7 +29,7 @@ import eccodes
 
 from ... import stopping
 from ...publish.durable import replace_bytes
-from ..base import Layout, Mirror, ModelSpec, Upstream
+from ..base import Layout, Mirror, ModelSpec, Need, Upstream
 from .files import RemoteFile
 from .index import wanted_ranges
 from .progress import FetchProgress
@@ -96,8 +96,8 @@ def check_grib(data: bytes, expected: int | None = None) -> int:
 
 def download_files(src: HttpSettings, client, pool: ThreadPoolExecutor, model: ModelSpec,
                    up: Upstream, layout: Layout, todo: list[tuple[RemoteFile, Path]],
-                   deadline: float, progress: FetchProgress, used: dict[str, int]
-                   ) -> tuple[dict[str, Path], list[RemoteFile]]:
+                   deadline: float, progress: FetchProgress, used: dict[str, int],
+                   need: Need | None = None) -> tuple[dict[str, Path], list[RemoteFile]]:
     """Fetch the files of ``todo`` (file, cache path) in passes: a pass tries each pending
     file once on every mirror, on the pool's connections; the files that failed wait for
     the next pass, after a backoff, so that a failing file never holds a connection while
@@ -116,7 +116,7 @@ def download_files(src: HttpSettings, client, pool: ThreadPoolExecutor, model: M
     def one(item: tuple[RemoteFile, Path]) -> Path | Failed:
         stopping.check()  # the files still queued when the cycle is told to stop
         try:
-            dest, nbytes, mirror = fetch_file(client, model, up, layout, *item)
+            dest, nbytes, mirror = fetch_file(client, model, up, layout, *item, need)
         except Failed as failed:
             return failed
         with lock:
@@ -156,18 +156,22 @@ def download_files(src: HttpSettings, client, pool: ThreadPoolExecutor, model: M
 
 
 def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
-               f: RemoteFile, dest: Path) -> tuple[Path, int, str]:
-    """Download one file's wanted messages (or the whole file) into the cache at ``dest``,
-    one pass over the mirrors (``Failed`` when none gives it): (local path, bytes
-    downloaded, mirror name or "" when it came from the cache)."""
+               f: RemoteFile, dest: Path, need: Need | None = None) -> tuple[Path, int, str]:
+    """Download one file's wanted messages (those of the rows ``need`` reads at its step, or
+    of the whole table; or the whole file) into the cache at ``dest``, one pass over the
+    mirrors (``Failed`` when none gives it): (local path, bytes downloaded, mirror name or
+    "" when it came from the cache, or from another model's copy: `_shared_copy`)."""
     meta = dest.with_name(dest.name + ".json")
     local_index = dest.with_name(Path(f.index_path).name) if f.index_path else None
+    rows = None if need is None else need.rows_at(round(f.first_step_h * 60))
     dest.parent.mkdir(parents=True, exist_ok=True)
     if local_index is not None and local_index.exists():
-        ranges = wanted_ranges(model, up, layout, local_index.read_text())
+        ranges = wanted_ranges(model, up, layout, local_index.read_text(), rows)
         if dest.exists() and file_meta(meta).get("ranges") == ranges_json(ranges):
             return dest, 0, ""
     elif local_index is None and dest.exists() and file_meta(meta).get("bytes") == dest.stat().st_size:
+        return dest, 0, ""
+    if local_index is not None and _shared_copy(model, up, layout, f, dest, local_index, rows):
         return dest, 0, ""
 
     def attempt(mirror: Mirror) -> tuple[str, bytes, str | None, list]:
@@ -175,7 +179,7 @@ def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
         ranges: list[tuple[int, int | None]] = [(0, None)]
         if f.index_path:
             index_text = get(client, f"{mirror.url}/{f.index_path}").text
-            ranges = wanted_ranges(model, up, layout, index_text)
+            ranges = wanted_ranges(model, up, layout, index_text, rows)
         data = get_ranges(client, f"{mirror.url}/{f.path}", ranges, whole=not f.index_path)
         check_grib(bz2.decompress(data) if layout.compression == "bz2" else data)
         return mirror.name, data, index_text, ranges
@@ -187,6 +191,50 @@ def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
     replace_bytes(meta, json.dumps({"mirror": name, "ranges": ranges_json(ranges),
                                    "bytes": len(data)}).encode(), sync=False)
     return dest, len(data), name
+
+
+def _shared_copy(model: ModelSpec, up: Upstream, layout: Layout, f: RemoteFile, dest: Path,
+                 local_index: Path, rows) -> bool:
+    """Take ``f``'s wanted messages from another model's copy of the same file of the same
+    run in the cache, where it holds them all (ENS's control is the IFS's ``oper-fc``
+    message since IFS cycle 50r1, ``sources/ens.py``): the file is then fetched once. That
+    copy holds the byte ranges its ``.json`` records, one after the other."""
+    run_dir = dest.parents[len(Path(f.path).parts) - 1]
+    for other in sorted(run_dir.parent.parent.glob(f"*/{run_dir.name}/{f.path}")):
+        if other == dest or not other.exists():
+            continue
+        other_index = other.with_name(local_index.name)
+        taken = file_meta(other.with_name(other.name + ".json")).get("ranges")
+        if not taken or not other_index.exists():
+            continue
+        text = other_index.read_text()
+        try:
+            ranges = wanted_ranges(model, up, layout, text, rows)
+        except BadDownload:
+            continue
+        data = other.read_bytes()
+        starts, at = {}, 0  # each range the copy took -> where it lies in the copy
+        for off, length in taken:
+            starts[off] = (at, length)
+            at += length if length is not None else len(data) - at
+        parts = []
+        for off, length in ranges:
+            held = next(((o, a, n) for o, (a, n) in starts.items()
+                         if n is not None and length is not None and o <= off and off + length <= o + n), None)
+            if held is None:
+                break
+            o, a, _ = held
+            parts.append(data[a + off - o:a + off - o + length])
+        else:
+            body = b"".join(parts)
+            check_grib(body)
+            replace_bytes(dest, body, sync=False)
+            replace_bytes(local_index, text.encode(), sync=False)
+            replace_bytes(dest.with_name(dest.name + ".json"), json.dumps(
+                {"mirror": "", "shared_from": str(other.relative_to(run_dir.parent.parent)),
+                 "ranges": ranges_json(ranges), "bytes": len(body)}).encode(), sync=False)
+            return True
+    return False
 
 
 def ranges_json(ranges: list[tuple[int, int | None]]) -> list[list[int | None]]:

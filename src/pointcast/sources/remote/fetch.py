@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...gribtable import GribField
 from ...ingest import CellGridKey, index_file
-from ..base import FetchedRun, Layout, ModelSpec, RunRef, Size, Upstream, estimated_bytes
+from ..base import FetchedRun, Layout, ModelSpec, Need, RunRef, Size, Upstream, estimated_bytes
 from .download import download_files, file_meta, ranges_json
 from .files import RemoteFile, cell_centre_files, run_files
 from .index import wanted_bytes, wanted_ranges
@@ -36,13 +37,15 @@ if TYPE_CHECKING:
 UTC = UTC
 
 
-def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
-    """The files of ``run`` in ``cache``, fetched from ``src``'s mirrors where not there yet."""
-    up, layout, init, files, run_dir = _run_plan(src, run, model, cache)
+def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path,
+              need: Need | None = None) -> FetchedRun:
+    """The files of ``run`` in ``cache``, fetched from ``src``'s mirrors where not there yet:
+    the messages ``need`` reads (its steps only), every message of the table where None."""
+    run, up, layout, init, files, run_dir = _run_plan(src, run, model, cache, need)
     marker = run_dir / "complete"
-    record = _record(model, init, layout, files)
+    record = _record(model, init, layout, files, need)
     what = f"{model.id} {init:%Y-%m-%d %H} UTC"
-    cached = _cached(run, model, cache, files, run_dir, record, what)
+    cached = _cached(run, model, cache, files, run_dir, record, what, need)
     if cached is not None:
         return cached
     logger = _logger()
@@ -57,7 +60,7 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
                 src.connections, thread_name_prefix=f"fetch-{model.id}") as pool:
             def download(todo: list[tuple[RemoteFile, Path]]):
                 return download_files(src, client, pool, model, up, layout, todo, deadline,
-                                      progress, used)
+                                      progress, used, need)
 
             def get(fs: list[RemoteFile]) -> list[Path]:  # required files (the level plan)
                 progress.total += len(fs)
@@ -97,35 +100,37 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
             f"{', '.join(f'{m} ({n})' for m, n in used.items()) or 'nowhere'}, "
             f"{progress.cached} from the cache; {up.licence}")
     logger.info("%s", note)
-    return FetchedRun(run=run, files=paths, notes=(note, *notes))
+    return FetchedRun(run=run, files=paths, notes=(note, *notes), need=need)
 
 
-def run_size(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> Size:
-    """The bytes `fetch_run` would download for ``run``: none when the run is in the cache;
-    per file, none when its messages are, the wanted messages' lengths by the upstream's
-    index (read now, one request a file) where it has one, and its share of the run's
+def run_size(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path,
+             need: Need | None = None) -> Size:
+    """The bytes `fetch_run` with the same ``need`` would write for ``run`` (its files and
+    steps, `_run_plan`): none when the run is in the cache; per file, none when its messages
+    are, the lengths the upstream's index (read now, one request a file) gives the messages
+    of the rows ``need`` reads at its step where it has one, and its share of the run's
     `estimated_bytes` otherwise (no index, or none of the mirrors gave it). The model levels
-    a run's HHL chooses (ICON's hub-height winds) are counted as one level per row."""
-    up, layout, init, files, run_dir = _run_plan(src, run, model, cache)
-    if _cached(run, model, cache, files, run_dir, _record(model, init, layout, files), "") is not None:
+    a run's HHL chooses (ICON's hub-height winds) are counted at `RUN_LEVELS_GUESS`."""
+    run, up, layout, init, files, run_dir = _run_plan(src, run, model, cache, need)
+    if _cached(run, model, cache, files, run_dir, _record(model, init, layout, files, need), "", need) is not None:
         return Size(0, "cached")
-    share = estimated_bytes(model, run.steps, model.grid.shape[0] * model.grid.shape[1]) \
-        // max(len(files), 1)
+    share = estimated_bytes(model, run.steps, need) // max(len(files), 1)
 
     def one(f: RemoteFile) -> tuple[int, bool]:  # (bytes, known from the index)
         dest = run_dir / f.path
+        rows = None if need is None else need.rows_at(round(f.first_step_h * 60))
         if f.index_path is None:
             return (0, True) if dest.exists() and file_meta(dest.with_name(dest.name + ".json")).get(
                 "bytes") == dest.stat().st_size else (share, False)
         try:
             text = one_pass(f.index_path, up.mirrors, lambda mirror: get(
                 client, f"{mirror.url}/{f.index_path}").text)
-            ranges = wanted_ranges(model, up, layout, text)
+            ranges = wanted_ranges(model, up, layout, text, rows)
         except (Failed, BadDownload):
             return share, False
         if dest.exists() and file_meta(dest.with_name(dest.name + ".json")).get("ranges") == ranges_json(ranges):
             return 0, True
-        return wanted_bytes(model, up, layout, text), True
+        return wanted_bytes(model, up, layout, text, rows)[1], True
 
     with src.client() as client, ThreadPoolExecutor(
             src.connections, thread_name_prefix=f"size-{model.id}") as pool:
@@ -135,9 +140,13 @@ def run_size(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> S
                 "estimate" if known == {False} else "index and estimate")
 
 
-def _run_plan(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path
-              ) -> tuple[Upstream, Layout, datetime, list[RemoteFile], Path]:
-    """The run's upstream table, layout, start, files and directory in ``cache``."""
+def _run_plan(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path, need: Need | None
+              ) -> tuple[RunRef, Upstream, Layout, datetime, list[RemoteFile], Path]:
+    """The run cut to the steps ``need`` reads, its upstream table, layout, start, files (on a
+    one-file-per-field layout only those of the rows ``need`` reads at each step) and
+    directory in ``cache``: what `fetch_run` fetches and `run_size` counts."""
+    if need is not None:
+        run = replace(run, steps=need.steps(run.steps))
     if run.model != model.id:
         raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
     up = src.upstream(model)
@@ -148,18 +157,20 @@ def _run_plan(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path
                          f"({sorted(layouts)})")
     layout = layouts[layout_name]
     init = run.init.astimezone(UTC)
-    return (up, layout, init, run_files(layout, model, init, run.steps),
+    return (run, up, layout, init, run_files(layout, model, init, run.steps, need),
             Path(cache) / "http" / model.id / f"{init:%Y%m%d%H}")
 
 
-def _record(model: ModelSpec, init: datetime, layout: Layout, files: list[RemoteFile]) -> dict:
-    """What a run's ``complete`` marker records of what was asked for."""
+def _record(model: ModelSpec, init: datetime, layout: Layout, files: list[RemoteFile],
+            need: Need | None) -> dict:
+    """What a run's ``complete`` marker records of what was asked for (with the last step
+    ``need`` reads each row at: a change fetches anew)."""
     return {"model": model.id, "init": init.isoformat(), "layout": layout.name,
-            "files": [f.path for f in files], "fields": _fields_key(model.fields)}
+            "files": [f.path for f in files], "fields": _fields_key(model.fields, need)}
 
 
 def _cached(run: RunRef, model: ModelSpec, cache: Path, files: list[RemoteFile], run_dir: Path,
-            record: dict, what: str) -> FetchedRun | None:
+            record: dict, what: str, need: Need | None) -> FetchedRun | None:
     """The run from the cache when its ``complete`` marker records ``record`` and its files
     are all there."""
     try:
@@ -176,7 +187,7 @@ def _cached(run: RunRef, model: ModelSpec, cache: Path, files: list[RemoteFile],
     return FetchedRun(run=run, files=paths, notes=(
         f"{what}: {len(paths)} files from the cache ({done.get('mirrors')})",
         *_absent_notes(what, [f for f in files if f.path in left_out and f.path not in hourly]),
-        *_hourly_notes(what, model, files, hourly)))
+        *_hourly_notes(what, model, files, hourly)), need=need)
 
 
 def _cell_centres(files: dict[str, RemoteFile], first: Path, grids: Path,
@@ -275,7 +286,10 @@ def _absent_notes(what: str, absent: list[RemoteFile]) -> tuple[str, ...]:
             + ", ".join(f"{k} ({n} file{'s' * (n > 1)})" for k, n in fields.items()),)
 
 
-def _fields_key(fields: tuple[GribField, ...]) -> str:
+def _fields_key(fields: tuple[GribField, ...], need: Need | None) -> str:
+    """The table's rows (and the last step ``need`` reads each at): a change fetches anew."""
+    last = {} if need is None else dict(need.rows)
     return json.dumps([[r.shortName, r.typeOfLevel, r.levels, r.processing.value, r.param]
+                       + ([last.get(r, -1)] if need is not None else [])
                        for r in fields])
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...gribtable import RUN_LEVELS, Processing
 from ...ingest import CELL_CENTRE_ROWS
-from ..base import Layout, ModelSpec
+from ..base import Layout, ModelSpec, Need
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,9 @@ class RemoteFile:
 
 
 def run_files(layout: Layout, model: ModelSpec, init: datetime,
-              steps: tuple[timedelta, ...]) -> list[RemoteFile]:
-    """The files of the run of ``model`` at ``init`` with ``steps``, in step order."""
+              steps: tuple[timedelta, ...], need: Need | None = None) -> list[RemoteFile]:
+    """The files of the run of ``model`` at ``init`` with ``steps``, in step order; on a
+    one-file-per-field layout only those of the rows ``need`` reads at each step."""
     minutes = [int(s.total_seconds() // 60) for s in steps]
     out: list[RemoteFile] = []
     seen: set[str] = set()
@@ -75,7 +76,7 @@ def run_files(layout: Layout, model: ModelSpec, init: datetime,
             # The levels of RUN_LEVELS rows are planned per run (plan_model_levels).
             if (row.processing is Processing.CONSTANT and m != 0) or (m % 60 and not row.fine) \
                     or (row.processing is Processing.INTERVAL and m == 0) \
-                    or row.levels == RUN_LEVELS:
+                    or row.levels == RUN_LEVELS or (need is not None and not need.wants(row, m)):
                 continue
             for level in row.levels or (None,):
                 extra = layout.path_vars(row, level, m)

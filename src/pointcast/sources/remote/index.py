@@ -5,8 +5,10 @@ messages a model's table wants, adjacent messages in one range.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from ...gribtable import GribField
 from ..base import Layout, ModelSpec, Upstream
 from .transport import BadDownload
 
@@ -52,31 +54,34 @@ def byte_ranges(entries: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
     return out
 
 
-def wanted_entries(model: ModelSpec, up: Upstream, layout: Layout,
-                   index_text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(the entries of an index naming messages of ``model``'s table, all its entries)."""
+def wanted_entries(model: ModelSpec, up: Upstream, layout: Layout, index_text: str,
+                   rows: Sequence[GribField] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the entries of an index naming messages of ``rows``, ``model``'s table where None;
+    all its entries)."""
     entries = parse_index(index_text, layout.index or "")
     if up.select is None:
         raise ValueError(f"{model.id}: layout {layout.name!r} has an index but the table "
                          f"has no select rule")
-    wanted = [e for e in entries if any(up.select(e, row) for row in model.fields)]
+    wanted = [e for e in entries if any(up.select(e, row) for row in (model.fields if rows is None else rows))]
     if not wanted:
         raise BadDownload("the index lists none of the table's fields")
     return wanted, entries
 
 
-def wanted_ranges(model: ModelSpec, up: Upstream, layout: Layout,
-                  index_text: str) -> list[tuple[int, int | None]]:
-    """Byte ranges of the messages of ``model``'s table listed in an index."""
-    return byte_ranges(wanted_entries(model, up, layout, index_text)[0])
+def wanted_ranges(model: ModelSpec, up: Upstream, layout: Layout, index_text: str,
+                  rows: Sequence[GribField] | None = None) -> list[tuple[int, int | None]]:
+    """Byte ranges of the messages of ``rows`` (``model``'s table where None) listed in an
+    index."""
+    return byte_ranges(wanted_entries(model, up, layout, index_text, rows)[0])
 
 
-def wanted_bytes(model: ModelSpec, up: Upstream, layout: Layout, index_text: str) -> int:
-    """The bytes of the messages of ``model``'s table listed in an index; a message whose
-    length the index leaves open (the last of a wgrib2 inventory) counted at the mean length
-    of the others."""
-    wanted, entries = wanted_entries(model, up, layout, index_text)
+def wanted_bytes(model: ModelSpec, up: Upstream, layout: Layout, index_text: str,
+                 rows: Sequence[GribField] | None = None) -> tuple[int, int]:
+    """(messages, bytes) of ``rows`` (``model``'s table where None) listed in an index; a
+    message whose length the index leaves open (the last of a wgrib2 inventory) counted at
+    the mean length of the others."""
+    wanted, entries = wanted_entries(model, up, layout, index_text, rows)
     known = {e["_offset"]: e["_length"] for e in entries if e["_length"] is not None}
     typical = sum(known.values()) // max(len(known), 1)
     lengths = {e["_offset"]: e["_length"] for e in wanted}  # the fields of one message once
-    return sum(typical if n is None else n for n in lengths.values())
+    return len(lengths), sum(typical if n is None else n for n in lengths.values())

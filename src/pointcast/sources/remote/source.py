@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from ..base import FetchedRun, ModelSpec, RunRef, Size
+from ..base import FetchedRun, ModelSpec, Need, RunRef, Size
 from .discover import newest_run
 from .fetch import fetch_run, run_size
 from .settings import HttpSettings
@@ -19,8 +19,8 @@ class HttpSource(HttpSettings):
     def discover(self, model: ModelSpec, now: datetime) -> RunRef:
         return newest_run(self, model, now)
 
-    def size(self, run: RunRef, model: ModelSpec, cache: Path) -> Size:
-        return run_size(self, run, model, cache)
+    def size(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> Size:
+        return run_size(self, run, model, cache, need)
 
-    def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
-        return fetch_run(self, run, model, cache)
+    def fetch(self, run: RunRef, model: ModelSpec, cache: Path, need: Need | None = None) -> FetchedRun:
+        return fetch_run(self, run, model, cache, need)
