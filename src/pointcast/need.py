@@ -309,10 +309,12 @@ def costs(cfg: Config, now: datetime | None = None, network: bool = True) -> dic
     # The cycle's runs, one a model: `publish.make_room` evicts every other run before a download.
     cache = sum(stored.values())
     run_bytes, archive_cycle = _output_bytes(cfg)
+    # A product's archive grows by a cycle only when its basetime model has a new run.
+    archive_day = sum(archive_cycle[pid] * runs_per_day(cfg, pc.models[0]) for pid, pc in cfg.products.items())
     scratch = _scratch_bytes(cfg)
     cycles = 24 // cfg.schedule.every_hours
     parts = {"cache_bytes": cache, "scratch_bytes": scratch, "staging_bytes": run_bytes,
-             "runs_bytes": run_bytes * cfg.output.keep_runs, "archive_bytes_per_day": archive_cycle * cycles}
+             "runs_bytes": run_bytes * cfg.output.keep_runs, "archive_bytes_per_day": archive_day}
     return {"models": per_model, "bytes_per_day": sum(e["bytes_per_day"] for e in per_model.values()),
             "cycles_per_day": cycles,
             "peak_disk_bytes": cache + scratch + run_bytes + parts["runs_bytes"], **parts}
@@ -334,25 +336,36 @@ ARCHIVE_VALUE_BYTES = 2
 ELEMENTS = 24  # a product's elements, about
 
 
-def _output_bytes(cfg: Config) -> tuple[int, int]:
-    """(a published run's tree, the archive's growth a cycle): measured on the run served
-    where one is, estimated from the products' points, steps and elements otherwise."""
+def _output_bytes(cfg: Config) -> tuple[int, dict[str, int]]:
+    """(a published run's tree, each product's archive growth a cycle): measured on the run
+    served and the archive where they are, estimated from the products' points, steps and
+    elements otherwise."""
     from . import publish
 
     served = None if publish.is_url(cfg.output.root) else publish.current_run(cfg.output.root)
     if served:
         tree = _du(Path(cfg.output.root) / "runs" / served)
         if tree:
-            archive = sum(_du(p) for p in Path(cfg.output.root).glob("archive/*"))
-            cycles = max(len(list(Path(cfg.output.root).glob("runs/*"))), 1)
-            return tree, archive // cycles
-    tree = archive = 0
-    for pc in cfg.products.values():
+            return tree, {pid: _archive_cycle_bytes(cfg, pid) for pid in cfg.products}
+    tree, archive = 0, {}
+    for pid, pc in cfg.products.items():
         points = len(pc.points)
         for freq in pc.freqs:
             tree += points * _steps_of(pc, freq) * ELEMENTS * JSON_VALUE_BYTES
-        archive += points * _steps_of(pc, pc.freqs[-1]) * ELEMENTS * ARCHIVE_VALUE_BYTES
+        archive[pid] = points * _steps_of(pc, pc.freqs[-1]) * ELEMENTS * ARCHIVE_VALUE_BYTES
     return tree, archive
+
+
+def _archive_cycle_bytes(cfg: Config, pid: str) -> int:
+    """A product's archive bytes a cycle: its stores' bytes over the init_times they hold."""
+    from . import publish
+
+    total = cycles = 0
+    for store in publish.archive_stores(cfg.output.root, pid):
+        with publish.open_committed(store) as ds:
+            cycles += ds.sizes.get(publish.INIT, 0)
+        total += _du(Path(store))
+    return total // max(cycles, 1)
 
 
 def _steps_of(pc: ProductConfig, freq: str) -> int:
