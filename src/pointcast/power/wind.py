@@ -1,0 +1,128 @@
+"""Wind-farm power: hub-height wind and air density -> kW (docs/method.md, "Wind power").
+
+The power curve is corrected for air density as windpowerlib does
+(`windpowerlib.power_output.power_curve_density_correction`, after Svenningsen 2010): each
+tabulated wind speed v of the curve (measured at the standard density 1.225 kg/m3,
+IEC 61400-12-1) moves to ``v * (1.225 / rho) ** p(v)``, with p = 1/3 up to 7.5 m/s, rising
+linearly to 2/3 at 12.5 m/s and above, and the site's wind is read off the moved curve.
+windpowerlib maps a Python function over the time steps; `turbine_power_kw` computes the same
+numbers for whole arrays at once (tests/power/test_wind.py checks them against windpowerlib's
+own function). Two choices differ from windpowerlib's, both outside the curve's tabulated
+range: the cut-out applies to the wind itself (a turbine's controller stops on the wind it
+measures, not on a density-scaled one), and between the last moved row and the cut-out the
+last row's power holds rather than zero.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .. import ensemble, physics
+from ..turbines import PowerCurve
+
+__all__ = ["STANDARD_DENSITY", "hub_air_density", "density_exponent",
+           "turbine_power_kw", "running", "farm_power_kw", "capacity_factor", "member_quantiles"]
+
+STANDARD_DENSITY = 1.225
+"""kg/m3: the density power curves are stated at (IEC 61400-12-1, the ISO standard atmosphere at sea level)."""
+_EXPONENT_SPEEDS = (7.5, 12.5)  # m/s: windpowerlib's p(v) is 1/3 below, 2/3 above, linear between
+_EXPONENTS = (1.0 / 3.0, 2.0 / 3.0)
+
+
+def hub_air_density(p_sfc_pa, t_sfc_k, td_sfc_k, t_hub_k, hub_height_m):
+    """Density of moist air at hub height, kg/m3: the ideal-gas law p/(Rd*Tv).
+
+    Pressure from the surface's by the hypsometric equation (`physics.pressure_at_height`),
+    the virtual temperature from the hub's temperature and the 2 m mixing ratio, taken as
+    constant up to the hub (a well-mixed surface layer). Moist rather than dry: water vapour
+    makes air up to 1-2 % lighter in warm humid weather, as much as a 150 m height change.
+    """
+    p_hub = physics.pressure_at_height(p_sfc_pa, t_sfc_k, t_hub_k, hub_height_m)
+    tv = physics.virtual_temperature(t_hub_k, physics.mixing_ratio(p_sfc_pa, td_sfc_k))
+    return p_hub / (physics.RD * tv)
+
+
+def density_exponent(curve_speed_m_s):
+    """p(v) of the density correction at a curve's tabulated speeds (windpowerlib's formula)."""
+    return np.interp(curve_speed_m_s, _EXPONENT_SPEEDS, _EXPONENTS)
+
+
+def turbine_power_kw(wind_speed, density, curve: PowerCurve):
+    """One turbine's power, kW, at hub-height ``wind_speed`` (m/s) and air ``density`` (kg/m3)
+    of any broadcastable shapes; NaN where either is NaN. No hysteresis (see `running`).
+
+    The moved curve is not built element by element: each element's wind is carried back to
+    the standard curve's speed axis through the inverse of the move (closed form where p is
+    constant, a few Newton steps where it varies), which finds the row pair it falls between;
+    the power is then interpolated between those two rows as moved to the element's density.
+    """
+    w, rho = np.broadcast_arrays(np.asarray(wind_speed, dtype=np.float64), np.asarray(density, dtype=np.float64))
+    v = curve.wind_speed_m_s
+    p = curve.power_kw
+    n = len(v)
+    log_ratio = np.log(STANDARD_DENSITY / rho)
+    (v_lo, v_hi), (p_lo, p_hi) = _EXPONENT_SPEEDS, _EXPONENTS
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_w = np.log(w)
+        # the moved speed v * exp(p(v) * log_ratio) inverted: v for a given w
+        standard = np.exp(log_w - p_lo * log_ratio)
+        upper = np.exp(log_w - p_hi * log_ratio)
+        slope = (p_hi - p_lo) / (v_hi - v_lo)
+        middle = np.clip(np.exp(log_w - 0.5 * (p_lo + p_hi) * log_ratio), v_lo, v_hi)
+        for _ in range(4):  # Newton on log v + p(v) log_ratio = log w, p linear in v
+            residual = np.log(middle) + (p_lo + slope * (middle - v_lo)) * log_ratio - log_w
+            middle = middle - residual / (1.0 / middle + slope * log_ratio)
+        standard = np.where(standard <= v_lo, standard, np.where(upper >= v_hi, upper, middle))
+    rows_below = np.searchsorted(v, standard, side="right")  # rows whose moved speed is <= w
+    left = np.clip(rows_below - 1, 0, n - 1)
+    right = np.clip(rows_below, 0, n - 1)
+    exponent = density_exponent(v)
+    x0 = np.take(v, left) * np.exp(np.take(exponent, left) * log_ratio)
+    x1 = np.take(v, right) * np.exp(np.take(exponent, right) * log_ratio)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.clip(np.where(x1 > x0, (w - x0) / (x1 - x0), 0.0), 0.0, 1.0)
+    power = np.take(p, left) + (np.take(p, right) - np.take(p, left)) * frac
+    power = np.where(rows_below == 0, 0.0, np.where(rows_below == n, p[-1], power))  # below cut-in; past the last row
+    power = np.where(w > curve.cut_out_m_s, 0.0, power)
+    return np.where(np.isnan(w) | np.isnan(rho), np.nan, power)
+
+
+def running(wind_speed, cut_out_m_s: float, restart_m_s: float | None = None, axis: int = -1) -> np.ndarray:
+    """Whether the turbines run at each time step, along ``axis`` (time): they stop when the
+    wind exceeds the cut-out and, with a ``restart_m_s`` (hysteresis), start again only once it
+    has fallen below that speed. Running before the first step. Without a restart speed they
+    run wherever the wind is at most the cut-out."""
+    w = np.asarray(wind_speed, dtype=np.float64)
+    stop = w > cut_out_m_s
+    if restart_m_s is None:
+        return ~stop
+    start = w < restart_m_s
+    steps = np.arange(w.shape[axis]).reshape([-1 if a == axis % w.ndim else 1 for a in range(w.ndim)])
+    last_event = np.maximum.accumulate(np.where(stop | start, steps, -1), axis=axis)
+    # the state is the last event's: a start (or none yet) runs, a stop does not
+    return (last_event < 0) | np.take_along_axis(start, np.maximum(last_event, 0), axis=axis)
+
+
+def farm_power_kw(wind_speed, density, curve: PowerCurve, turbines: float, efficiency: float,
+                  restart_m_s: float | None = None, axis: int = -1) -> np.ndarray:
+    """A farm's power, kW: ``turbines`` x the density-corrected curve power x ``efficiency``
+    (wake and availability losses; `config.DEFAULT_FARM_EFFICIENCY` where a site gives none),
+    zero where `running` says the turbines stand. ``axis`` is time (for the hysteresis);
+    ``turbines`` may be fractional (a capacity given in MW over a curve's rated power)."""
+    power = turbine_power_kw(wind_speed, density, curve)
+    return power * (turbines * efficiency) * running(wind_speed, curve.cut_out_m_s, restart_m_s, axis)
+
+
+def capacity_factor(power_kw, capacity_kw: float):
+    """Power as a fraction of the plant's capacity (a farm's turbines x rated power; a PV
+    plant's AC limit)."""
+    return power_kw / capacity_kw
+
+
+def member_quantiles(member_power: xr.DataArray) -> xr.DataArray:
+    """`ensemble.QUANTILES` of the members' power, dims ``(time, quantile, ...)``: each member's
+    wind goes through the curve first and the quantiles are taken of the power. The power of a
+    quantile of the wind would be wrong wherever the curve is not monotone (at the cut-out:
+    members at 24 and 26 m/s make full power and none, not full power at their median)."""
+    return ensemble.quantiles(member_power, xr.DataArray(list(ensemble.QUANTILES), dims="quantile"))
