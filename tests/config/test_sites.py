@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_config import BASE, expect_error, write
 
 from pointcast import turbines
 from pointcast.config import (
@@ -20,6 +19,7 @@ from pointcast.config import (
     load_config,
     load_sites,
 )
+from test_config import BASE, expect_error, write
 
 HEADER = ("id,name,lat,lon,kind,hub_height,turbine,turbines,capacity_mw,farm_efficiency,restart_wind,"
           "dc_kwp,ac_kw,tilt,azimuth,losses,mounting,temp_coeff\n")
