@@ -57,35 +57,44 @@ def turbine_power_kw(wind_speed, density, curve: PowerCurve):
     constant, a few Newton steps where it varies), which finds the row pair it falls between;
     the power is then interpolated between those two rows as moved to the element's density.
     """
-    w, rho = np.broadcast_arrays(np.asarray(wind_speed, dtype=np.float64), np.asarray(density, dtype=np.float64))
+    density = np.asarray(density, dtype=np.float64)
+    w = np.atleast_1d(np.asarray(wind_speed, dtype=np.float64) + np.zeros_like(density))  # the broadcast shape
     v = curve.wind_speed_m_s
-    p = curve.power_kw
-    n = len(v)
-    log_ratio = np.log(STANDARD_DENSITY / rho)
+    log_ratio = np.log(STANDARD_DENSITY / density)  # at the density's own shape, often smaller
     (v_lo, v_hi), (p_lo, p_hi) = _EXPONENT_SPEEDS, _EXPONENTS
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_w = np.log(w)
-        # the moved speed v * exp(p(v) * log_ratio) inverted: v for a given w
-        standard = np.exp(log_w - p_lo * log_ratio)
-        upper = np.exp(log_w - p_hi * log_ratio)
-        slope = (p_hi - p_lo) / (v_hi - v_lo)
-        middle = np.clip(np.exp(log_w - 0.5 * (p_lo + p_hi) * log_ratio), v_lo, v_hi)
-        for _ in range(4):  # Newton on log v + p(v) log_ratio = log w, p linear in v
-            residual = np.log(middle) + (p_lo + slope * (middle - v_lo)) * log_ratio - log_w
-            middle = middle - residual / (1.0 / middle + slope * log_ratio)
-        standard = np.where(standard <= v_lo, standard, np.where(upper >= v_hi, upper, middle))
-    rows_below = np.searchsorted(v, standard, side="right")  # rows whose moved speed is <= w
-    left = np.clip(rows_below - 1, 0, n - 1)
-    right = np.clip(rows_below, 0, n - 1)
-    exponent = density_exponent(v)
-    x0 = np.take(v, left) * np.exp(np.take(exponent, left) * log_ratio)
-    x1 = np.take(v, right) * np.exp(np.take(exponent, right) * log_ratio)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        frac = np.clip(np.where(x1 > x0, (w - x0) / (x1 - x0), 0.0), 0.0, 1.0)
-    power = np.take(p, left) + (np.take(p, right) - np.take(p, left)) * frac
-    power = np.where(rows_below == 0, 0.0, np.where(rows_below == n, p[-1], power))  # below cut-in; past the last row
+    slope = (p_hi - p_lo) / (v_hi - v_lo)
+    # the move v -> v * exp(p(v) * log_ratio) inverted, w -> the standard curve's speed
+    standard = w * np.exp(-p_lo * log_ratio)
+    upper = w * np.exp(-p_hi * log_ratio)
+    between = np.flatnonzero((standard > v_lo) & (upper < v_hi))  # p varies: Newton steps there
+    standard = np.where(upper >= v_hi, upper, standard)
+    if between.size:
+        ratio = np.broadcast_to(log_ratio, w.shape)[np.unravel_index(between, w.shape)]
+        target = w.ravel()[between]
+        log_target = np.log(target)
+        guess = np.clip(target * np.exp(-0.5 * (p_lo + p_hi) * ratio), v_lo, v_hi)
+        for _ in range(3):  # quadratic convergence from within 2 % of the root: 1e-12 after three
+            residual = np.log(guess) + (p_lo + slope * (guess - v_lo)) * ratio - log_target
+            guess = guess - residual / (1.0 / guess + slope * ratio)
+        standard.ravel()[between] = guess
+    segment = np.searchsorted(v, standard, side="right")  # rows at or below w once moved
+    # the segment's two ends (the rows below and above w, or sentinels: no power below the
+    # first row, the last row's past it), gathered column by column (1-D takes are the fast ones)
+    lower_v, lower_e, upper_v, upper_e, start, rise = (np.take(column, segment) for column in _segments(curve))
+    x0 = lower_v * np.exp(lower_e * log_ratio)
+    x1 = upper_v * np.exp(upper_e * log_ratio)
+    power = start + rise * np.clip((w - x0) / (x1 - x0), 0.0, 1.0)  # NaN where w is
     power = np.where(w > curve.cut_out_m_s, 0.0, power)
-    return np.where(np.isnan(w) | np.isnan(rho), np.nan, power)
+    return power.reshape(np.broadcast_shapes(np.shape(wind_speed), density.shape))
+
+
+def _segments(curve: PowerCurve) -> tuple[np.ndarray, ...]:
+    """Per segment k = 0..n (between rows k-1 and k): its two rows' speeds and exponents, the
+    power at its start and the rise over it; segment 0 has no power, segment n the last row's."""
+    v, p = curve.wind_speed_m_s, curve.power_kw
+    e = density_exponent(v)
+    return (np.r_[0.0, v], np.r_[e[0], e], np.r_[v, v[-1] + 1.0], np.r_[e, e[-1]], np.r_[0.0, p],
+            np.r_[0.0, np.diff(p), 0.0])
 
 
 def running(wind_speed, cut_out_m_s: float, restart_m_s: float | None = None, axis: int = -1) -> np.ndarray:
