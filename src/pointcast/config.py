@@ -986,7 +986,7 @@ availability 3 %; Dobos 2014, NREL/TP-6A20-62641; ``pvlib.pvsystem.pvwatts_losse
 DEFAULT_PV_MOUNTING = "open_rack_glass_polymer"  # a ground-mounted plant of glass/backsheet modules
 DEFAULT_TEMP_COEFF_PCT = -0.35
 """%/degC of DC power where a PV site gives none: PVWatts v5's "premium" (monocrystalline)
-module (Dobos 2014, table 2); its "standard" is -0.47, "thin film" -0.20."""
+module type (Dobos 2014), inside the -0.2 to -0.5 %/degC pvlib documents as typical."""
 
 
 @dataclass(frozen=True)

@@ -90,12 +90,12 @@ def test_diffuse_on_a_horizontal_plant_by_hand():
     e, t_air, ws = 400.0, 22.0, 3.0
     ac = pv.plant_ac_kw(np.array([[e]]), t_air, ws, sun, direct_horizontal=np.array([[0.0]]),
                         **{**PLANT, "tilt": 0.0, "dc_kwp": 100.0, "ac_kw": 90.0})
-    a, b, delta_t = -3.56, -0.075, 3.0  # Sandia, open rack, glass/polymer (King et al. 2004, table 1)
+    a, b, delta_t = -3.56, -0.075, 3.0  # Sandia, open rack, glass/polymer (King et al. 2004)
     t_cell = e * math.exp(a + b * ws) + t_air + e / 1000.0 * delta_t
     dc = 100.0 * e / 1000.0 * (1.0 - 0.0035 * (t_cell - 25.0)) * (1.0 - 0.14)  # PVWatts v5 DC, 14 % losses
     pdc0 = 90.0 / 0.96  # the inverter's DC rating so that it delivers 90 kW AC
     zeta = dc / pdc0
-    eta = 0.96 / 0.9637 * (-0.0162 * zeta - 0.0059 / zeta + 0.9858)  # PVWatts v5 inverter (Dobos 2014, eq. 6)
+    eta = 0.96 / 0.9637 * (-0.0162 * zeta - 0.0059 / zeta + 0.9858)  # PVWatts v5 inverter (Dobos 2014)
     assert round(t_cell, 2) == 32.28
     assert ac[0, 0] == pytest.approx(eta * dc, rel=1e-9)
 

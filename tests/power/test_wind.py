@@ -57,13 +57,13 @@ def test_equals_windpowerlib_density_correction():
     rng = np.random.default_rng(7)
     for name in turbines.library_names():
         c = turbines.library_curve(name)
-        w = np.r_[rng.uniform(0.0, 30.0, 2000), c.wind_speed_m_s, 7.5, 12.5]
-        rho = np.r_[rng.uniform(0.95, 1.40, 2000), np.full(len(c.wind_speed_m_s) + 2, 1.1)]
+        w = np.r_[rng.uniform(0.0, 30.0, 600), c.wind_speed_m_s, 7.5, 12.5]
+        rho = np.r_[rng.uniform(0.95, 1.40, 600), np.full(len(c.wind_speed_m_s) + 2, 1.1)]
         reference = power_curve_density_correction(w, c.wind_speed_m_s, c.power_kw, rho)
         ours = wind.turbine_power_kw(w.reshape(-1, 1), rho.reshape(-1, 1), c).ravel()  # any shape
         # the same wherever windpowerlib's moved curve is defined and the turbine runs
         defined = (w < c.wind_speed_m_s[-1] * (1.225 / rho) ** (2.0 / 3.0)) & (w <= c.cut_out_m_s)
-        assert defined.sum() > 1000
+        assert defined.sum() > 300
         np.testing.assert_allclose(ours[defined], reference[defined], rtol=1e-10, atol=1e-9, err_msg=name)
         # outside it: stopped above the cut-out, as windpowerlib past its moved last row
         assert (ours[w > c.cut_out_m_s] == 0).all()
