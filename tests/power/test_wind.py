@@ -11,6 +11,7 @@ import pytest
 import xarray as xr
 from windpowerlib.power_output import power_curve_density_correction
 
+import pointcast
 from pointcast import physics, turbines
 from pointcast.power import wind
 
@@ -53,7 +54,27 @@ def test_known_curve_at_low_density_by_hand(curve):
     assert wind.turbine_power_kw(6.0, 1.3, curve) > 500.0
 
 
-def test_equals_windpowerlib_density_correction():
+@pytest.fixture
+def offline(monkeypatch):
+    """windpowerlib can download a turbine library from the OpenEnergy database (requests.get):
+    the comparison must never reach it."""
+    import requests
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"network call from the wind-power tests: {args}")
+
+    monkeypatch.setattr(requests, "get", refuse)
+    monkeypatch.setattr(requests.Session, "request", refuse)
+
+
+def test_pointcast_never_imports_windpowerlib():
+    # a test dependency only: the reference the vectorised correction is checked against
+    for path in Path(pointcast.__file__).parent.rglob("*.py"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert not [ln for ln in lines if ln.lstrip().startswith(("import windpowerlib", "from windpowerlib"))], path
+
+
+def test_equals_windpowerlib_density_correction(offline):
     rng = np.random.default_rng(7)
     for name in turbines.library_names():
         c = turbines.library_curve(name)
