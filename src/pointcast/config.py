@@ -759,15 +759,7 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
             pts, lines = _read_points(abs_file, shown)
             points_cache[abs_file] = (pts, lines, shown)
         pts, lines, shown = points_cache[abs_file]
-        inside = grid.covers_many(np.array([q.lat for q in pts]), np.array([q.lon for q in pts]))
-        if not inside.all():
-            k = int(np.argmin(inside))
-            bad = pts[k]
-            desc = getattr(grid.coverage, "description", "") or grid.name
-            raise ConfigError(
-                shown, lines[k], "lat,lon",
-                f"point {bad.id!r} ({bad.lat:g}, {bad.lon:g}) is outside the coverage of product {pid} ({desc})",
-            )
+        _check_coverage(grid, pid, pts, lines, shown, "point")
         # One point a cell: the API answers a cell's point, so a second point in it would never
         # be served and its hub heights would be lost.
         keys = grid.cell_keys(np.array([q.lat for q in pts]), np.array([q.lon for q in pts]))
@@ -799,13 +791,20 @@ def _product_sites(ctx: _Ctx, pt: dict, p: tuple[str, ...], base: Path, config_f
     if not abs_file.is_file():
         raise ctx.error(p + ("sites",), f"sites file not found: {abs_file}")
     sites, lines = _read_sites(abs_file, shown)
-    inside = grid.covers_many(np.array([q.lat for q in sites]), np.array([q.lon for q in sites]))
+    _check_coverage(grid, pid, sites, lines, shown, "site")
+    return abs_file, sites
+
+
+def _check_coverage(grid: Any, pid: str, places: tuple[Point, ...] | tuple[Site, ...], lines: tuple[int, ...],
+                    shown: str, what: str) -> None:
+    """Every point or site of a list inside the product's coverage, else the first outside's row."""
+    inside = grid.covers_many(np.array([q.lat for q in places]), np.array([q.lon for q in places]))
     if not inside.all():
         k = int(np.argmin(inside))
+        bad = places[k]
         desc = getattr(grid.coverage, "description", "") or grid.name
-        raise ConfigError(shown, lines[k], "lat,lon", f"site {sites[k].id!r} ({sites[k].lat:g}, {sites[k].lon:g}) is "
-                                                      f"outside the coverage of product {pid} ({desc})")
-    return abs_file, sites
+        raise ConfigError(shown, lines[k], "lat,lon",
+                          f"{what} {bad.id!r} ({bad.lat:g}, {bad.lon:g}) is outside the coverage of product {pid} ({desc})")
 
 
 def _postprocess(ctx: _Ctx, doc: dict, base: Path) -> PostprocessConfig:
