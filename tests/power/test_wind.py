@@ -121,16 +121,23 @@ def test_farm_power_turbines_efficiency_and_capacity_factor(curve):
 
 
 def test_quantiles_of_member_power_not_power_of_wind_quantiles(curve):
-    # 51 members from 15 to 35 m/s around the cut-out (25 m/s): half run at rated, half stand
+    # 51 members from 15 to 35 m/s around the cut-out (25 m/s): half run at rated, half stand;
+    # a second site in light wind, three time steps, dims (member, site, time)
     members = np.linspace(15.0, 35.0, 51)
-    wind_speed = xr.DataArray(members.reshape(1, 51, 1), dims=("time", "member", "site"))
-    power = xr.DataArray(wind.turbine_power_kw(wind_speed.values, 1.225, curve), dims=wind_speed.dims)
-    q = wind.member_quantiles(power)
-    assert q.dims == ("time", "quantile", "site")
-    assert q.sel(quantile=0.1).item() == 0.0 and q.sel(quantile=0.9).item() == 2000.0
+    values = np.stack([np.repeat(members[:, None], 3, axis=1), np.full((51, 3), 6.0)], axis=1)
+    member_wind = xr.DataArray(values, dims=("member", "site", "time"))
+    q = wind.farm_power_quantiles(member_wind, 1.225, curve, turbines=2, efficiency=1.0)
+    assert q.dims == ("time", "quantile", "site") and q.sizes == {"time": 3, "quantile": 5, "site": 2}
+    assert q.sel(quantile=0.1, site=0).values.tolist() == [0.0] * 3
+    assert q.sel(quantile=0.9, site=0).values.tolist() == [4000.0] * 3
+    assert q.sel(site=1).values.tolist() == [[1000.0] * 5] * 3  # 500 kW a turbine at 6 m/s
     # the wind's P10 (17 m/s) makes full power and its P90 (33 m/s) none: the other way round
     wind_q = np.quantile(members, [0.1, 0.9])
     assert wind.turbine_power_kw(wind_q, 1.225, curve).tolist() == [2000.0, 0.0]
+    # a density per member and step, as a DataArray in another order of dims
+    rho = xr.DataArray(np.full((3, 51), 1.0), dims=("time", "member"))
+    light = wind.farm_power_quantiles(member_wind, rho, curve, turbines=2, efficiency=1.0)
+    assert light.sel(site=1).values == pytest.approx(2 * wind.turbine_power_kw(6.0, 1.0, curve))
 
 
 def test_a_stopped_member_makes_the_quantiles_nan_free(curve):
