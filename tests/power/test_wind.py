@@ -140,7 +140,7 @@ def test_quantiles_of_member_power_not_power_of_wind_quantiles(curve):
     assert light.sel(site=1).values == pytest.approx(2 * wind.turbine_power_kw(6.0, 1.0, curve))
 
 
-def test_a_stopped_member_makes_the_quantiles_nan_free(curve):
+def test_a_missing_member_leaves_no_quantiles(curve):
     power = xr.DataArray(np.array([[[0.0], [2000.0], [np.nan]]]), dims=("time", "member", "site"))
     assert np.isnan(wind.member_quantiles(power)).all()  # a missing member: no quantiles (as the wind's)
 
