@@ -56,19 +56,32 @@ def solar_geometry(lat, lon, starts, interval: np.timedelta64) -> SolarGeometry:
     lat = np.asarray(lat, dtype=np.float64).reshape(-1, 1)
     lon = np.asarray(lon, dtype=np.float64).reshape(-1, 1)
     middle = np.asarray(starts, dtype="datetime64[ns]") + np.timedelta64(interval, "ns") // 2
-    shape = (lat.shape[0], middle.shape[0])
-    unixtime = np.broadcast_to(middle.astype(np.int64) / 1e9, shape).ravel()  # ns since 1970 -> s
+    shape = (lat.shape[0], middle.shape[0])  # every array below broadcasts (site, 1) against (time,)
+    unixtime = middle.astype(np.int64) / 1e9  # ns since 1970 -> s
     year = middle.astype("datetime64[Y]").astype(int) + 1970
     month = middle.astype("datetime64[M]").astype(int) % 12 + 1
-    delta_t = np.broadcast_to(pvlib.spa.calculate_deltat(year, month), shape).ravel()
-    # SPA's numpy form works on 1-D arrays: every (site, time) pair flattened
-    apparent, true, _, _, azimuth, _ = pvlib.spa.solar_position_numpy(
-        unixtime, np.broadcast_to(lat, shape).ravel(), np.broadcast_to(lon, shape).ravel(), 0.0,
-        _PRESSURE_HPA, _AIR_TEMPERATURE_C, delta_t, _REFRACTION_DEG, 1)
+    delta_t = pvlib.spa.calculate_deltat(year, month)
+    # SPA's steps as pvlib.spa.solar_position_numpy takes them, cut in two: the Earth's (the
+    # costly nutation series) once per time, the observer's for every (site, time) pair
+    spa = pvlib.spa
+    earth = (unixtime, 0.0, 0.0, 0.0, _PRESSURE_HPA, _AIR_TEMPERATURE_C, delta_t, _REFRACTION_DEG, 1)
+    sidereal, right_ascension, declination = spa.solar_position_numpy(*earth, sst=True)
+    (radius,) = spa.solar_position_numpy(*earth, esd=True)
+    hour_angle = spa.local_hour_angle(sidereal, lon, right_ascension)
+    parallax = spa.equatorial_horizontal_parallax(radius)
+    u = spa.uterm(lat)
+    x, y = spa.xterm(u, lat, 0.0), spa.yterm(u, lat, 0.0)
+    delta_alpha = spa.parallax_sun_right_ascension(x, parallax, hour_angle, declination)
+    topo_declination = spa.topocentric_sun_declination(declination, x, y, parallax, delta_alpha, hour_angle)
+    topo_hour_angle = spa.topocentric_local_hour_angle(hour_angle, delta_alpha)
+    e0 = spa.topocentric_elevation_angle_without_atmosphere(lat, topo_declination, topo_hour_angle)
+    e = spa.topocentric_elevation_angle(e0, spa.atmospheric_refraction_correction(
+        _PRESSURE_HPA, _AIR_TEMPERATURE_C, e0, _REFRACTION_DEG))
+    azimuth = spa.topocentric_azimuth_angle(spa.topocentric_astronomers_azimuth(topo_hour_angle, topo_declination, lat))
     day_of_year = (middle - middle.astype("datetime64[Y]")).astype("timedelta64[D]").astype(int) + 1
     dni_extra = np.broadcast_to(pvlib.irradiance.get_extra_radiation(day_of_year.astype(np.float64)), shape)
-    return SolarGeometry(zenith=true.reshape(shape), apparent_zenith=apparent.reshape(shape),
-                         azimuth=azimuth.reshape(shape), dni_extra=np.array(dni_extra))
+    return SolarGeometry(zenith=spa.topocentric_zenith_angle(e0), apparent_zenith=spa.topocentric_zenith_angle(e),
+                         azimuth=azimuth, dni_extra=np.array(dni_extra))
 
 
 def plant_ac_kw(ghi, temp_air_c, wind_10m, sun: SolarGeometry, *, tilt, azimuth, dc_kwp, ac_kw, losses_pct,
