@@ -33,7 +33,7 @@ from . import contract
 from .config import Config
 from .ensemble import QUANTILES
 from .facts import ArchiveFacts, FileFacts, spread_paths
-from .products import PRODUCTS
+from .products import PRODUCTS, power
 from .products.base import ProductOutput, is_quantile_file
 from .products.eu_wind import ladder_answers
 from .publish import POINT, StagedFiles
@@ -86,6 +86,11 @@ def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:
     errors: list[str] = []
     facts: dict[str, dict] = {}
     for pid, out in outputs.items():
+        if pid == power.ID:  # the sites' power, no product of the configuration (`products.power`)
+            errors += power.check(out)
+            facts[pid] = {"points": int(out.archive.sizes["point"]), "lead_times": int(out.archive.sizes["lead_time"]),
+                          "variables": len(out.archive.data_vars), "files": len(out.files)}
+            continue
         pc = cfg.products[pid]
         ds = out.archive
         found = out.facts if out.facts is not None else archive_facts(ds)

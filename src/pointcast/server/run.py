@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import utc_time
-from ..contract import QUANTILE_DIR, height_name
+from ..contract import POWER_PRODUCT, QUANTILE_DIR, height_name
 from .compress import Deflated, Piece
 from .grammar import HubHeight
 from .quantiles import QuantileFile
@@ -381,6 +381,19 @@ class Run:
         digest = hashlib.blake2b(b"\0".join([ladder.digest, repr(height.metres).encode()]), digest_size=16).digest()
         self.files.put(key, (tail, digest), len(tail))
         return tail, digest
+
+    def power_file(self, freq: str, site: str) -> bytes | None:
+        """A site's power file (``json/power/<freq>/<site>.json``) as published, kept once per
+        run; None when the run has none at that freq. ``freq`` from the contract's freqs, the
+        site from the power index."""
+        key = ("power", freq, site)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        data = self._read(self.path / "json" / POWER_PRODUCT / freq, site, f"{POWER_PRODUCT}/{freq}/{site}")
+        if data is not None:
+            self.files.put(key, data, len(data))
+        return data
 
     def quantile_file(self, product: str, point_id: str) -> QuantileFile | None:
         """A point's quantile file (``json/<product>/quantiles/<point id>.json``), parsed once
