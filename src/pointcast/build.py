@@ -545,7 +545,7 @@ def _member_hub_wind(ds: xr.Dataset, axis: np.ndarray, where: interp.PointSet, h
         return None
     ds = ds[["wind_u", "wind_v"]].sel(height=hubs)
     speed = np.hypot(ds["wind_u"].values, ds["wind_v"].values)
-    ds = xr.Dataset({"wind_speed": (ds["wind_u"].dims, speed)}, coords=ds.coords)
+    ds = ds.drop_vars(["wind_u", "wind_v"]).assign(wind_speed=(ds["wind_u"].dims, speed))  # its attrs kept
     return interp.resample(ds, axis, where.lats, where.lons)["wind_speed"].transpose("time", "member", "point", "height")
 
 

@@ -713,6 +713,7 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
         raise ctx.error(path, "at least one product is required")
     points_cache: dict[Path, tuple[tuple[Point, ...], tuple[int, ...], str]] = {}
     out: dict[str, ProductConfig] = {}
+    site_owners: dict[str, str] = {}
     for pid, pt in tbl.items():
         p = path + (pid,)
         if pid not in KNOWN_PRODUCTS:
@@ -772,7 +773,7 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
                     f"point {pts[k].id!r} is in the same {pid} grid cell {key} as point {pts[j].id!r} "
                     f"(line {lines[j]}): a cell has one point; merge them (hub heights included)",
                 )
-        sites_file, sites = _product_sites(ctx, pt, p, base, config_file, grid, pid)
+        sites_file, sites = _product_sites(ctx, pt, p, base, config_file, grid, pid, site_owners)
         out[pid] = ProductConfig(
             id=pid, points_file=abs_file, points=pts, models=model_ids, freqs=freqs, horizon_hours=horizon,
             max_lead_hours=limits, ensembles=tuple(ensembles), sites_file=sites_file, sites=sites,
@@ -781,8 +782,10 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
 
 
 def _product_sites(ctx: _Ctx, pt: dict, p: tuple[str, ...], base: Path, config_file: str, grid: Any,
-                   pid: str) -> tuple[Path | None, tuple[Site, ...]]:
-    """A product's ``sites`` list, read and placed inside its grid's coverage (as its points)."""
+                   pid: str, owners: dict[str, str]) -> tuple[Path | None, tuple[Site, ...]]:
+    """A product's ``sites`` list, read and placed inside its grid's coverage (as its points).
+    A site id is one site of the whole configuration (``owners``: the product of each id so
+    far): its power files are named by it (docs/config.md, "Sites CSV")."""
     if "sites" not in pt:
         return None, ()
     rel = Path(_str(ctx, pt, "sites", p)).expanduser()
@@ -792,6 +795,11 @@ def _product_sites(ctx: _Ctx, pt: dict, p: tuple[str, ...], base: Path, config_f
         raise ctx.error(p + ("sites",), f"sites file not found: {abs_file}")
     sites, lines = _read_sites(abs_file, shown)
     _check_coverage(grid, pid, sites, lines, shown, "site")
+    for site, line in zip(sites, lines, strict=True):
+        if site.id in owners:
+            raise ConfigError(shown, line, "id", f"site id {site.id!r} is a site of product {owners[site.id]} "
+                                                 "already: a site's power is published under its id, give each its own")
+        owners[site.id] = pid
     return abs_file, sites
 
 

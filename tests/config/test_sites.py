@@ -132,3 +132,23 @@ def test_product_sites_file_missing(tmp_path):
 
 def test_library_names_are_the_turbine_column_values():
     assert "iec-class-2-composite" in turbines.library_names()
+
+
+def test_a_site_id_is_one_site_of_the_whole_configuration(tmp_path):
+    """Power files are named by site id: the same id under two products is refused at the second."""
+    sites_file(tmp_path, WIND, PV)
+    toml = (BASE + 'sites = "sites.csv"\n'
+            + '\n[products.eu-short]\npoints = "points.csv"\nmodels = ["ifs"]\nhorizon_hours = 72\nsites = "sites.csv"\n')
+    expect_error(write(tmp_path, toml), 2, "id", "site id 'hornsea' is a site of product eu-medium already",
+                 file=tmp_path / "sites.csv")
+
+
+def test_shipped_sites_are_wind_farms_and_solar_plants_in_europe_and_japan():
+    from test_config import SHIPPED
+
+    cfg = load_config(SHIPPED)
+    kinds = {pid: sorted({type(s).__name__ for s in pc.sites}) for pid, pc in cfg.products.items() if pc.sites}
+    assert kinds == {"eu-wind": ["PVSite", "WindSite"], "japan": ["PVSite"], "global": ["PVSite", "WindSite"]}
+    windpack = {p.id: p.hub_heights for p in cfg.products["eu-wind"].points}
+    hornsea = next(s for s in cfg.products["eu-wind"].sites if s.id == "hornsea-1")
+    assert isinstance(hornsea, WindSite) and hornsea.hub_height_m in windpack["hornsea-1"]

@@ -81,7 +81,7 @@ def quantiles_kw(members: tuple[tuple[str, np.ndarray], ...], per: int) -> tuple
     return out, used
 
 
-def _rounded(values: np.ndarray, decimals: int) -> list:
+def _rounded(values: np.ndarray, decimals: int | None) -> list:
     return [None if not np.isfinite(v) else round(float(v), decimals) for v in values.tolist()]
 
 
@@ -111,7 +111,8 @@ def render(parts: list[SitePower], files: Files) -> tuple[xr.Dataset, dict]:
                        "basetime": iso(part.ctx.basetime), "updated_time": iso(part.ctx.generated),
                        "freq": freq, "unit": POWER_DATA.units,
                        "quantiles_from": used if isinstance(site, WindSite) else [], "data": data}
-                files.put(site_path(freq, site.id), dumps(obj), False)
+                data = dumps(obj)
+                files.put(site_path(freq, site.id), data, b"null" in data)
         for site in part.sites:
             entries.append({"id": site.id, "name": site.name, "kind": _kind(site), "lat": site.lat, "lon": site.lon,
                             "cell": site.id, "capacity_kw": round(site.capacity_kw, 1), "product": part.product,
