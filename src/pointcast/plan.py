@@ -233,7 +233,8 @@ def slices(n: int, per_slice: int, parallel: int) -> list[slice]:
     """``n`` points in slices of at most ``per_slice`` (`[dask] points_per_slice`), at least
     one for each of the ``parallel`` builders (build processes, or the cluster's threads)."""
     step = min(per_slice, -(-n // parallel))
-    return [slice(first, first + step) for first in range(0, n, step)]
+    # the last stops at n: a list's extraction holds its products' sites after its points
+    return [slice(first, min(first + step, n)) for first in range(0, n, step)]
 
 
 def builders(cfg: Config) -> int:
