@@ -570,6 +570,7 @@ def _site_power(pid: str, pc: ProductConfig, ctx: RunContext, series: xr.Dataset
         return var.isel(point=j).transpose("time").values.astype(np.float64)
 
     pv_rows = [j for j, s in enumerate(pc.sites) if isinstance(s, PVSite)]
+    plants = [s for s in pc.sites if isinstance(s, PVSite)]
     for j, site in enumerate(pc.sites):
         if not isinstance(site, WindSite):
             continue
@@ -591,8 +592,6 @@ def _site_power(pid: str, pc: ProductConfig, ctx: RunContext, series: xr.Dataset
             by_ensemble[e][j, :, :member_wind.shape[1]] = wind.farm_power_kw(
                 member_wind, density[:, None], site.curve, site.turbines, site.efficiency, site.restart_m_s, axis=0)
     if pv_rows:
-        plants = [pc.sites[j] for j in pv_rows]
-        assert all(isinstance(p, PVSite) for p in plants)
         sun = pv.solar_geometry([p.lat for p in plants], [p.lon for p in plants], times, interp.BASE_STEP)
         ghi = np.stack([at("ssrd", j) for j in pv_rows])
         direct = np.stack([at("fdir", j) for j in pv_rows]) if "fdir" in series else None

@@ -74,7 +74,7 @@ def point_set(pc: ProductConfig, places: Sequence[Point | Site] | None = None) -
     return interp.PointSet(
         ids=np.array([p.id for p in places]),
         lats=np.array([c[0] for c in centres]), lons=np.array([c[1] for c in centres]),
-        elevation=np.array([np.nan if getattr(p, "elevation", None) is None else p.elevation for p in places]),
+        elevation=np.array([np.nan if (e := getattr(p, "elevation", None)) is None else e for p in places]),
     )
 
 

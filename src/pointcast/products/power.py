@@ -111,8 +111,8 @@ def render(parts: list[SitePower], files: Files) -> tuple[xr.Dataset, dict]:
                        "basetime": iso(part.ctx.basetime), "updated_time": iso(part.ctx.generated),
                        "freq": freq, "unit": POWER_DATA.units,
                        "quantiles_from": used if isinstance(site, WindSite) else [], "data": data}
-                data = dumps(obj)
-                files.put(site_path(freq, site.id), data, b"null" in data)
+                text = dumps(obj)
+                files.put(site_path(freq, site.id), text, b"null" in text)
         for site in part.sites:
             entries.append({"id": site.id, "name": site.name, "kind": _kind(site), "lat": site.lat, "lon": site.lon,
                             "cell": site.id, "capacity_kw": round(site.capacity_kw, 1), "product": part.product,
