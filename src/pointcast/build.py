@@ -498,6 +498,7 @@ def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:
 
 # The blend's variables a site's power is made from (docs/method.md, "Power").
 POWER_VARIABLES = frozenset({"wind_u", "wind_v", "air_temperature", "t2m", "d2m", "sp", "ssrd", "fdir", "u10", "v10"})
+_AT_HEIGHTS = frozenset({"wind_u", "wind_v", "air_temperature"})  # the variables along height
 _LAPSE_K_PER_M = 0.0065  # the standard atmosphere's, for the hub's temperature where the blend has none
 
 
@@ -522,7 +523,9 @@ def build_power(cfg: Config, lists: Mapping[Path, PointsList], extracted: Mappin
         where = pl.points[rows]
         hubs = sorted({s.hub_height_m for s in pc.sites if isinstance(s, WindSite)})
         only = replace(cfg, products={pid: replace(pc, ensembles=())})  # the members go through the curves here
-        series, _, _ = blend_models(only, [pid], series_at, where, hubs, ctx.basetime, POWER_VARIABLES)
+        # without wind farms no height is blended (an empty height axis blends nothing)
+        variables = POWER_VARIABLES if hubs else POWER_VARIABLES - _AT_HEIGHTS
+        series, _, _ = blend_models(only, [pid], series_at, where, hubs, ctx.basetime, variables)
         series = series.sel(time=series.time < _horizon_end(pc, ctx))
         times = series.time.values
         members = []
