@@ -52,7 +52,12 @@ def test_every_site_has_power_files_archive_and_manifest(run):
             power = np.array([e["power"] for e in obj["data"]], dtype=float)
             assert len(power) == pc.horizon_hours * 60 // {"1H": 60, "30min": 30, "15min": 15}[freq]
             assert np.isfinite(power).all() and power.min() >= 0 and power.max() <= site.capacity_kw + 0.1
-            assert power.max() > 0, f"{site_id} {freq}: no power at all over {pc.horizon_hours} h"
+            if isinstance(site, WindSite) and power.max() == 0:  # a calm: the hub wind never reached the cut-in
+                with xr.open_zarr(root / "zarr" / "power.zarr") as ds:
+                    wind = ds.hub_wind_speed.sel(point=site_id).isel(init_time=-1).values[:pc.horizon_hours * 4]
+                assert (wind < site.curve.wind_speed_m_s[0]).all(), f"{site_id}: no power at winds up to {wind.max()}"
+            else:
+                assert power.max() > 0, f"{site_id} {freq}: no power at all over {pc.horizon_hours} h"
             cf = np.array([e["capacity_factor"] for e in obj["data"]])
             np.testing.assert_allclose(cf, power / site.capacity_kw, atol=6e-4)
     manifest = json.loads((tree / "manifest.json").read_text())
@@ -78,6 +83,7 @@ def test_wind_farm_power_recomputed_from_the_archived_hub_wind_and_density(run):
     with (turbines.LIBRARY_DIR / "nrel-5mw-126.csv").open() as f:
         rows = [r for r in csv.reader(line for line in f if not line.startswith("#"))][1:]
     speeds, kw = np.array([[float(a), float(b)] for a, b in rows]).T
+    kw = np.minimum(kw, 5000.0)  # a row above the rated power (5000.92 kW at 11.4 m/s) is clipped to it (turbines/README.md)
     with xr.open_zarr(root / "zarr" / "power.zarr") as ds:
         at = ds.sel(point="hornsea-1").isel(init_time=-1)
         wind, density = at.hub_wind_speed.values.astype(float), at.air_density.values.astype(float)
@@ -93,7 +99,8 @@ def test_wind_farm_power_recomputed_from_the_archived_hub_wind_and_density(run):
     np.testing.assert_allclose(archived[inside], expected[inside], rtol=1e-4, atol=1.0)
     hourly = _read(tree / "json" / "power" / "1H" / "hornsea-1.json")["data"]
     published = np.array([e["power"] for e in hourly])
-    np.testing.assert_allclose(published, archived.reshape(-1, 4).mean(axis=1), atol=0.06 + 1e-3 * published)
+    # published to 0.1 kW; archived as float32 (0.0625 kW apart at a GW)
+    np.testing.assert_allclose(published, archived.reshape(-1, 4).mean(axis=1), rtol=0, atol=0.15)
     quantiles = np.array([[e[k] for k in ("p10", "p25", "p50", "p75", "p90")] for e in hourly], dtype=float)
     covered = np.isfinite(quantiles).all(axis=1)
     assert covered.any() and (np.diff(quantiles[covered], axis=1) >= 0).all()

@@ -40,7 +40,8 @@ def test_power_meteogram_and_sites_on_the_map(published):
             assert chart["series"][:2] == ["power kW", "capacity kW"] and chart["points"] == 72
             assert chart["bands"] == [["P90", "P10"], ["P75", "P25"]]
             assert chart["filled"][0] == 72 and min(chart["filled"][2:]) > 0, chart
-            assert "P10–P90" in chart["legend"] and "icon-eu-eps" in chart["legend"]
+            # ICON-EU-EPS has the 10 m wind only: the hub's quantiles are ENS's
+            assert "P10–P90" in chart["legend"] and "(ens;" in chart["legend"]
             page.goto(f"http://127.0.0.1:{port}/#/")
             page.wait_for_selector("body[data-ready='#/']", timeout=30_000)
             page.select_option("#map-product", "power")

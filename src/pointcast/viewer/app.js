@@ -313,7 +313,7 @@
       c.addEventListener("click", () => { location.hash = `#/p/${POWER}/${encodeURIComponent(s.id)}`; });
       svg.append(c);
     });
-    const swatch = (k) => h("span", { class: "swatch", style: `background: ${SITE_COLOURS[k]}` });
+    const swatch = (k) => h("span", { class: "swatch", style: `display:inline-block;width:10px;height:10px;border-radius:5px;background: ${SITE_COLOURS[k]}` });
     holder.replaceChildren(svg, h("div", { class: "legend" }, `${sites.length} sites: `, swatch("wind"), " wind farms ",
       swatch("pv"), " solar plants, sized by capacity; click a site for its power"));
   }
