@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config/pointcast.toml
 
-.PHONY: run test lint serve bench bench-deps clean
+.PHONY: run test lint serve soak bench bench-deps clean
 
 # setup.py builds the compiled rendering steps (src/pointcast/_render.c) in place where gcc and
 # the Python headers are at hand; without them pointcast renders the same bytes in numpy.
@@ -31,6 +31,12 @@ lint: $(BIN)/pointcast
 
 serve: $(BIN)/pointcast
 	$(BIN)/pointcast serve --config $(CONFIG)
+
+# Two simulated days of 3-hourly cycles with the clock set, a model stopping in the middle
+# (docs/operations.md, "Soak test"); the suite runs a short version of it.
+SOAK_CYCLES ?= 16
+soak: $(BIN)/pointcast
+	POINTCAST_SOAK_CYCLES=$(SOAK_CYCLES) $(BIN)/python -m pytest -q -p no:xdist -s tests/flows/test_soak.py
 
 # The reference benchmark (bench/README.md). BENCH_SCALE=quick (reduced workload) or a sample
 # scale (1 = full operational size, the default); BENCH_ARGS passes further options.

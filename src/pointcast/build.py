@@ -35,7 +35,7 @@ from .heap import release_freed
 from .ingest import decode, decode_members
 from .plan import PointsList, blend_heights, builders, distributed, slices
 from .products import PRODUCTS
-from .products.base import Files, ProductOutput, RunContext, iso
+from .products.base import QUANTILE_VARIABLES, Files, ProductOutput, RunContext, iso
 from .sources import MODELS
 from .sources.base import FetchedRun
 from .validate import archive_facts, file_facts
@@ -172,20 +172,25 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
         members.append((m, interp.resample(ds, axis, where.lats, where.lons)))
     until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
     series, used = blend_stage.blend(members, until)
-    probability = with_ensembles(series, pc.ensembles, extracted, axis, where, heights,
+    by_ensemble = with_ensembles(series, pc.ensembles, extracted, axis, where, heights,
                                  any("tp_members" in (PRODUCTS[pid].variables or ()) for pid in pids))
-    return (series, _segments(used.get("t2m", []), axis, "model"),
-            _segments([e or ensemble.NEIGHBOURHOOD for e in probability], axis, "source"))
+    nowhere = [""] * len(axis)
+    origins = {"probability_from": _segments([e or ensemble.NEIGHBOURHOOD for e in by_ensemble.get("pop_ens", nowhere)],
+                                             axis, "source"),
+               "quantiles_from": {name: _segments([e or ensemble.NO_QUANTILES for e in by_ensemble[ref]], axis, "source")
+                                  for name, ref, *_ in QUANTILE_VARIABLES if ref in by_ensemble}}
+    return series, _segments(used.get("t2m", []), axis, "model"), origins
 
 
 def with_ensembles(series: xr.Dataset, ensembles: tuple[str, ...], extracted: dict, axis: np.ndarray,
-                   where: interp.PointSet, heights: list[float], want_members: bool) -> list[str]:
+                   where: interp.PointSet, heights: list[float], want_members: bool) -> dict[str, list[str]]:
     """Add the statistics of the blend's ensembles to its ``series`` (`pointcast.ensemble`):
     ``pop`` becomes the ensembles' probability wherever one has every member, the
     neighbourhood probability staying beside it (``pop_neighbourhood``) and in its place
-    elsewhere. Returns the ensemble of each step's probability ("" where none has it)."""
+    elsewhere. Returns, by statistic, the ensemble of each step ("" where none has it;
+    `ensemble.blend`), none when the blend has no ensemble."""
     if not ensembles:
-        return [""] * len(axis)
+        return {}
     stats = []
     for e in (e for e in ensembles if e in extracted):
         ds = extracted[e]
@@ -194,7 +199,7 @@ def with_ensembles(series: xr.Dataset, ensembles: tuple[str, ...], extracted: di
     if "pop" in series:
         series["pop_neighbourhood"] = series["pop"]
     if not stats:
-        return [""] * len(axis)
+        return {}
     blended, used = ensemble.blend(stats)
     for name, var in blended.data_vars.items():
         series[name] = var
@@ -305,7 +310,7 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     ``corrected``, ``estimate``: `_built`."""
     release_freed()  # what the process's tasks before it freed (`pointcast.cluster.dask_scheduler`)
     cfg = part.cfg
-    series, seams, probability_from = blend_models(cfg, pids, at_points(extracted, part.points), part.where,
+    series, seams, origins = blend_models(cfg, pids, at_points(extracted, part.points), part.where,
                                                    part.heights, ctx.basetime)
     writer = publish.TreeWriter(staging, cfg.output.json, threads=write_threads)
     facts, found, written = {}, {}, {}
@@ -324,7 +329,7 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     gaps = {pid: input_gaps(PRODUCTS[pid].inputs(), missing,
                             int((series.time.values < _horizon_end(cfg.products[pid], ctx)).sum()))
             for pid in pids}
-    return facts, found, written, (seams, probability_from), dirs, gaps
+    return facts, found, written, (seams, origins), dirs, gaps
 
 
 def missing_inputs(series, names: set[str] | frozenset[str]) -> dict[str, np.ndarray]:
@@ -443,12 +448,12 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
     for _, _, written, _, dirs, _ in built:
         for pid in pids:
             files[pid].adopt(written[pid], dirs)
-    # The manifest's account of the seams and of the probabilities' sources is at the first point.
-    seams, probability_from = built[0][3]
+    # The manifest's account of the seams and of the ensembles' statistics is at the first point.
+    seams, origins = built[0][3]
     return {pid: finish_product(cfg, pid, [facts[pid] for facts, *_ in built],
                                 [found[pid] for _, found, *_ in built], seams, ctx, files[pid],
                                 stage.dataset(pid), _merged_gaps([gaps[pid] for *_, gaps in built]),
-                                probability_from)
+                                origins)
             for pid in pids}
 
 
@@ -473,13 +478,13 @@ def _on_cluster(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
 
 def finish_product(cfg: Config, pid: str, facts: list[ArchiveFacts], found: list[FileFacts],
                    seams: list[dict], ctx: RunContext, files: publish.StagedFiles, archive,
-                   gaps: dict[str, dict[str, np.ndarray]], probability_from: list[dict]) -> ProductOutput:
+                   gaps: dict[str, dict[str, np.ndarray]], origins: dict) -> ProductOutput:
     """The product's slices as one output: its files, its ``archive`` (read lazily from the
     run's staged store), what its slices found in their archive rows and files (``facts``,
     ``found``, in the order of the points), its index over all points, the seams of its
     horizon, the elements whose inputs no model supplies somewhere (``gaps``, `degraded`) and
-    where its probabilities come from (``probability_from``), both over the blend's horizon
-    (`_segments`) and cut to the product's here."""
+    where its probabilities and quantiles come from (``origins``: `probability_from`,
+    `quantiles_from`), all over the blend's horizon (`_segments`) and cut to the product's here."""
     pc = cfg.products[pid]
     files[f"{pid}/index.json"] = PRODUCTS[pid].index(pc, ctx)
     last = iso(_horizon_end(pc, ctx) - interp.BASE_STEP)
@@ -488,7 +493,9 @@ def finish_product(cfg: Config, pid: str, facts: list[ArchiveFacts], found: list
 
     return ProductOutput(files=files, archive=archive, facts=ArchiveFacts.merged(facts),
                          file_facts=FileFacts.merged(found), checks={
-        "seams": within(seams), "degraded": degraded(gaps), "probability_from": within(probability_from)})
+        "seams": within(seams), "degraded": degraded(gaps),
+        "probability_from": within(origins["probability_from"]),
+        "quantiles_from": {name: within(runs) for name, runs in origins["quantiles_from"].items()}})
 
 
 def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:

@@ -26,6 +26,10 @@ def main(argv: list[str] | None = None) -> int:
                        ("check", "validate the configuration and exit")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--config", default=DEFAULT_CONFIG, help=f"configuration file (default {DEFAULT_CONFIG})")
+        if name == "run":
+            p.add_argument("--at", type=_utc_time, metavar="TIME",
+                           help="run the cycle as it would have run at this ISO time (e.g. 2026-11-20T03:00Z): "
+                                "backfill the archive, replay an incident")
         if name == "serve":
             p.add_argument("--host", default="127.0.0.1")
             p.add_argument("--port", type=int, default=8080)
@@ -52,17 +56,20 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if any("error" in r for r in report) else 0
     if args.command == "serve":  # run/schedule log through Prefect's own handlers
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    notes: list[str] = []
     try:
         cfg = load_config(Path(args.config))
         if args.command != "serve":  # the server reads published runs, not the models
             from .sourcing import check_models
 
-            check_models(cfg)
+            notes = check_models(cfg)
     except ConfigError as exc:
         print(f"pointcast: configuration error: {exc}", file=sys.stderr)
         return 2
 
     if args.command == "check":
+        for note in notes:
+            print(f"note: {note}")
         print(f"{cfg.path}: ok ({', '.join(f'{pid}: {len(pc.points)} points' for pid, pc in cfg.products.items())})")
         return 0
     if args.command == "verify":
@@ -76,13 +83,27 @@ def main(argv: list[str] | None = None) -> int:
     from pointcast.flows.cycle import cycle
 
     if args.command == "run":
-        state = cycle(str(cfg.path), return_state=True)
-        if not state.is_completed():
-            print(f"pointcast: cycle failed ({state.message}); the previously published run stays served",
+        from pointcast import stopping
+
+        with stopping.on_signals():
+            try:
+                state = cycle(str(cfg.path), now=args.at, return_state=True)
+            except BaseException:  # the flow re-raises the signal's exception once it is stopped
+                if not stopping.STOP.is_set():
+                    raise
+        if stopping.STOP.is_set():
+            print(f"pointcast: cycle {stopping.reason()} before it finished; {served(cfg.output.root, 'is')}",
                   file=sys.stderr)
+            return stopping.exit_code()
+        if not state.is_completed():
+            print(f"pointcast: cycle failed ({state.message}); {served(cfg.output.root, 'stays')}", file=sys.stderr)
             return 1
         run_id = state.result()
-        print(f"published run {run_id}: {cfg.output.root}/current -> runs/{run_id}")
+        from .publish import current_run
+
+        serving = current_run(cfg.output.root)  # a run made at an earlier clock (--at) is not served
+        print(f"published run {run_id}: {cfg.output.root}/current -> runs/{serving}"
+              + ("" if serving == run_id else " (archived; a newer run stays served)"))
         return 0
     from prefect import serve as serve_deployments
 
@@ -90,6 +111,18 @@ def main(argv: list[str] | None = None) -> int:
 
     serve_deployments(deployment(cfg))
     return 0
+
+
+def served(root, verb: str) -> str:
+    """What is served after a cycle that did not publish, in words: "run <id> <verb> served", or
+    that nothing is."""
+    from pointcast.publish import current_run
+
+    try:
+        run_id = current_run(root)
+    except Exception as exc:  # noqa: BLE001 (said, not raised: the cycle's failure is the news)
+        return f"what is served cannot be read ({exc})"
+    return f"run {run_id} {verb} served" if run_id else "nothing is served yet"
 
 
 def _utc_time(text: str) -> datetime:

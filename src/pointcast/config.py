@@ -88,21 +88,31 @@ _DEFAULT_JSON = "both"
 
 
 class ConfigError(Exception):
-    """A configuration problem; ``str(err)`` is ``"<file>:<line>: <key>: <reason>"``."""
+    """A configuration problem; ``str(err)`` is ``"<file>:<line>: <key>: <reason>"``, followed
+    by a line of the same form for each of ``others``: the problems found beside it (every bad
+    row of a points CSV, not only the first)."""
 
-    def __init__(self, file: str | os.PathLike, line: int, key: str, reason: str) -> None:
+    def __init__(self, file: str | os.PathLike, line: int, key: str, reason: str,
+                 others: tuple[ConfigError, ...] = ()) -> None:
         self.file = str(file)
         self.line = int(line)
         self.key = key
         self.reason = reason
-        super().__init__(f"{self.file}:{self.line}: {key}: {reason}")
+        self.others = tuple(others)
+        super().__init__("\n".join([f"{self.file}:{self.line}: {key}: {reason}", *map(str, self.others)]))
+
+    @classmethod
+    def of_all(cls, errors: list[ConfigError]) -> ConfigError:
+        """One error for several: the first, with the others after it."""
+        first, *rest = errors
+        return cls(first.file, first.line, first.key, first.reason, tuple(rest))
 
     @property
     def message(self) -> str:
         return str(self)
 
     def __reduce__(self):  # picklable (Prefect/dask may ship exceptions between processes)
-        return (type(self), (self.file, self.line, self.key, self.reason))
+        return (type(self), (self.file, self.line, self.key, self.reason, self.others))
 
 
 # --------------------------------------------------------------------------------------------
@@ -115,6 +125,7 @@ class OutputConfig:
     keep_runs: int = _DEFAULT_KEEP_RUNS
     keep_cache_runs: int = _DEFAULT_KEEP_CACHE_RUNS  # model runs kept in the cache, per model
     cache_max_gb: float | None = None  # cap on the cache's model runs; None: no cap
+    archive_keep_days: float | None = None  # init_times the Zarr archive keeps; None: all
 
     cache: Path | None = None  # local cache of model runs; default <root>/cache
     json: str = _DEFAULT_JSON  # one of JSON_MODES
@@ -430,7 +441,8 @@ _TOP_LEVEL = ("output", "schedule", "dask", "sources", "models", "products", "se
 def _output(ctx: _Ctx, doc: dict, base: Path) -> OutputConfig:
     path = ("output",)
     tbl = _table(ctx, doc, "output", path, required=True)
-    _check_keys(ctx, tbl, path, ("root", "cache", "keep_runs", "keep_cache_runs", "cache_max_gb", "json"))
+    _check_keys(ctx, tbl, path, ("root", "cache", "keep_runs", "keep_cache_runs", "cache_max_gb", "json",
+                                 "archive_keep_days"))
     root = _str(ctx, tbl, "root", path)
     json_mode = _str(ctx, tbl, "json", path, _DEFAULT_JSON)
     if json_mode not in JSON_MODES:
@@ -443,15 +455,23 @@ def _output(ctx: _Ctx, doc: dict, base: Path) -> OutputConfig:
     cap = tbl.get("cache_max_gb")
     if cap is not None and not (_number(cap) and math.isfinite(cap) and cap > 0):
         raise ctx.error(path + ("cache_max_gb",), f"expected a positive number of GB, got {cap!r}")
+    keep_days = tbl.get("archive_keep_days")
+    if keep_days is not None and not (_number(keep_days) and math.isfinite(keep_days) and keep_days > 0):
+        raise ctx.error(path + ("archive_keep_days",), f"expected a positive number of days, got {keep_days!r}")
+    keep_days = None if keep_days is None else float(keep_days)
     if "://" in root:  # an object store through fsspec; model runs are cached locally
         if not re.fullmatch(r"[a-z][a-z0-9+.-]*://\S*", root):
             raise ctx.error(path + ("root",), f"expected a path or a URL such as 's3://bucket/prefix', got {root!r}")
+        if keep_days is not None:
+            raise ctx.error(path + ("archive_keep_days",), "archive retention needs a local root: an object "
+                            "store cannot swap a compacted store for the old one in one step")
         return OutputConfig(root=root.rstrip("/"), keep_runs=keep, keep_cache_runs=keep_cache,
                             cache_max_gb=None if cap is None else float(cap),
                             cache=cache if cache is not None else base / "cache", json=json_mode)
     root_path = Path(os.path.normpath(base / Path(root).expanduser()))
     return OutputConfig(root=root_path, keep_runs=keep, keep_cache_runs=keep_cache,
-                        cache_max_gb=None if cap is None else float(cap), cache=cache, json=json_mode)
+                        cache_max_gb=None if cap is None else float(cap), cache=cache, json=json_mode,
+                        archive_keep_days=keep_days)
 
 
 def _schedule(ctx: _Ctx, doc: dict) -> ScheduleConfig:
@@ -580,7 +600,7 @@ def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
 
 def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
     _check_keys(ctx, tbl, path, ("type", "scale", "area", "init", "icon_layout", "horizon_hours",
-                                 "ensemble_scale"))
+                                 "ensemble_scale", "outage"))
     scale = _int(ctx, tbl, "scale", path, 1, lo=1)
     area = None
     if "area" in tbl:
@@ -613,13 +633,23 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
         out["horizon_hours"] = float(v)
     if "ensemble_scale" in tbl:  # the ensembles' coarser grid (default: 4 x scale, pointcast.sample)
         out["ensemble_scale"] = _int(ctx, tbl, "ensemble_scale", path, None, lo=1)
+    if "outage" in tbl:  # [start, end): no run starting then is published (a stopped upstream)
+        p = path + ("outage",)
+        v = tbl["outage"]
+        try:
+            start, end = (utc_time(t if isinstance(t, datetime) else str(t)) for t in v)
+        except (TypeError, ValueError):
+            raise ctx.error(p, f"expected two ISO 8601 times [start, end], got {v!r}") from None
+        if not start < end:
+            raise ctx.error(p, f"the start ({start.isoformat()}) must be before the end ({end.isoformat()})")
+        out["outage"] = (start, end)
     return out
 
 
 # The options of ``type = "http"``, checked here and taken by ``sources.remote.HttpSettings``.
 HTTP_OPTIONS: tuple[str, ...] = ("mirrors", "base_url", "extra_mirrors", "layouts", "wait_minutes",
                                  "retry_seconds", "timeout_seconds", "connections", "lookback_runs",
-                                 "horizon_hours", "missing_minutes", "progress")
+                                 "horizon_hours", "missing_minutes", "progress", "unreachable_minutes")
 
 
 def _http_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
@@ -650,7 +680,7 @@ def _http_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]
             layouts[name] = {k: _str(ctx, t, k, p) for k in t}
         out["layouts"] = layouts
     for key, lo in (("wait_minutes", 0.0), ("retry_seconds", 0.001), ("timeout_seconds", 0.001),
-                    ("horizon_hours", 0.0), ("missing_minutes", 0.0)):
+                    ("horizon_hours", 0.0), ("missing_minutes", 0.0), ("unreachable_minutes", 0.0)):
         if key in tbl:
             v = tbl[key]
             if not _number(v) or not math.isfinite(v) or v < lo:
@@ -760,19 +790,26 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
             pts, lines = _read_points(abs_file, shown)
             points_cache[abs_file] = (pts, lines, shown)
         pts, lines, shown = points_cache[abs_file]
-        _check_coverage(grid, pid, pts, lines, shown, "point")
+        inside = grid.covers_many(np.array([q.lat for q in pts]), np.array([q.lon for q in pts]))
+        desc = getattr(grid.coverage, "description", "") or grid.name
+        bad_rows = [ConfigError(shown, lines[k], "lat,lon", f"point {pts[k].id!r} ({pts[k].lat:g}, {pts[k].lon:g}) "
+                                f"is outside the coverage of product {pid} ({desc})")
+                    for k in np.flatnonzero(~inside).tolist()]
         # One point a cell: the API answers a cell's point, so a second point in it would never
         # be served and its hub heights would be lost.
-        keys = grid.cell_keys(np.array([q.lat for q in pts]), np.array([q.lon for q in pts]))
+        covered = np.flatnonzero(inside).tolist()  # a point outside may have no cell at all
+        keys = grid.cell_keys(np.array([pts[k].lat for k in covered]), np.array([pts[k].lon for k in covered]))
         first_in: dict[str, int] = {}
-        for k, key in enumerate(keys.tolist()):
+        for k, key in zip(covered, keys.tolist(), strict=True):
             j = first_in.setdefault(key, k)
             if j != k:
-                raise ConfigError(
+                bad_rows.append(ConfigError(
                     shown, lines[k], "lat,lon",
                     f"point {pts[k].id!r} is in the same {pid} grid cell {key} as point {pts[j].id!r} "
                     f"(line {lines[j]}): a cell has one point; merge them (hub heights included)",
-                )
+                ))
+        if bad_rows:
+            raise ConfigError.of_all(sorted(bad_rows, key=lambda e: e.line))
         sites_file, sites = _product_sites(ctx, pt, p, base, config_file, grid, pid, site_owners)
         out[pid] = ProductConfig(
             id=pid, points_file=abs_file, points=pts, models=model_ids, freqs=freqs, horizon_hours=horizon,
@@ -858,10 +895,12 @@ def csv_rows(reader) -> Iterator[tuple[int, list[str]]]:
 
 
 def _csv_records(path: Path, shown: str, columns: tuple[str, ...], optional: tuple[str, ...],
-                 what: str) -> Iterator[tuple[int, dict[str, str]]]:
+                 what: str, bad_rows: list[ConfigError]) -> Iterator[tuple[int, dict[str, str]]]:
     """(line, {column: cell}) of each row of a ``what`` CSV (the points lists, the sites lists)
     whose header has every one of ``columns`` and any of ``optional``; every problem a
-    ConfigError naming the file, the line and the column."""
+    ConfigError naming the file, the line and the column. A row of the wrong width goes to
+    ``bad_rows``, where the caller adds its own rows' errors: once the file is read they are
+    raised together (`ConfigError.of_all`), every bad row reported."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -894,11 +933,15 @@ def _csv_records(path: Path, shown: str, columns: tuple[str, ...], optional: tup
                         raise ConfigError(shown, line, c, f"missing column (expected header {','.join(columns)})")
                 continue
             if len(cells) != len(header):
-                raise ConfigError(shown, line, "row", f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
+                bad_rows.append(ConfigError(shown, line, "row",
+                                            f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}"))
+                continue
             rows += 1
             yield line, dict(zip(header, cells, strict=True))
     except csv.Error as exc:
-        raise ConfigError(shown, reader.line_num or 1, "row", f"malformed CSV: {exc}") from None
+        bad_rows.append(ConfigError(shown, reader.line_num or 1, "row", f"malformed CSV: {exc}"))
+    if bad_rows:
+        raise ConfigError.of_all(bad_rows)
     if header is None:
         raise ConfigError(shown, 1, "id", f"empty {what} file (expected header {','.join(columns)})")
     if not rows:
@@ -928,37 +971,49 @@ def _place(shown: str, line: int, rec: dict[str, str], first_seen: dict[str, int
     return pid, name, lat, lon
 
 
+def _point(shown: str, line: int, rec: dict[str, str], first_seen: dict[str, int]) -> Point:
+    """The point of one row of a points CSV (``rec``: column -> cell), or the ConfigError of
+    its first bad column; ``first_seen``: the line of each id so far, this row's added."""
+    pid, name, lat, lon = _place(shown, line, rec, first_seen)
+    elevation = None
+    if rec["elevation"]:
+        elevation = _csv_float(shown, line, "elevation", rec["elevation"])
+        lo, hi = ELEVATION_RANGE_M
+        if not lo <= elevation <= hi:
+            raise ConfigError(shown, line, "elevation", f"elevation {elevation:g} m outside [{lo:g}, {hi:g}] m")
+    hubs: list[float] = []
+    if rec["hub_heights"]:
+        lo, hi = HUB_HEIGHT_RANGE_M
+        for part in rec["hub_heights"].split(";"):
+            part = part.strip()
+            if not part:
+                raise ConfigError(shown, line, "hub_heights", "empty height (heights are ';'-separated metres, e.g. 100;150)")
+            h = _csv_float(shown, line, "hub_heights", part)
+            if not lo <= h <= hi:
+                raise ConfigError(shown, line, "hub_heights", f"hub height {h:g} m outside [{lo:g}, {hi:g}] m")
+            if h in hubs:
+                raise ConfigError(shown, line, "hub_heights", f"hub height {h:g} m listed twice")
+            hubs.append(h)
+    station = rec.get("station") or None
+    if station is not None and not STATION_RE.fullmatch(station):
+        raise ConfigError(shown, line, "station", f"invalid station id {station!r} (letters, digits, "
+                          "'.', '_' and '-', e.g. an ISD USAF-WBAN id such as 071570-99999)")
+    return Point(id=pid, name=name, lat=lat, lon=lon, elevation=elevation,
+                 hub_heights=tuple(sorted(hubs)), station=station)
+
+
 def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, ...]]:
     points: list[Point] = []
     lines: list[int] = []
     first_seen: dict[str, int] = {}
-    for line, rec in _csv_records(path, shown, POINTS_COLUMNS, OPTIONAL_POINTS_COLUMNS, "points"):
-        pid, name, lat, lon = _place(shown, line, rec, first_seen)
-        elevation = None
-        if rec["elevation"]:
-            elevation = _csv_float(shown, line, "elevation", rec["elevation"])
-            lo, hi = ELEVATION_RANGE_M
-            if not lo <= elevation <= hi:
-                raise ConfigError(shown, line, "elevation", f"elevation {elevation:g} m outside [{lo:g}, {hi:g}] m")
-        hubs: list[float] = []
-        if rec["hub_heights"]:
-            lo, hi = HUB_HEIGHT_RANGE_M
-            for part in rec["hub_heights"].split(";"):
-                part = part.strip()
-                if not part:
-                    raise ConfigError(shown, line, "hub_heights", "empty height (heights are ';'-separated metres, e.g. 100;150)")
-                h = _csv_float(shown, line, "hub_heights", part)
-                if not lo <= h <= hi:
-                    raise ConfigError(shown, line, "hub_heights", f"hub height {h:g} m outside [{lo:g}, {hi:g}] m")
-                if h in hubs:
-                    raise ConfigError(shown, line, "hub_heights", f"hub height {h:g} m listed twice")
-                hubs.append(h)
-        station = rec.get("station") or None
-        if station is not None and not STATION_RE.fullmatch(station):
-            raise ConfigError(shown, line, "station", f"invalid station id {station!r} (letters, digits, "
-                              "'.', '_' and '-', e.g. an ISD USAF-WBAN id such as 071570-99999)")
-        points.append(Point(id=pid, name=name, lat=lat, lon=lon, elevation=elevation,
-                            hub_heights=tuple(sorted(hubs)), station=station))
+    bad_rows: list[ConfigError] = []
+    for line, rec in _csv_records(path, shown, POINTS_COLUMNS, OPTIONAL_POINTS_COLUMNS, "points", bad_rows):
+        try:
+            point = _point(shown, line, rec, first_seen)
+        except ConfigError as exc:  # every bad row is reported, each with its first bad column
+            bad_rows.append(exc)
+            continue
+        points.append(point)
         lines.append(line)
     return tuple(points), tuple(lines)
 
@@ -1044,7 +1099,7 @@ def _read_sites(path: Path, shown: str) -> tuple[tuple[Site, ...], tuple[int, ..
     lines: list[int] = []
     first_seen: dict[str, int] = {}
     curves: dict[str, turbines_lib.PowerCurve] = {}
-    for line, rec in _csv_records(path, shown, SITES_COLUMNS, WIND_SITE_COLUMNS + PV_SITE_COLUMNS, "sites"):
+    for line, rec in _csv_records(path, shown, SITES_COLUMNS, WIND_SITE_COLUMNS + PV_SITE_COLUMNS, "sites", []):
         sid, name, lat, lon = _place(shown, line, rec, first_seen)
         kind = rec["kind"]
         if kind not in SITE_KINDS:
@@ -1219,8 +1274,9 @@ def load_config(path: str | os.PathLike) -> Config:
     dask = _dask(ctx, doc)
     sources = _sources(ctx, doc)
     models = _models(ctx, doc, sources)
-    # The coverage rasters are cached under the output root unless a cache dir was chosen.
-    grids.set_cache_dir(output.cache_dir, if_unset=True)
+    # The coverage rasters are cached in the configured cache, or the user's (XDG) cache: never
+    # in the output root, which `pointcast check` must leave as it is.
+    grids.set_cache_dir(output.cache if output.cache is not None else grids.user_cache_dir(), if_unset=True)
     products = _products(ctx, doc, base, models, file)
     server = _server(ctx, doc)
     postprocess = _postprocess(ctx, doc, base)

@@ -17,7 +17,8 @@ A product's ensembles are blended by lead time in its priority order (`blend`): 
 statistic comes from the first ensemble that has every member at that step (ICON-EU-EPS to
 its 120 h, then ENS), the same rule as the deterministic blend without its cross-fade for the
 probabilities. Where none has, the neighbourhood probability of the deterministic blend stays
-(``pop``), and the manifest says which lead times take theirs from which (`probability_from`).
+(``pop``), and the manifest says which lead times take their probability, and each quantile
+variable, from which ensemble (`probability_from`, `quantiles_from`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ DAILY_THRESHOLD_MM = 1.0
 # few ulps: an amount within this of a threshold counts as reaching it.
 _TOLERANCE_MM = 1e-4
 NEIGHBOURHOOD = "neighbourhood"  # `probability_from`'s name for the deterministic fallback
+NO_QUANTILES = "none"  # `quantiles_from`'s name for lead times no ensemble covers (no quantiles)
 
 
 def clock_hours(values: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -99,10 +101,11 @@ def quantiles(values: xr.DataArray, quantile: xr.DataArray) -> xr.DataArray:
     return xr.DataArray(q, dims=("time", "quantile", *v.dims[2:]), coords={**coords, "quantile": quantile.values})
 
 
-def blend(per_ensemble: Sequence[tuple[str, xr.Dataset]]) -> tuple[xr.Dataset, list[str]]:
+def blend(per_ensemble: Sequence[tuple[str, xr.Dataset]]) -> tuple[xr.Dataset, dict[str, list[str]]]:
     """The statistics of a product's ensembles (`statistics`, in its priority order) as one
-    series: each step's from the first ensemble that has it (`blend.blend`); and the ensemble
-    of each step's probability at the first point ("" where none has it). ``tp_members``,
+    series: each step's from the first ensemble that has it (`blend.blend`); and, by statistic,
+    the ensemble of each step at the first point (and first height; "" where none has it): the
+    manifest's `probability_from` and `quantiles_from`. ``tp_members``,
     which counts members of one ensemble, is not blended: the first ensemble's at a step
     with all its members is kept, its members side by side with the others' (`day_probability`)."""
     series, used = blend_stage.blend([(e, ds.drop_vars(["tp_members", "member"], errors="ignore"))
@@ -112,7 +115,7 @@ def blend(per_ensemble: Sequence[tuple[str, xr.Dataset]]) -> tuple[xr.Dataset, l
         series["tp_members"] = xr.concat(
             [da.assign_coords(member=[f"{e}/{int(k)}" for k in da.member.values], ensemble=("member", [e] * da.sizes["member"]))
              for e, da in with_members], dim="member")
-    return series, used.get("pop_ens", [])
+    return series, used
 
 
 def day_probability(members: np.ndarray, ensembles: np.ndarray, order: Sequence[str],

@@ -13,6 +13,14 @@ served run then says nothing of it. So every cycle, published or not, ends by wr
 ``degraded``: a run was published, but a model was dropped, an element of a product is
 degraded over some lead times, or a product is carried over from an earlier run or absent.
 
+Every cycle also says what it found upstream, before it fetches anything, in
+``<root>/cycles/upstream.json`` (``record_upstream``): each model's newest complete run and
+since when the cycles have seen it complete. A product whose basetime model has a newer run
+complete for a schedule period that is still not served is stale, whether or not the cycles
+since published (`pointcast.server.metrics.product_ages`)::
+
+    {"<model>": {"init": ISO, "complete_since": ISO}}
+
 Apart from ``pointcast.publish``, which only ``record_cycle`` needs: the server reads the
 outcome without importing the publish stage (zarr, xarray, dask).
 """
@@ -30,6 +38,7 @@ log = logging.getLogger(__name__)
 
 CYCLES_DIR = "cycles"
 LAST = "last.json"
+UPSTREAM = "upstream.json"
 STATUSES = ("published", "degraded", "failed")
 
 
@@ -105,3 +114,44 @@ def last_cycle(root: Path | str) -> dict | None:
         log.error("%s/%s/%s is not a cycle outcome", root, CYCLES_DIR, LAST)
         return None
     return outcome
+
+
+def record_upstream(root: Path | str, found: Mapping[str, datetime], now: datetime) -> Path | None:
+    """Write the runs a cycle found complete upstream at ``now`` (``found``: each model's run
+    start) as ``<root>/cycles/upstream.json``, each with since when the cycles have seen it:
+    ``now``, or the earlier time of the record before it when that named the same run. Models
+    not looked for this cycle keep their record. An object-store root: nothing (None)."""
+    from .publish import is_url, replace_bytes
+
+    if is_url(root):
+        return None
+    seen = upstream_runs(root)
+    record = {m: {"init": r["init"].isoformat(), "complete_since": r["complete_since"].isoformat()}
+              for m, r in seen.items()}
+    for model, init in found.items():
+        since = seen[model]["complete_since"] if model in seen and seen[model]["init"] == init else now
+        record[model] = {"init": init.isoformat(), "complete_since": since.isoformat()}
+    folder = Path(root) / CYCLES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / UPSTREAM
+    replace_bytes(path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
+    return path
+
+
+def upstream_runs(root: Path | str) -> dict[str, dict[str, datetime]]:
+    """What ``record_upstream`` wrote last, by model (``init``, ``complete_since``, as
+    datetimes); empty when no cycle recorded it (an entry that is not one: logged, skipped)."""
+    try:
+        record = json.loads((Path(root) / CYCLES_DIR / UPSTREAM).read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.error("unreadable record of the upstream runs under %s: %s", root, exc)
+        return {}
+    out = {}
+    for model, entry in (record.items() if isinstance(record, dict) else ()):
+        try:
+            out[model] = {k: datetime.fromisoformat(entry[k]) for k in ("init", "complete_since")}
+        except (TypeError, KeyError, ValueError):
+            log.error("%s/%s/%s: %r is not a model's run", root, CYCLES_DIR, UPSTREAM, model)
+    return out

@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ from .contract import POWER_PRODUCT
 from .grids import grid_for
 from .products import PRODUCTS
 from .products.base import ProductOutput, RunContext, iso
-from .sources import MODELS
+from .sources import MODELS, run_steps
 from .sources.base import FetchedRun, RunRef
 
 
@@ -276,7 +276,7 @@ def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, 
     synthetic = any(r.synthetic for r in runs.values())
     out = {
         "run_id": run, "created": iso(generated), "synthetic": synthetic,
-        # a served product older than two of these is stale (/catalog, /metrics, the status page)
+        # with each product's basetime model, when a served product is stale (`stale_after_hours`)
         "schedule_hours": cfg.schedule.every_hours,
         "notice": ("SYNTHETIC: produced from the embedded sample source; not a real forecast."
                    if synthetic else "Produced from real model runs."),
@@ -287,7 +287,9 @@ def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, 
                            "horizon_hours": pc.horizon_hours, "freqs": list(pc.freqs),
                            "points": len(pc.points), "seams_t2m": outputs[pid].checks.get("seams", []),
                            "ensembles": list(pc.ensembles),
-                           "probability_from": outputs[pid].checks.get("probability_from", [])}
+                           "probability_from": outputs[pid].checks.get("probability_from", []),
+                           "quantiles_from": outputs[pid].checks.get("quantiles_from", {}),
+                           "stale_after_hours": stale_after(cfg, pc.models[0]) / timedelta(hours=1)}
                      for pid, pc in cfg.products.items()}
         | {pid: {**entry, "carried_because": unbuilt[pid]}
            for pid, entry in carried.items() if entry is not None},
@@ -316,6 +318,16 @@ def _why(inputs: list[str], models: tuple[str, ...], lacking: dict[str, list[str
     return "no model supplies its inputs at these lead times (" + "; ".join(parts) + ")"
 
 
+def stale_after(cfg: Config, model_id: str) -> timedelta:
+    """The age past which a product whose basetime is ``model_id``'s run is stale
+    (`ModelSpec.stale_after`), counting only the runs discovery can take: those reaching the
+    horizon the model must reach (`needed`; IFS ending a 240 h blend: its 00/12 UTC runs)."""
+    model, reach = MODELS[model_id], needed(cfg).get(model_id, timedelta(0))
+    usable = [h for h in model.run_hours
+              if max(run_steps(model, datetime(2000, 1, 1, h, tzinfo=UTC))) >= reach]
+    return model.stale_after(cfg.schedule.every_hours, usable)
+
+
 def needed(cfg: Config) -> dict[str, timedelta]:
     """Every model of the products, in the order they first appear, with the horizon its run
     must reach from its start: the longest of the products whose blend, or whose ensembles,
@@ -339,6 +351,12 @@ def runs_used(cfg: Config, runs: dict[str, RunRef]) -> dict[str, RunRef]:
     """The runs of the models the products left use."""
     return {m: run for m, run in runs.items()
             if any(m in pc.models + pc.ensembles for pc in cfg.products.values())}
+
+
+def cache_runs(runs: Mapping[str, RunRef]) -> frozenset[tuple[str, str]]:
+    """The runs as the cache names them, ``(model, YYYYMMDDHH)``: those a cycle keeps there
+    (`publish.make_room`, `publish.retain_cache`)."""
+    return frozenset((m, f"{r.init.astimezone(UTC):%Y%m%d%H}") for m, r in runs.items())
 
 
 def corrections_of(corrections: dict, pids: list[str]) -> dict:

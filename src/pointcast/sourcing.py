@@ -6,11 +6,13 @@ HTTP source (``pointcast.sources.remote``). Above both, since the sample imports
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .publish import make_room
 from .sources import MODELS, run_steps
-from .sources.base import FetchedRun, RunRef, Source
+from .sources.base import FetchedRun, ModelSpec, RunRef, Source
 
 if TYPE_CHECKING:
     from .config import Config
@@ -25,21 +27,78 @@ class SourceConfig(Protocol):
     def options(self) -> dict[str, Any]: ...
 
 
-def check_models(cfg: Config) -> None:
+def check_models(cfg: Config) -> list[str]:
     """Refuse a configuration naming a model pointcast does not know, an ensemble among a
-    product's blended ``models`` or a deterministic model among its ``ensembles``
-    (`config.error_at`: the file, key and line)."""
+    product's blended ``models`` or a deterministic model among its ``ensembles``, or a
+    product's ``horizon_hours`` shorter than its build needs or beyond what its models reach
+    (`chain_reach`) (`config.error_at`: the file, key and line). Returns notes on what the
+    configuration degrades by design: the products whose ensembles end before their horizon
+    (beyond, the neighbourhood probability and no quantiles; docs/config.md)."""
     from .config import error_at
+    from .products import PRODUCTS
 
     for mid in cfg.models:
         if mid not in MODELS:
             raise error_at(cfg, ("models", mid), f"unknown model (known: {', '.join(MODELS)})")
+    notes = []
     for pid, pc in cfg.products.items():
         for key, names, ensemble in (("models", pc.models, False), ("ensembles", pc.ensembles, True)):
             for m in names:
                 if bool(MODELS[m].members) != ensemble:
                     raise error_at(cfg, ("products", pid, key), f"model {m!r} is " + (
                         "not an ensemble" if ensemble else "an ensemble: name it in 'ensembles'"))
+        shortest = PRODUCTS[pid].shortest_horizon_hours
+        if pc.horizon_hours < shortest:
+            raise error_at(cfg, ("products", pid, "horizon_hours"), (
+                f"{pc.horizon_hours} h is too short for {pid}'s local days: at least {shortest} h "
+                "(its daily entries need every hour of their days; docs/config.md)"))
+        reach, how = chain_reach(cfg, pc.models, dict(pc.max_lead_hours))
+        if pc.horizon_hours > reach:
+            raise error_at(cfg, ("products", pid, "horizon_hours"), (
+                f"{pc.horizon_hours} h is beyond what its models reach: at most {reach:g} h from a run's "
+                f"start: {how} (docs/config.md)"))
+        reach, how = chain_reach(cfg, pc.ensembles, {})
+        if pc.ensembles and pc.horizon_hours > reach:
+            notes.append(str(error_at(cfg, ("products", pid, "ensembles"), (
+                f"the ensembles reach {reach:g} h of the {pc.horizon_hours} h horizon: {how}; beyond, the "
+                "neighbourhood probability and no quantiles (docs/config.md)"))))
+    return notes
+
+
+def run_reach(model: ModelSpec, cap: float | None) -> dict[int, float]:
+    """The hours each run of ``model`` reaches from its start, by its UTC hour (IFS: 360 at
+    00/12 UTC, 144 at 06/18), up to ``cap`` (its source's ``horizon_hours``)."""
+    out = {}
+    for hour in model.run_hours:
+        steps = run_steps(model, datetime(2000, 1, 1, hour, tzinfo=UTC))
+        out[hour] = max((s / timedelta(hours=1) for s in steps if cap is None or s <= timedelta(hours=cap)),
+                        default=0.0)
+    return out
+
+
+def chain_reach(cfg: Config, models: Sequence[str], limits: Mapping[str, int]) -> tuple[float, str]:
+    """How far from a run's start a chain of models (a product's blend, or its ensembles in
+    priority order) can reach, and each model's part in words: the last model's longest run
+    (discovery walks back to a run that long: `plan.needed`), each one before it its shortest
+    (its newest run is taken, whatever its length) up to its ``limits`` (`max_lead_hours`),
+    each with its source's ``horizon_hours`` applied."""
+    best, parts = 0.0, []
+    for i, m in enumerate(models):
+        last = i == len(models) - 1
+        pick = max if last else min
+        reach = run_reach(MODELS[m], cfg.source_for(m).options.get("horizon_hours"))
+        hours = pick(reach.values())
+        detail = ""
+        if len(set(reach.values())) > 1:
+            detail = " at its " + "/".join(f"{h:02d}" for h, r in sorted(reach.items()) if r == hours) + " UTC runs"
+            detail += "" if last else ", which may be its newest"
+        if m in limits and limits[m] < hours:
+            hours, detail = float(limits[m]), " by max_lead_hours"
+        elif hours < pick(run_reach(MODELS[m], None).values()):
+            detail += f", by [sources.{cfg.models[m].source}] horizon_hours"
+        best = max(best, hours)
+        parts.append(f"{m} {hours:g} h{detail}")
+    return best, "; ".join(parts)
 
 
 def make_source(name: str, cfg: SourceConfig, whole: bool = False) -> Source:
@@ -74,6 +133,11 @@ def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until
     def reaches(init: datetime, steps) -> bool:
         return init + max(steps) >= (until or init + needed)
 
+    # The sample's runs are there at once: one counts as published when its upstream usually
+    # completes it, so that a cycle at a set clock (`pointcast run --at`) takes the runs an
+    # operator had then; an HTTP upstream says itself which of its runs are complete.
+    if cfg.source_for(model_id).type == "sample":
+        now -= model.publication_delay
     # Runs too short for the horizon by design (IFS 06/18 UTC: 144 h) are not asked for, so
     # the source never waits for one still being published; the loop below catches the rest.
     when = next((t for t in candidate_runs(model, now, 8) if reaches(t, run_steps(model, t))), now)
@@ -88,9 +152,17 @@ def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until
                        f"of the products it ends{f' (to {until.isoformat()})' if until else ''} was found")
 
 
-def fetch_run(cfg: Config, run: RunRef, logger: logging.Logger | logging.LoggerAdapter = log) -> FetchedRun:
-    """The files of ``run`` in the cache, from its configured source."""
+def fetch_run(cfg: Config, run: RunRef, logger: logging.Logger | logging.LoggerAdapter = log,
+              in_use: Collection[tuple[str, str]] = frozenset()) -> FetchedRun:
+    """The files of ``run`` in the cache, from its configured source, once the cache has room
+    for what it downloads (`publish.make_room`: the cached runs not ``in_use``, ``(model,
+    YYYYMMDDHH)`` of the cycle's runs, evicted first; `publish.NoRoom` when it cannot fit)."""
     source = make_source(cfg.models[run.model].source, cfg.source_for(run.model))
-    fetched = source.fetch(run, MODELS[run.model], cfg.output.cache_dir)
+    model, cache, out = MODELS[run.model], cfg.output.cache_dir, cfg.output
+    size = source.size(run, model, cache)
+    make_room(cache, out.keep_cache_runs, None if out.cache_max_gb is None else int(out.cache_max_gb * 1e9),
+              {*in_use, (run.model, f"{run.init.astimezone(UTC):%Y%m%d%H}")}, size.bytes,
+              f"{run.model} run {run.init.astimezone(UTC):%Y-%m-%d %H} UTC ({size.how})")
+    fetched = source.fetch(run, model, cache)
     logger.info("%s: %d files ready", run.model, len(fetched.files))
     return fetched

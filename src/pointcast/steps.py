@@ -11,8 +11,9 @@ Prefect, and `pointcast.flows.cycle` holds only the tasks and their order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import CancelledError
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ def settled(results: Mapping[str, Any], dropped: dict[str, str], log: Log) -> di
 def reason(exc: object) -> str:
     """Why a stage failed, for the manifest and the log: the message of the pipeline's own
     errors (they say what and where), the kind and message of anything else."""
-    if isinstance(exc, (SourceUnavailable, ModelFailed)) or not isinstance(exc, BaseException):
+    if isinstance(exc, (SourceUnavailable, ModelFailed, publish.NoRoom)) or not isinstance(exc, BaseException):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
 
@@ -82,8 +83,23 @@ def fetch_runs(runs: Mapping[str, RunRef], fetch: Callable[[RunRef], Any], dropp
     return {m: runs[m] for m in fetched}, fetched
 
 
-def extract(cfg: Config, fetched: Mapping[str, FetchedRun], scratch: Path,
-            submit: Callable[..., Any]) -> tuple[dict[Path, plan.PointsList], dict[str, Any]]:
+@contextmanager
+def awaited() -> Iterator[dict[str, Any]]:
+    """A dict for the futures of the tasks writing into what the enclosing block removes when
+    it ends (the scratch stores, `extract`): on leaving, however, every one of them is waited
+    for, so that none writes after the removal (a failure or a stop ends the block while
+    models still decode; told to stop, they end at their next block: `interp.scratch.write`).
+    Their failures are reported where their results are used."""
+    futures: dict[str, Any] = {}
+    try:
+        yield futures
+    finally:
+        for future in futures.values():
+            future.wait()
+
+
+def extract(cfg: Config, fetched: Mapping[str, FetchedRun], scratch: Path, submit: Callable[..., Any],
+            decoding: dict[str, Any]) -> dict[Path, plan.PointsList]:
     """Every model's run decoded and extracted at the points lists using it (``submit(fetched,
     points, heights, groups, parts, after)``, a future; `plan.extraction`, `plan.split`), into
     scratch stores under ``scratch``. With threads the models are decoded one after the other
@@ -91,18 +107,18 @@ def extract(cfg: Config, fetched: Mapping[str, FetchedRun], scratch: Path,
     first need them, so that the last models' decoding (dask's threads, mostly outside the
     GIL) overlaps the building of the first products (`build_blends`); on a cluster every
     model is a task of its own, all of them at once, and the workers take them, and the
-    blends' slices, as they come free. Returns the points lists and the futures by model."""
+    blends' slices, as they come free. The futures go into ``decoding`` by model as they are
+    submitted (`awaited`); returns the points lists."""
     lists = plan.points_lists(cfg)
     users = plan.model_users(cfg, lists, fetched)
     chained = not plan.distributed(cfg.dask)
-    decoding: dict[str, Any] = {}
     previous = None
     for m, run in fetched.items():
         points, heights, groups = plan.extraction([lists[f] for f in users[m]])
         parts = plan.split(cfg, scratch / m, {f: lists[f] for f in users[m]})
         decoding[m] = submit(run, points, heights, groups, parts, previous)
         previous = decoding[m] if chained else None
-    return lists, decoding
+    return lists
 
 
 def build_blends(cfg: Config, runs: Mapping[str, RunRef], lists: Mapping[Path, plan.PointsList],

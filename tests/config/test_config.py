@@ -445,6 +445,10 @@ def test_duplicate_toml_key(tmp_path):
          "finite"),
         ('init = "latest"', 'init = "yesterday"', "init", "sources.sample.init", "ISO 8601"),
         ('init = "latest"', "init = 6", "init", "sources.sample.init", "ISO 8601"),
+        ('init = "latest"', 'init = "latest"\noutage = ["2026-11-20T06:00Z", "2026-11-20T00:00Z"]', "outage",
+         "sources.sample.outage", "must be before the end"),
+        ('init = "latest"', 'init = "latest"\noutage = ["2026-11-20T06:00Z"]', "outage", "sources.sample.outage",
+         "expected two ISO 8601 times"),
         ('type = "sample"', "type = 1", "type =", "sources.sample.type", "expected a string"),
         ('type = "sample"', 'type = ""', "type =", "sources.sample.type", "must not be empty"),
     ],
@@ -556,6 +560,40 @@ def test_points_in_subdirectory_named_relative_to_config(tmp_path):
     expect_error(path, 3, "lat,lon", "outside the coverage", file=tmp_path / "points" / "eu.csv")
 
 
+def test_every_bad_row_of_a_points_csv_is_reported(tmp_path):
+    """Several bad rows: one line each (file, line, first bad column), in the order of the file,
+    and the good rows between them are not reported; the CLI prints them all."""
+    import subprocess
+    import sys
+
+    csv_text = (HEADER + "paris,Paris,48.8566,2.3522,35,\n"  # line 2: good
+                "lyon,Lyon,north,4.8357,173,\n"  # 3: lat
+                "Bad Id,X,45.0,5.0,0,\n"  # 4: id
+                "berlin,Berlin,52.52,13.405,34,\n"  # 5: good
+                "rome,Rome,41.9028,12.4964,21,350\n"  # 6: hub_heights
+                "paris,P2,48.9,2.4,35,\n"  # 7: duplicate id
+                "short,Short,1.0\n")  # 8: row
+    path = write(tmp_path, points=csv_text)
+    err = expect_error(path, 3, "lat", "not a number: 'north'", file=tmp_path / "points.csv")
+    shown = tmp_path / "points.csv"
+    assert [(e.line, e.key) for e in err.others] == [(4, "id"), (6, "hub_heights"), (7, "id"), (8, "row")]
+    lines = str(err).splitlines()
+    assert len(lines) == 5 and all(line.startswith(f"{shown}:") for line in lines)
+    assert lines[3] == f"{shown}:7: id: duplicate id 'paris' (first on line 2)"
+    done = subprocess.run([sys.executable, "-m", "pointcast.cli", "check", "--config", str(path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert all(f"{shown}:{n}: " in done.stderr for n in (3, 4, 6, 7, 8)), done.stderr
+
+
+def test_every_point_outside_the_coverage_is_reported(tmp_path):
+    points = POINTS + "nyc,New York,40.7128,-74.0060,10,\nparis-2,Paris bis,48.8567,2.3522,35,\n" \
+                      "atl,Mid-Atlantic,45.0,-30.0,0,\n"
+    err = expect_error(write(tmp_path, points=points), 4, "lat,lon", "point 'nyc'", file=tmp_path / "points.csv")
+    assert [(e.line, e.key) for e in err.others] == [(5, "lat,lon"), (6, "lat,lon")]
+    assert "same eu-medium grid cell" in err.others[0].reason and "'atl'" in err.others[1].reason
+
+
 def test_config_error_message_format():
     err = ConfigError("a/b.toml", 7, "output.root", "expected a string")
     assert str(err) == err.message == "a/b.toml:7: output.root: expected a string"
@@ -567,6 +605,8 @@ def test_config_error_pickles():
 
     err = pickle.loads(pickle.dumps(ConfigError("x.csv", 3, "lat", "not a number: 'a'")))
     assert str(err) == "x.csv:3: lat: not a number: 'a'" and err.line == 3
+    both = pickle.loads(pickle.dumps(ConfigError.of_all([err, ConfigError("x.csv", 5, "id", "empty id")])))
+    assert str(both) == "x.csv:3: lat: not a number: 'a'\nx.csv:5: id: empty id" and both.others[0].line == 5
 
 
 def test_two_points_in_one_product_cell_are_refused(tmp_path):
@@ -631,3 +671,173 @@ def test_an_unknown_model_names_the_file_key_and_line(tmp_path):
         check_models(load_config(write(tmp_path, text)))
     assert (ei.value.key, ei.value.line) == ("models.icon-eu-epss", line_of(text, "[models.icon-eu-epss]"))
     assert "unknown model" in ei.value.reason and "icon-eu-eps" in ei.value.reason
+
+
+def test_points_csv_reports_every_bad_row(tmp_path):
+    """Several bad rows: each one named with its line and column, not only the first."""
+    csv_text = (POINTS + "bad-lat,Bad,95,0,,\n" + "Upper,Upper,48,2,,\n" + "paris,Again,48.5,2.5,,\n"
+                + "short,Short,48\n" + "ok-too,Ok,50.0,5.0,,\n")
+    cfg_path = write(tmp_path, points=csv_text)
+    err = expect_error(cfg_path, 4, "lat", "outside [-90, 90]", file=tmp_path / "points.csv")
+    shown = tmp_path / "points.csv"
+    assert [(e.line, e.key) for e in err.others] == [(5, "id"), (6, "id"), (7, "row")]
+    lines = str(err).splitlines()
+    assert [line.split(": ")[0] for line in lines] == [f"{shown}:{n}" for n in (4, 5, 6, 7)]
+    assert "duplicate id 'paris' (first on line 2)" in lines[2] and "expected 6 fields" in lines[3]
+
+
+def test_points_outside_the_coverage_are_all_reported(tmp_path):
+    csv_text = POINTS + "new-york,New York,40.7,-74.0,,\n" + "tokyo,Tokyo,35.68,139.77,,\n"
+    err = expect_error(write(tmp_path, points=csv_text), 4, "lat,lon", "outside the coverage",
+                       file=tmp_path / "points.csv")
+    assert [(e.line, e.key) for e in err.others] == [(5, "lat,lon")] and "'tokyo'" in err.others[0].reason
+
+
+def test_archive_keep_days_is_read_and_checked(tmp_path):
+    assert load_config(write(tmp_path)).output.archive_keep_days is None  # default: keep every cycle
+    toml = BASE.replace("keep_runs = 8", "keep_runs = 8\narchive_keep_days = 30")
+    assert load_config(write(tmp_path, toml)).output.archive_keep_days == 30.0
+    for bad in ("0", "-1", '"month"'):
+        toml = BASE.replace("keep_runs = 8", f"keep_runs = 8\narchive_keep_days = {bad}")
+        expect_error(write(tmp_path, toml), 4, "output.archive_keep_days", "expected a positive number of days")
+    toml = BASE.replace('root = "out"', 'root = "s3://bucket/pc"').replace("keep_runs = 8", "keep_runs = 8\narchive_keep_days = 30")
+    expect_error(write(tmp_path, toml), 4, "output.archive_keep_days", "needs a local root")
+
+
+def test_check_leaves_the_output_root_as_it_is(tmp_path):
+    """`pointcast check` (its own process, so no raster is in memory yet) caches the coverage
+    raster it builds in the user's XDG cache: the output root is not created."""
+    import subprocess
+    import sys
+
+    toml = BASE.split("[products.eu-medium]")[0] + (
+        '[products.japan]\npoints = "points.csv"\nmodels = ["ifs"]\nfreqs = ["1H"]\nhorizon_hours = 240\n')
+    cfg = write(tmp_path, toml, HEADER + "tokyo,Tokyo,35.6812,139.7671,40,\n")
+    env = {k: v for k, v in os.environ.items() if k != "POINTCAST_CACHE_DIR"} | {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    done = subprocess.run([sys.executable, "-m", "pointcast.cli", "check", "--config", str(cfg)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "japan: 1 points" in done.stdout
+    assert not (tmp_path / "out").exists()
+    assert [p.name.split("-")[1] for p in (tmp_path / "xdg" / "pointcast").glob("coverage-*.npy")] == ["japan"]
+
+
+# --- horizons the models reach (sourcing.check_models) ------------------------------------------------
+
+GLOBAL_POINTS = REPO / "config" / "points" / "global.csv"
+REACH_TOML = BASE.replace("[models.ifs]", "[models.gfs]\nsource = \"sample\"\n[models.msm]\nsource = \"sample\"\n"
+                          "[models.ens]\nsource = \"sample\"\n[models.icon-eu-eps]\nsource = \"sample\"\n[models.ifs]") + f"""
+[products.japan]
+points = "{JAPAN_POINTS.as_posix()}"
+models = ["msm", "ifs"]
+ensembles = ["ens"]
+horizon_hours = 240
+
+[products.global]
+points = "{GLOBAL_POINTS.as_posix()}"
+models = ["gfs", "ifs"]
+max_lead_hours = {{ gfs = 120 }}
+horizon_hours = 342
+"""
+
+
+def without_global(text: str) -> str:
+    return text.split("\n[products.global]")[0]
+
+
+def check(tmp_path: Path, text: str) -> list[str]:
+    from pointcast.sourcing import check_models
+
+    return check_models(load_config(write(tmp_path, text)))
+
+
+def _in(text: str, product: str, old: str, new: str) -> str:
+    """``text`` with ``old`` replaced by ``new`` in the table of ``product`` only."""
+    head, _, rest = text.partition(f"[products.{product}]")
+    table, sep, tail = rest.partition("\n[")
+    assert old in table
+    return head + f"[products.{product}]" + table.replace(old, new) + sep + tail
+
+
+@pytest.mark.parametrize("product, old, new, key, reason", [
+    # the issue's two: global too short for 14 local days in any zone, Japan beyond IFS's 360 h
+    ("global", "horizon_hours = 342", "horizon_hours = 300", "horizon_hours",
+     "300 h is too short for global's local days: at least 338 h"),
+    ("japan", "horizon_hours = 240", "horizon_hours = 400", "horizon_hours",
+     "400 h is beyond what its models reach: at most 360 h from a run's start: msm 39 h at its "
+     "03/06/09/15/18/21 UTC runs, which may be its newest; ifs 360 h at its 00/12 UTC runs"),
+    ("japan", "horizon_hours = 240", "horizon_hours = 239", "horizon_hours", "at least 240 h"),
+    ("global", "horizon_hours = 342", "horizon_hours = 361", "horizon_hours",
+     "at most 360 h from a run's start: gfs 120 h by max_lead_hours; ifs 360 h"),
+    # IFS before the last model: its newest run may be a 144 h one (06/18 UTC)
+    ("eu-medium", 'models = ["icon-eu", "ifs"]', 'models = ["ifs", "icon-eu"]', "horizon_hours",
+     "at most 144 h from a run's start: ifs 144 h at its 06/18 UTC runs, which may be its newest; icon-eu 120 h"),
+    # ... and its part cut short by max_lead_hours
+    ("eu-medium", 'models = ["icon-eu", "ifs"]\nfreqs = ["1H", "30min", "15min"]\nhorizon_hours = 336',
+     'models = ["ifs", "icon-eu"]\nmax_lead_hours = { ifs = 100 }\nfreqs = ["1H"]\nhorizon_hours = 121',
+     "horizon_hours", "121 h is beyond what its models reach: at most 120 h from a run's start: ifs 100 h by "
+     "max_lead_hours; icon-eu 120 h"),
+])
+def test_a_horizon_the_models_cannot_serve_names_the_file_key_and_line(tmp_path, product, old, new, key, reason):
+    text = _in(REACH_TOML, product, old, new)
+    with pytest.raises(ConfigError) as ei:
+        check(tmp_path, text)
+    path = f"products.{product}.{key}"
+    assert (ei.value.file, ei.value.key) == (str(tmp_path / "pointcast.toml"), path)
+    table = line_of(text, f"[products.{product}]")
+    assert ei.value.line == table - 1 + line_of(text.split(f"[products.{product}]")[1], f"{key} ="), ei.value
+    assert reason in ei.value.reason, ei.value.reason
+
+
+def test_the_horizons_the_models_reach_are_accepted_to_their_ends(tmp_path):
+    """The shortest horizons the local days need and the longest the models reach pass."""
+    for product, old, new in (("global", "342", "338"), ("global", "342", "360"), ("japan", "240", "360")):
+        assert check(tmp_path, _in(REACH_TOML, product, f"horizon_hours = {old}", f"horizon_hours = {new}")) == []
+
+
+def test_a_source_horizon_cap_counts(tmp_path):
+    """A source's horizon_hours caps its models' runs: IFS capped at 300 h no longer ends a
+    336 h blend, and the message says which cap."""
+    text = REACH_TOML.replace('init = "latest"', 'init = "latest"\nhorizon_hours = 300')
+    text = _in(_in(text, "japan", "horizon_hours = 240", "horizon_hours = 300"), "global", "342", "300")
+    text = _in(text, "global", "horizon_hours = 300", "horizon_hours = 338")
+    with pytest.raises(ConfigError) as ei:
+        check(tmp_path, text)
+    assert ei.value.key == "products.eu-medium.horizon_hours"
+    assert "at most 300 h from a run's start: icon-eu 120 h; ifs 300 h at its 00/12 UTC runs, by " \
+           "[sources.sample] horizon_hours" in ei.value.reason
+
+
+def test_ensembles_that_end_before_the_horizon_are_a_note_not_an_error(tmp_path):
+    """A product's ensembles short of its horizon degrade it by design (the neighbourhood
+    probability and no quantiles beyond them, docs/config.md): `pointcast check` says so with
+    the file, key and line, and passes."""
+    import subprocess
+    import sys
+
+    text = _in(without_global(REACH_TOML), "eu-medium", "horizon_hours = 336",
+               'horizon_hours = 336\nensembles = ["icon-eu-eps"]')
+    assert check(tmp_path, _in(text, "eu-medium", '["icon-eu-eps"]', '["icon-eu-eps", "ens"]')) == []
+    notes = check(tmp_path, text)
+    path = tmp_path / "pointcast.toml"
+    line = line_of(text, 'ensembles = ["icon-eu-eps"]')
+    assert notes == [f"{path}:{line}: products.eu-medium.ensembles: the "
+                     "ensembles reach 120 h of the 336 h horizon: icon-eu-eps 120 h; beyond, the neighbourhood "
+                     "probability and no quantiles (docs/config.md)"]
+    done = subprocess.run([sys.executable, "-m", "pointcast.cli", "check", "--config", str(path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith(f"note: {notes[0]}\n"), done
+
+
+def test_the_cli_refuses_a_horizon_beyond_the_models(tmp_path):
+    """`pointcast check` (exit 2, file:line: key) on the issue's Japan horizon of 400 h, which
+    used to pass it (without global, whose coverage a new process would build for seconds)."""
+    import subprocess
+    import sys
+
+    text = _in(without_global(REACH_TOML), "japan", "horizon_hours = 240", "horizon_hours = 400")
+    path = write(tmp_path, text)
+    done = subprocess.run([sys.executable, "-m", "pointcast.cli", "check", "--config", str(path)],
+                          capture_output=True, text=True)
+    line = line_of(text, "horizon_hours = 400")
+    assert done.returncode == 2 and f"{path}:{line}: products.japan.horizon_hours: 400 h is beyond" in done.stderr

@@ -72,6 +72,28 @@ def test_killed_cycles_leave_the_previous_run_served_and_the_next_one_completes(
     assert not list((root / "runs").glob(".staging-*/archive"))  # ...the next cycle's retention
 
 
+def test_sigterm_while_building_stops_the_cycle_cleanly(world, tmp_path):
+    """SIGTERM as the model is decoded and the products start building (its scratch stores
+    written, its staging tree made): the cycle ends within seconds, recording its outcome; run A
+    stays served, no archive gains B, no staging tree or scratch store is left (none made
+    again after the clean-up)."""
+    import json
+
+    cfg = world.fresh(tmp_path / "t")
+    root = cfg.parent / "output"
+    result = world.forker.run(cfg, kill_on=r"decoded \d+ variables on \d+ times", send=signal.SIGTERM)
+    # the flow re-raises the signal once it has unwound (Prefect): the default action ends it
+    assert result["signal"] == signal.SIGTERM, result["log"][-4000:]
+    assert result["after_signal_s"] < 30
+    assert not any(line.startswith("published ") for line in result["log"].splitlines())
+    assert served_run(root) == world.run_a
+    assert archived(root) == {pid: [A] for pid in SHORT}
+    assert not list((root / "runs").glob(".staging-*"))
+    assert not (root / "cache" / "scratch" / world.run_b).exists()
+    outcome = json.loads((root / "cycles" / "last.json").read_text())
+    assert outcome["status"] == "failed" and outcome["message"] == "stopped by SIGTERM before the cycle finished"
+
+
 # (test id, fault) inside the publish stage; write/zarr counts: the n-th durable file write
 # (JSON and .gz files alternate, then Zarr objects) and the n-th Zarr object
 PUBLISH_KILLS = [

@@ -239,18 +239,25 @@ def test_cycle_failing_validation_is_kept_aside_and_not_served(published):
 
 
 def test_a_horizon_no_model_reaches_costs_that_product_only(tmp_path, prefect_harness):
-    """No IFS run reaches eu-medium's 400 h horizon: IFS, which ends every blend, is dropped;
-    eu-short and eu-wind are built from the ICON models (they reach 72 h) and global from
-    GFS; eu-medium and japan, which nothing else reaches, are absent (no run was served
-    before in this root: tests/flows/test_degraded.py has them carried). The cycle ends Degraded."""
+    """IFS's source holds only its 06 UTC run, which stops at 144 h: the configuration passes
+    (`pointcast check` counts IFS's 00/12 UTC runs, which reach 360 h), but no run found reaches
+    the 342 h of the products IFS ends, so IFS, which ends every blend, is dropped; eu-short and
+    eu-wind are built from the ICON models (they reach 72 h) and global from GFS; eu-medium and
+    japan, which nothing else reaches, are absent (no run was served before in this root:
+    tests/flows/test_degraded.py has them carried). The cycle ends Degraded."""
     from pointcast.flows.cycle import cycle
 
-    bad = _variant(write_config(tmp_path), "too-long.toml", "horizon_hours = 336", "horizon_hours = 400")
+    cfg = write_config(tmp_path)
+    text = cfg.read_text()
+    sample = text[text.index("[sources.sample]"):text.index("[models.")]
+    bad = _variant(cfg, "short-ifs.toml", '[models.ifs]\nsource = "sample"', '[models.ifs]\nsource = "ifs-06"')
+    bad.write_text(bad.read_text() + "\n" + sample.replace("[sources.sample]", "[sources.ifs-06]")
+                   .replace('init = "2026-11-20T00:00Z"', 'init = "2026-11-20T06:00Z"'))
     state = cycle(str(bad), return_state=True)
     assert state.is_completed() and state.name == "Degraded", state
     root = tmp_path / "output"
     m = json.loads((root / "runs" / (root / "current").readlink().name / "manifest.json").read_text())
-    assert "no run reaching the 400 h horizon" in m["dropped"]["ifs"]
+    assert "no run reaching the 342 h horizon" in m["dropped"]["ifs"]
     assert sorted(m["absent"]) == ["eu-medium", "japan"] and "needs ifs" in m["absent"]["eu-medium"]
     assert sorted(m["products"]) == ["eu-short", "eu-wind", "global"]
     assert m["products"]["eu-short"]["models"] == ["icon-d2", "icon-eu"]

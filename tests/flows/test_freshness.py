@@ -24,7 +24,7 @@ from test_viewer import browser, needs_chromium  # noqa: F401 (browser: the modu
 INIT_A, INIT_B = "2026-11-20T00:00Z", "2026-11-20T12:00Z"
 BASE_A = datetime(2026, 11, 20, 0, tzinfo=UTC)
 BASE_B = datetime(2026, 11, 20, 12, tzinfo=UTC)
-NOW = BASE_B + timedelta(hours=1)  # the served clock: eu-short 1 h old, the carried products 13 h
+NOW = BASE_B + timedelta(hours=2)  # the served clock: eu-short 2 h old, the carried products 14 h
 PERIOD_H = 3  # [schedule] every_hours, the default
 PRODUCTS = {"eu-short": """
 [products.eu-short]
@@ -119,13 +119,14 @@ def world(tmp_path_factory, prefect_harness):
     cache.mkdir()
     cfg = config(base / "site", cache, INIT_A)
     root = cfg.parent / "output"
-    a = cycle(str(cfg), return_state=True)
+    # each cycle runs an hour after its runs start (what it records having found upstream)
+    a = cycle(str(cfg), BASE_A + timedelta(hours=1), return_state=True)
     after_a = last_cycle(root)
     truncate(sample_run(config(base / "b", cache, INIT_B), "ifs")[5])
     cfg.write_text(cfg.read_text().replace(INIT_A, INIT_B))
-    b = cycle(str(cfg), return_state=True)
+    b = cycle(str(cfg), BASE_B + timedelta(hours=1), return_state=True)
     failing = config(base / "failing", cache, INIT_B, products=("eu-medium",))
-    failed = cycle(str(failing), return_state=True)
+    failed = cycle(str(failing), BASE_B + timedelta(hours=1), return_state=True)
     run_b = b.result()
     for manifest_path in (root / "runs" / run_b / "manifest.json", root / "runs" / run_b / "json" / "manifest.json"):
         manifest = json.loads(manifest_path.read_text())
@@ -219,8 +220,9 @@ def _samples(family, name: str) -> dict:
 
 
 def test_catalog_and_metrics_say_how_old_each_product_is(world):
-    """Through the real server at a clock 1 h after run B's basetime: eu-short is 1 h old,
-    eu-medium and japan (carried from A) 13 h, over two schedule periods: stale."""
+    """Through the real server at a clock 2 h after run B's basetime: eu-short is 2 h old,
+    eu-medium and japan (carried from A) 14 h, over their basetime models' thresholds (ICON-EU
+    13 h, MSM 9 h: docs/operations.md): stale."""
     server = _served(world["root"])
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -231,10 +233,10 @@ def test_catalog_and_metrics_say_how_old_each_product_is(world):
             catalog = client.get("/catalog")
             assert catalog.status_code == 200 and catalog.headers["etag"].startswith('W/"')
             products = {p["product"]: p for p in catalog.json()["products"]}
-            assert products["eu-short"]["age_s"] == 3600 and products["eu-short"]["stale"] is False
+            assert products["eu-short"]["age_s"] == 7200 and products["eu-short"]["stale"] is False
             assert "carried_from" not in products["eu-short"]
             for pid in ("eu-medium", "japan"):
-                assert products[pid]["age_s"] == 13 * 3600 and products[pid]["stale"] is True
+                assert products[pid]["age_s"] == 14 * 3600 and products[pid]["stale"] is True
                 assert products[pid]["carried_from"] == world["run_a"]
             assert list(products["japan"])[:4] == ["product", "age_s", "stale", "carried_from"]
             gz = client.get("/catalog", headers={"accept-encoding": "gzip"})
@@ -268,8 +270,8 @@ def test_catalog_and_metrics_say_how_old_each_product_is(world):
     assert buckets[(("le", "+Inf"), ("operation", "/catalog"))] == 3
 
     ages = _samples(families["pointcast_product_age_seconds"], "pointcast_product_age_seconds")
-    assert ages == {(("product", "eu-short"),): 3600.0, (("product", "eu-medium"),): 13 * 3600.0,
-                    (("product", "japan"),): 13 * 3600.0}
+    assert ages == {(("product", "eu-short"),): 7200.0, (("product", "eu-medium"),): 14 * 3600.0,
+                    (("product", "japan"),): 14 * 3600.0}
     stale = _samples(families["pointcast_product_stale"], "pointcast_product_stale")
     carried = _samples(families["pointcast_product_carried"], "pointcast_product_carried")
     assert stale == carried == {(("product", "eu-short"),): 0.0, (("product", "eu-medium"),): 1.0,
@@ -311,6 +313,64 @@ def test_each_app_counts_its_own_requests_and_metrics_never_fail_a_request(world
     assert one.respond("GET", "/catalog", b"", []).status == 200
 
 
+def _stale_over_http(root: Path, clock: datetime) -> tuple[dict[str, bool], dict[str, float]]:
+    """/catalog's and /metrics' stale flags through the real server with its clock at ``clock``."""
+    from pointcast.server import Server, create_app
+
+    server = Server(create_app(root, clock=clock.timestamp), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    assert server.started.wait(30)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10) as client:
+            catalog = {p["product"]: p["stale"] for p in client.get("/catalog").json()["products"]}
+            metrics = _families(client.get("/metrics").text)
+    finally:
+        server.stop()
+        thread.join(10)
+    flags = _samples(metrics["pointcast_product_stale"], "pointcast_product_stale")
+    return catalog, {labels[0][1]: value for labels, value in flags.items()}
+
+
+def test_stale_when_a_newer_run_waits_upstream_or_the_model_stops(world, tmp_path):
+    """Run B as published (eu-short from ICON-EU's 12 UTC run, threshold 6 + 4 + 3 = 13 h),
+    through the real server. The cycles recorded what they found upstream, since their clock.
+    A later cycle that finds ICON-EU's 18 UTC run complete at 21 UTC and serves nothing new
+    makes eu-short stale a schedule period later (at 12 h of age, under the 13 h of rule 1);
+    with no newer run found (the model stopped), it turns stale past 13 h, not before."""
+    import shutil
+
+    from pointcast.outcome import record_upstream, upstream_runs
+
+    seen = upstream_runs(world["root"])
+    assert seen["icon-eu"] == {"init": BASE_B, "complete_since": BASE_B + timedelta(hours=1)}
+    assert seen["msm"] == {"init": BASE_B, "complete_since": BASE_B + timedelta(hours=1)}
+    # IFS's run B was found complete, then dropped (its files truncated): what waits upstream
+    assert seen["ifs"]["init"] == BASE_B
+    manifest = json.loads((world["root"] / "current" / "manifest.json").read_text())
+    assert {p: e["stale_after_hours"] for p, e in manifest["products"].items()} == {
+        "eu-short": 13.0, "eu-medium": 13.0, "japan": 9.0}
+
+    stopped = tmp_path / "stopped"
+    shutil.copytree(world["root"], stopped, symlinks=True)
+    catalog, metrics = _stale_over_http(stopped, BASE_B + timedelta(hours=13))
+    assert catalog["eu-short"] is False and metrics["eu-short"] == 0.0
+    catalog, metrics = _stale_over_http(stopped, BASE_B + timedelta(hours=13, seconds=1))
+    assert catalog["eu-short"] is True and metrics["eu-short"] == 1.0
+
+    waiting = tmp_path / "waiting"
+    shutil.copytree(world["root"], waiting, symlinks=True)
+    found = BASE_B + timedelta(hours=9)
+    record_upstream(waiting, {"icon-eu": BASE_B + timedelta(hours=6)}, found)
+    record_upstream(waiting, {"icon-eu": BASE_B + timedelta(hours=6)}, found + timedelta(hours=PERIOD_H))
+    assert upstream_runs(waiting)["icon-eu"]["complete_since"] == found  # first seen, kept
+    at = found + timedelta(hours=PERIOD_H)
+    catalog, metrics = _stale_over_http(waiting, at)
+    assert catalog["eu-short"] is False and metrics["eu-short"] == 0.0
+    catalog, metrics = _stale_over_http(waiting, at + timedelta(seconds=1))
+    assert catalog["eu-short"] is True and metrics["eu-short"] == 1.0
+
+
 @needs_chromium
 def test_status_page_shows_ages_and_degraded_elements(browser, world):  # noqa: F811 (the fixture)
     from test_cycle import serving
@@ -326,9 +386,9 @@ def test_status_page_shows_ages_and_degraded_elements(browser, world):  # noqa: 
             page.goto(base + "/")
             page.wait_for_selector("body[data-ready]", timeout=30_000)
             rows = {r.split("\t")[0]: r.split("\t") for r in page.locator("#products tr").all_inner_texts()[1:]}
-            assert rows["eu-short"][2] == "1 h 0 min"
-            for pid in ("eu-medium", "japan"):
-                assert rows[pid][2] == f"13 h 0 min — stale (over 2 × {PERIOD_H} h)"
+            assert rows["eu-short"][2] == "2 h 0 min"
+            for pid, after in (("eu-medium", 13), ("japan", 9)):
+                assert rows[pid][2] == f"14 h 0 min — stale (over {after} h)"
                 assert f"carried_from: {world['run_a']}" in rows[pid][-1]
             stale = page.locator("#products .age.stale")
             assert stale.count() == 2

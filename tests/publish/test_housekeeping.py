@@ -10,12 +10,13 @@ at a chosen write, to reach the Zarr append and the swap, which write small file
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
 from opscycle import SHORT, A, B, archived, b_published, make_world, served_run
 from pointcast.config import ConfigError, load_config
-from pointcast.publish import retain_cache
+from pointcast.publish import NoRoom, make_room, retain_cache
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +90,58 @@ def test_retain_cache_keeps_the_newest_runs_per_model_and_those_in_use(tmp_path)
     assert [x for x in left if "/msm/2026112000" not in x][0].endswith("2026112018"), left
     with pytest.raises(ValueError):
         retain_cache(cache, 0)
+
+
+def test_make_room_evicts_the_runs_not_needed_before_a_download(tmp_path):
+    """Before a download: the runs of the cycle stay, one about to be downloaded takes a
+    `keep` place, and the oldest others go while the cap would be exceeded; a download that
+    still cannot fit is refused, naming the limit and the bytes."""
+    cache = tmp_path / "cache"
+    runs = {init: _cache_run(cache, "sample", "ifs", init, size=1000)
+            for init in ("2026112000", "2026112006", "2026112012")}
+    msm = _cache_run(cache, "sample", "msm", "2026112000", size=1000)
+    in_use = {("ifs", "2026112018"), ("msm", "2026112000")}  # ifs's run is not there yet
+    # keep 2: the new ifs run and 12 UTC; the cap leaves room for 1500 more bytes beside 2000
+    removed = make_room(cache, 2, 3500, in_use, 1500, "ifs run 2026-11-20 18 UTC")
+    assert sorted(removed) == [runs["2026112000"], runs["2026112006"]]
+    assert runs["2026112012"].exists() and msm.exists()
+    # 2500 bytes more: 12 UTC goes too, never msm's run in use
+    assert make_room(cache, 2, 3500, in_use, 2500, "ifs run") == [runs["2026112012"]]
+    with pytest.raises(NoRoom) as refused:
+        make_room(cache, 2, 3500, in_use, 2600, "ifs run 2026-11-20 18 UTC (estimate)")
+    assert msm.exists()
+    assert str(refused.value) == (
+        "ifs run 2026-11-20 18 UTC (estimate) needs 2.6e-06 GB (2600 bytes) in the cache; "
+        "[output] cache_max_gb = 3.5e-06 leaves 2.5e-06 GB (2500 bytes) beside the 1e-06 GB "
+        "(1000 bytes) of the runs this cycle uses: not downloaded")
+    # the file system's free space, less its margin, is the other limit
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(NoRoom, match=r"its file system \(.*\) has .* free, .* above the margin"):
+        make_room(cache, 2, None, in_use, free, "ifs run")
+    assert make_room(cache, 2, None, in_use, 0, "ifs run") == []  # a cached run needs nothing
+
+
+def test_a_run_the_cache_cannot_hold_is_not_fetched_and_the_served_run_stays(world, tmp_path):
+    """A cap below the run's size: the model is dropped before any download, with the bytes
+    and the limit in the log and the outcome; with nothing left to build, run A stays served."""
+    import json
+
+    from pointcast.flows.cycle import cycle
+
+    cfg = world.fresh(tmp_path / "t", init="2026-11-22T00:00Z")  # a run no test has cached
+    cfg.write_text(cfg.read_text().replace("keep_runs = 8", "keep_runs = 8\ncache_max_gb = 0.0001"))
+    root = cfg.parent / "output"
+    (root / "cache").unlink()  # its own cache, not the shared one
+    (root / "cache").mkdir()
+    state = cycle(str(cfg), return_state=True)
+    assert state.is_failed()
+    message = str(state.result(raise_on_failure=False))
+    assert "ifs run 2026-11-22 00 UTC (estimate) needs" in message and "cache_max_gb = 0.0001" in message
+    assert f"the previously published run {world.run_a} stays served" in message
+    assert served_run(root) == world.run_a
+    assert not list((root / "cache").glob("sample/ifs/*"))  # nothing was written
+    last = json.loads((root / "cycles" / "last.json").read_text())
+    assert "cache_max_gb" in json.dumps(last)
 
 
 def test_retention_keys_are_read_and_checked(world, tmp_path):

@@ -377,6 +377,22 @@ def test_archive_append_and_idempotent_reappend(tmp_path):
     assert pub.archive_stores(tmp_path, "eu-short") == [path]
 
 
+def test_a_backfilled_cycle_is_read_in_its_place(tmp_path):
+    """An earlier init_time appended after later ones (`pointcast run --at`, a backfill) is
+    stored after them, committed like any append, and read in init_time order."""
+    b, c, a = (cycle(f"2026-11-22T{h}", seed=k) for k, h in enumerate(("03", "06", "00"), 1))
+    for ds in (b, c, a):
+        path = pub.append_archive(tmp_path, "eu-short", ds)
+    assert pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00", seed=3)) == path  # once
+    stored = read(path)
+    np.testing.assert_array_equal(stored.init_time.values, [x.init_time.values[0] for x in (b, c, a)])
+    with pub.open_committed(path) as got:
+        np.testing.assert_array_equal(got.init_time.values, [x.init_time.values[0] for x in (a, b, c)])
+        for x in (a, b, c):
+            np.testing.assert_array_equal(got.air_temperature.sel(init_time=x.init_time).values,
+                                          x.air_temperature.values)
+
+
 def test_archive_chunking_for_point_series(tmp_path):
     path = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T00"), point_chunk=1)
     pub.append_archive(tmp_path, "eu-short", cycle("2026-11-22T03"), point_chunk=1)
@@ -671,3 +687,37 @@ def test_a_product_carried_over_keeps_the_served_bytes(tmp_path, kind):
     writer = pub.TreeWriter(pub.new_run_dir(root, "r4"))
     assert pub.carry_product(root, writer, "global") is None  # the served run lacks it
     writer.abort()
+
+
+def test_archive_retention_drops_old_init_times_in_one_swap(tmp_path):
+    """`archive_keep_days`: the init_times older than the limit before the newest go, the
+    others read back unchanged (values, attributes, chunks); a store is compacted only once
+    it holds a cycle a day past the limit; an older version left empty is removed."""
+    inits = ["2026-11-10T00", "2026-11-12T00", "2026-11-13T12", "2026-11-14T00", "2026-11-15T00"]
+    old = pub.append_archive(tmp_path, "eu-short", cycle("2026-11-09T00", points=("paris",), seed=9))
+    for k, init in enumerate(inits):
+        path = pub.append_archive(tmp_path, "eu-short", cycle(init, seed=k))
+    assert pub.archive_stores(tmp_path, "eu-short") == [old, path] and path.name == "eu-short.v2.zarr"
+    before = read(path)
+    zarr_json = json.loads((path / "air_temperature" / "zarr.json").read_text())
+    # 4 days before 15 Nov: 10 Nov is past the limit, but not by a day; v1 holds 9 Nov only
+    assert archive.retain_archive(tmp_path, "eu-short", 4) == [old]
+    assert read(path).sizes["init_time"] == 5 and not old.exists()
+    assert archive.retain_archive(tmp_path, "eu-short", 2) == [path]  # 10 Nov: 3 days past
+    after = read(path)
+    np.testing.assert_array_equal(after.init_time.values, np.array(inits[2:], dtype="datetime64[ns]"))
+    xr.testing.assert_identical(after, before.sel(init_time=after.init_time))
+    assert json.loads((path / "air_temperature" / "zarr.json").read_text())["chunk_grid"] == zarr_json["chunk_grid"]
+    assert sorted(p.name for p in (tmp_path / "zarr").iterdir()) == [".eu-short.lock", "eu-short.v2.zarr"]
+    # appends go on into the compacted store
+    pub.append_archive(tmp_path, "eu-short", cycle("2026-11-15T03", seed=7))
+    assert read(path).sizes["init_time"] == 4
+
+
+def test_archive_exchange_swaps_two_stores_whole(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        d.mkdir()
+        (d / "name").write_text(d.name)
+    local.exchange(a, b)
+    assert (a / "name").read_text() == "b" and (b / "name").read_text() == "a"

@@ -201,3 +201,23 @@ def test_index_ids_are_the_only_source_of_paths(tmp_path):
     index_path.write_text(json.dumps(index))
     status, _, body = call_app(create_app(root), "GET", MEDIUM, f"latlon={PARIS}&freq=1H".encode())
     assert status == 404 and json.loads(body)["code"] == "404_002"
+
+
+def test_only_product_folders_are_products(tmp_path, caplog):
+    """A run's json/ also holds the verification's folder (its own index.json, no points) and
+    the viewer's: neither is a product, and serving the run logs no error for them."""
+    root = tmp_path / "out"
+    run = publish_run(root, "r", datetime(2026, 11, 22, tzinfo=UTC))
+    (run / "json" / "verification").mkdir()
+    (run / "json" / "verification" / "index.json").write_text(
+        json.dumps({"generated": "2026-11-22T04:00:00+00:00", "products": ["eu-medium"]}))
+    (run / "json" / "verification" / "eu-medium.json").write_text("{}")
+    (run / "json" / "viewer").mkdir()
+    point_current(root, "r")
+    app = create_app(root)
+    with caplog.at_level("INFO", logger="pointcast"):
+        status, _, body = call_app(app, "GET", "/catalog", b"")
+    assert status == 200
+    served = [p["product"] for p in json.loads(body)["products"]]
+    assert "verification" not in served and "viewer" not in served and "eu-medium" in served
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []

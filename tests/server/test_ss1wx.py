@@ -170,10 +170,10 @@ def _ss1wx_error_cases():
         (f"latlon={TOKYO[0]},{TOKYO[1]}", 400, "400_001", '"lat" is required'),
         (f"LAT={TOKYO[0]}&LON={TOKYO[1]}", 400, "400_001", '"lat" is required'),  # names are case-sensitive
         # repeated with different values (even the same number written differently)
-        (f"{tokyo}&lat=35.7", 400, "400_002", '"lat" is invalid value'),
-        (f"{tokyo}&lat=35.68120", 400, "400_002", '"lat" is invalid value'),
-        (f"{tokyo}&lon=", 400, "400_002", '"lon" is invalid value'),
-        (f"{tokyo}&lon=139.7671&lon=140", 400, "400_002", '"lon" is invalid value'),
+        (f"{tokyo}&lat=35.7", 400, "400_002", '"lat" is invalid value: given several times with different values'),
+        (f"{tokyo}&lat=35.68120", 400, "400_002", '"lat" is invalid value: given several times with different values'),
+        (f"{tokyo}&lon=", 400, "400_002", '"lon" is invalid value: given several times with different values'),
+        (f"{tokyo}&lon=139.7671&lon=140", 400, "400_002", '"lon" is invalid value: given several times with different values'),
         # not a number
         *[(f"lat={bad}&lon={TOKYO[1]}", 400, "400_002", '"lat" is invalid value')
           for bad in ["abc", "NaN", "nan", "inf", "-Infinity", "1e400", "-1e309", "0x23", "35_6", "35,6812",

@@ -202,7 +202,8 @@ def test_windpack_subhourly_single_pair(client, freq):
         times = [datetime.fromisoformat(e["datetime"]) for e in value["data"]]
         assert times[1] - times[0] == timedelta(minutes=FREQ_STEPS[freq])
         assert all(e["datetime"].endswith("+00:00") for e in value["data"])
-    assert_error(wind_get(client, f"{HORNSEA};{PARIS}", freq, "100m"), 400, "400_002", '"latlon" is invalid value')
+    assert_error(wind_get(client, f"{HORNSEA};{PARIS}", freq, "100m"), 400, "400_002",
+                 f'"latlon" is invalid value: 2 pairs, more than the 1 this operation takes with freq={freq}')
     assert_error(wind_get(client, f"{HORNSEA};{HORNSEA}", freq, "100m"), 400, "400_002")
 
 
@@ -214,7 +215,8 @@ def test_windpack_several_points_hourly(client, tree):
     assert body[HORNSEA]["data"] == json.loads(wind_bytes(tree, "1H", "hornsea-1", 113.0))["data"]  # its hub height
     assert all(v["hub_height"] == "113m" for v in body.values())
     assert wind_get(client, ";".join([HORNSEA, PARIS] * 5), "1H", "113m").status_code == 200
-    assert_error(wind_get(client, ";".join([HORNSEA] * 11), "1H", "113m"), 400, "400_002", '"latlon" is invalid value')
+    assert_error(wind_get(client, ";".join([HORNSEA] * 11), "1H", "113m"), 400, "400_002",
+                 '"latlon" is invalid value: 11 pairs, more than the 10 this operation takes with freq=1H')
 
 
 @pytest.mark.parametrize(
@@ -223,7 +225,8 @@ def test_windpack_several_points_hourly(client, tree):
         # hubheight required
         (f"latlon={HORNSEA}&freq=1H", 400, "400_001", '"hubheight" is required'),
         (f"latlon={HORNSEA}&freq=1H&hubheight=", 400, "400_001", '"hubheight" is required'),
-        (f"latlon={HORNSEA}&freq=1H&hubheight=100m&hubheight=120m", 400, "400_002", '"hubheight" is invalid value'),
+        (f"latlon={HORNSEA}&freq=1H&hubheight=100m&hubheight=120m", 400, "400_002",
+         '"hubheight" is invalid value: given several times with different values'),
         # the form <number>m
         *[(f"latlon={HORNSEA}&freq=1H&hubheight={bad}", 400, "400_002", '"hubheight" is invalid value')
           for bad in ["100", "m", "abcm", "-20m", "%2B20m", "+100m", "1e2m", "1E2m", "nanm", "NaNm", "infm", "9.m",
@@ -237,7 +240,8 @@ def test_windpack_several_points_hourly(client, tree):
         (f"latlon={HORNSEA}&freq=2H", 400, "400_001", '"hubheight" is required'),
         (f"latlon={HORNSEA}&freq=2H&hubheight=abc", 400, "400_002", '"freq" is invalid value'),
         ("latlon=abc&freq=1H&hubheight=abc", 400, "400_002", '"latlon" is invalid value'),
-        (f"latlon={HORNSEA};{PARIS}&freq=15min&hubheight=abc", 400, "400_002", '"latlon" is invalid value'),
+        (f"latlon={HORNSEA};{PARIS}&freq=15min&hubheight=abc", 400, "400_002",
+         '"latlon" is invalid value: 2 pairs, more than the 1 this operation takes with freq=15min'),
         ("latlon=91,0&freq=1H&hubheight=abc", 400, "400_002", '"hubheight" is invalid value'),
         ("latlon=91,0&freq=1H&hubheight=5m", 400, "400_003", '"latlon" is out of range: 91,0'),
         (f"latlon={NEW_YORK}&freq=1H&hubheight=5m", 400, "400_003", '"hubheight" is out of range: 5m'),

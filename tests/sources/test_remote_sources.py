@@ -6,8 +6,14 @@ downloads, the cache, and one real Prefect cycle fed from the mirror."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -64,7 +70,8 @@ def source(mirror: Mirror, prefix: str, **kw) -> HttpSource:
     opts = dict(wait_minutes=0.02, retry_seconds=0.05, timeout_seconds=5.0, horizon_hours=H,
                 progress=False)
     opts.update(kw)
-    return HttpSource(name="mirror", mirrors=(mirror.url(prefix),), **opts)
+    opts.setdefault("mirrors", (mirror.url(prefix),))
+    return HttpSource(name="mirror", **opts)
 
 
 def values(files, model) -> dict[str, np.ndarray]:
@@ -130,6 +137,29 @@ def test_ecmwf_newest_run_only_wanted_messages_in_grouped_ranges(tree, mirror, t
     mirror.reset()
     again = source(mirror, "ecmwf").fetch(run, IFS, tmp_path)
     assert again.files == fetched.files and mirror.gets() == []
+
+
+def test_a_runs_bytes_are_known_from_the_index_before_it_is_downloaded(tree, mirror, tmp_path):
+    """`size` reads the indexes (no data file): the bytes the fetch then downloads, exactly
+    where every range has a length (ECMWF), the last message by the typical length where the
+    index leaves it open (wgrib2); none once the run is in the cache; an upper estimate from
+    the model's grid for files without an index (MSM)."""
+    for prefix, model, when in (("ecmwf", IFS, "2026-11-20T05:10"), ("noaa", GFS, "2026-11-20T04:00"),
+                                ("jma", MSM, "2026-11-20T02:00")):
+        src = source(mirror, prefix)
+        run = src.discover(model, at(when))
+        mirror.reset()
+        size = src.size(run, model, tmp_path)
+        assert all(r.path.endswith((".index", ".idx")) for r in mirror.requests), mirror.requests
+        fetched = src.fetch(run, model, tmp_path)
+        got = sum(f.stat().st_size for f in fetched.files)
+        if model is IFS:
+            assert size.how == "index" and size.bytes == got
+        elif model is GFS:
+            assert size.how == "index" and abs(size.bytes - got) < 0.1 * got, (size, got)
+        else:  # from the real model's grid: the mirror's sample files are far coarser
+            assert size.how == "estimate" and size.bytes >= got, (size, got)
+        assert src.size(run, model, tmp_path).bytes == 0
 
 
 def test_ecmwf_06_utc_run_in_the_older_scda_layout(mirror, tmp_path):
@@ -311,7 +341,8 @@ layouts.lsurf.path = "{init:%Y}/{first}.bin"
                                           "connections": 2,
                                           "layouts": {"lsurf": {"path": "{init:%Y}/{first}.bin"}}}
     for bad, key in (('mirrors = ["ftp://x"]', "mirrors"), ("wait_minutes = -1", "wait_minutes"),
-                     ("retries = 3", "retries"), ("connections = 0", "connections")):
+                     ("retries = 3", "retries"), ("connections = 0", "connections"),
+                     ("unreachable_minutes = -1", "unreachable_minutes")):
         path = _config(tmp_path / key, f'[sources.ecmwf]\ntype = "http"\n{bad}\n[sources.jma]\ntype = "http"\n')
         with pytest.raises(ConfigError) as err:
             load_config(path)
@@ -458,3 +489,157 @@ def test_per_field_layout_for_dwd_style_trees():
     assert "p/U/lvt1/x/lv1/850/r/2026-11-20T00:00/s/PT001H00M.grib2" in files
     # The model levels are not the table's: each run's are planned from its HHL.
     assert not [f for f in files if "/HHL/" in f or re.search(r"/U/lvt1/x/lv1/\d\d/", f)]
+
+
+# ------------------------------------------------------------------------------------------
+# Upstreams that cannot be reached, an output root that cannot be written, a cycle stopped
+# ------------------------------------------------------------------------------------------
+
+UNRESOLVABLE = "http://pointcast-unreachable.invalid/jma"  # .invalid never resolves (RFC 6761)
+
+
+@pytest.fixture(scope="module")
+def refused():
+    """The URL of a loopback port bound and not listening: every connection is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{s.getsockname()[1]}/jma"
+
+
+def test_unreachable_hosts_are_logged_and_given_up_in_unreachable_minutes(tree, mirror, refused, tmp_path,
+                                                                          caplog):
+    """No mirror can be connected to (a refused port, a name that does not resolve): each round
+    is logged at INFO with the host, the error and the next try, and the source gives up after
+    `unreachable_minutes` (here 1.2 s), not at its 5-minute deadline: in discovery, and in a
+    fetch whose host went away after discovery."""
+    src = source(mirror, "jma", mirrors=(refused, UNRESOLVABLE), wait_minutes=5, unreachable_minutes=0.02)
+    # on the source's logger itself: Prefect's logging set-up may have replaced the root's handlers
+    logger = logging.getLogger("pointcast.sources.remote")
+    logger.addHandler(caplog.handler)
+    t0 = time.monotonic()
+    try:
+        with caplog.at_level("INFO", logger=logger.name), \
+                pytest.raises(SourceUnavailable, match=r"no mirror reachable for 0\.02 min") as err:
+            src.discover(MSM, at("2026-11-20T04:30"))
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert time.monotonic() - t0 < 30
+    host = refused.split("/")[2]
+    assert f"cannot connect to {host}: ConnectError" in str(err.value)
+    assert "cannot connect to pointcast-unreachable.invalid: ConnectError" in str(err.value)
+    rounds = [r.getMessage() for r in caplog.records if r.levelname == "INFO" and "next try in" in r.getMessage()]
+    assert len(rounds) >= 2 and all(host in m and "pointcast-unreachable.invalid" in m for m in rounds)
+    assert re.search(r"next try in [\d.]+ s \(\d\d:\d\d:\d\d UTC\)", rounds[0])
+
+    run = source(mirror, "jma").discover(MSM, at("2026-11-20T04:30"))  # found, then the host is gone
+    t0 = time.monotonic()
+    with pytest.raises(SourceUnavailable, match="no mirror reachable"):
+        source(mirror, "jma", mirrors=(refused,), wait_minutes=5, unreachable_minutes=0.02).fetch(run, MSM, tmp_path)
+    assert time.monotonic() - t0 < 30
+    assert not list(tmp_path.rglob("complete")) and not list(tmp_path.rglob("*.bin"))
+
+
+def _jma_unreachable(mirror: Mirror, refused: str, unreachable_minutes: float) -> str:
+    return f"""[sources.ecmwf]
+type = "http"
+base_url = "{mirror.url('ecmwf')}"
+horizon_hours = 240
+wait_minutes = 0.05
+retry_seconds = 0.1
+[sources.jma]
+type = "http"
+mirrors = ["{refused}", "{UNRESOLVABLE}"]
+wait_minutes = 30
+unreachable_minutes = {unreachable_minutes}
+retry_seconds = 0.2
+progress = false"""
+
+
+@pytest.fixture(scope="module")
+def unreachable_site(cycle_tree, refused, prefect_harness, tmp_path_factory):
+    """A cycle whose MSM upstream cannot be reached (a refused port, a name that does not
+    resolve), `unreachable_minutes` 0.03 while `wait_minutes` is 30: (config, output root, run
+    id, seconds the cycle took)."""
+    from pointcast.flows.cycle import cycle
+
+    with Mirror(cycle_tree["root"]) as mirror:
+        cfg = _config(tmp_path_factory.mktemp("unreachable"), _jma_unreachable(mirror, refused, 0.03))
+        t0 = time.monotonic()
+        run_id = cycle(str(cfg), now=at("2026-11-19T20:00"))
+        return cfg, cfg.parent / "output", run_id, time.monotonic() - t0
+
+
+def test_an_unreachable_model_is_dropped_and_the_others_publish(unreachable_site, refused):
+    cfg, root, run_id, took = unreachable_site
+    assert took < 120  # the 30-minute deadline is not waited for
+    assert (root / "current").readlink().name == run_id
+    m = json.loads((root / "runs" / run_id / "manifest.json").read_text())
+    assert list(m["dropped"]) == ["msm"] and m["products"]["japan"]["models"] == ["ifs"]
+    why = m["dropped"]["msm"]
+    assert "no mirror reachable for 0.03 min (unreachable_minutes)" in why
+    assert f"cannot connect to {refused.split('/')[2]}" in why and "pointcast-unreachable.invalid" in why
+    outcome = json.loads((root / "cycles" / "last.json").read_text())
+    assert outcome["status"] == "degraded" and outcome["dropped"] == m["dropped"]
+
+
+def _cli(cfg: Path) -> subprocess.Popen:
+    """`pointcast run` as an operator starts it, on the session's Prefect server, its output
+    (stdout and stderr) read line by line into ``proc.lines``."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PREFECT_LOGGING_LEVEL="INFO")
+    proc = subprocess.Popen([sys.executable, "-m", "pointcast.cli", "run", "--config", str(cfg)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc.lines = []  # type: ignore[attr-defined]
+    threading.Thread(target=lambda: proc.lines.extend(proc.stdout), daemon=True).start()  # type: ignore[attr-defined]
+    return proc
+
+
+def test_sigterm_during_discovery_ends_the_cycle_at_once(unreachable_site, cycle_tree, refused):
+    """`pointcast run` whose MSM discovery waits for an unreachable host (minutes of it allowed):
+    SIGTERM while its task sleeps between rounds ends the process within seconds, exit 143,
+    saying which run is served; the served run is unchanged, the outcome is recorded, no
+    staging tree or scratch store is left."""
+    cfg, root, run_id, _ = unreachable_site
+    with Mirror(cycle_tree["root"]) as mirror:
+        _config(cfg.parent, _jma_unreachable(mirror, refused, 10))
+        proc = _cli(cfg)
+        try:
+            deadline = time.monotonic() + 180
+            while sum("pointcast-unreachable.invalid" in line and "next try in" in line
+                      for line in proc.lines) < 2:  # type: ignore[attr-defined]
+                assert proc.poll() is None and time.monotonic() < deadline, "".join(proc.lines)  # type: ignore[attr-defined]
+                time.sleep(0.2)
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=30)
+        finally:
+            proc.kill()
+    out = "".join(proc.lines)  # type: ignore[attr-defined]
+    assert time.monotonic() - t0 < 30, out
+    assert code == 143, out
+    assert f"pointcast: cycle stopped by SIGTERM before it finished; run {run_id} is served" in out
+    assert "still running" not in out and "Retry" not in out  # every task woke, none retried: no watchdog
+    assert (root / "current").readlink().name == run_id
+    assert sorted(p.name for p in (root / "runs").iterdir() if p.name != ".lock") == [run_id]  # no staging
+    outcome = json.loads((root / "cycles" / "last.json").read_text())
+    assert outcome["status"] == "failed" and outcome["message"] == "stopped by SIGTERM before the cycle finished"
+    assert not list((root / "cache" / "scratch").glob("*"))
+
+
+def test_an_output_root_that_cannot_be_written_fails_before_any_download(cycle_tree, prefect_harness, tmp_path,
+                                                                         capsys):
+    """The root is a path under a regular file (which no permission lets root write either):
+    `pointcast run` fails at once, exit 1, naming the root and the error, having asked the
+    upstream nothing, and says that nothing is served."""
+    from pointcast.cli import main
+
+    with Mirror(cycle_tree["root"]) as mirror:
+        cfg = _config(tmp_path, _jma_unreachable(mirror, "http://127.0.0.1:9/jma", 0.01))
+        (tmp_path / "taken").write_text("a file, not a directory\n")
+        cfg.write_text(cfg.read_text().replace('root = "output"', 'root = "taken/output"'))
+        assert main(["run", "--config", str(cfg)]) == 1
+        assert mirror.requests == []
+    err = capsys.readouterr().err
+    assert f"output root {tmp_path / 'taken' / 'output'} cannot be written: [Errno 20] Not a directory" in err
+    assert err.rstrip().endswith("; nothing is served yet")

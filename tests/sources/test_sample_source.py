@@ -298,6 +298,17 @@ def test_discover_returns_the_latest_run_of_each_model():
     assert capped.steps == tuple(timedelta(hours=h) for h in range(7))
 
 
+def test_an_outage_publishes_no_run_starting_in_it():
+    """The runs starting in [start, end) are not there (a stopped upstream): discovery finds the
+    last one before it, and those after it again once the outage is over."""
+    t = datetime(2026, 1, 15, 15, tzinfo=UTC)
+    src = make_source("stalled", SimpleNamespace(type="sample", options={"outage": (t - timedelta(hours=6), t)}))
+    assert src.discover(MSM, t - timedelta(minutes=1)).init == t - timedelta(hours=9)
+    assert src.discover(MSM, t - timedelta(hours=6)).init == t - timedelta(hours=9)
+    assert src.discover(MSM, t).init == t
+    assert src.discover(IFS, t).init == t - timedelta(hours=9)  # 06 UTC: its 12 UTC run is in the outage
+
+
 # ------------------------------------------------------------------------------------------
 # Layout, names, encoding
 # ------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, replace
@@ -137,7 +138,7 @@ def archived(root: Path) -> dict[str, list[np.datetime64]]:
 # real cycle (its own Prefect flow run against the test's Prefect server), killable at will,
 # without paying the import of Prefect, xarray and ecCodes again (seconds on a loaded host).
 FORKER = r'''
-import json, os, pickle, re, resource, signal, sys
+import json, os, pickle, re, resource, signal, sys, time
 import pointcast
 from pointcast.flows.cycle import cycle, publish_run
 from pointcast.config import load_config
@@ -170,15 +171,18 @@ for line in sys.stdin:
     os.close(w)
     pattern = re.compile(req["kill_on"]) if req["kill_on"] else None
     log = []
+    sent = None
     with os.fdopen(r, errors="replace") as out:
         for text in out:
             log.append(text)
             if pattern is not None and pattern.search(text):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, req["signal"])
+                sent = time.monotonic()
                 pattern = None
     _, status = os.waitpid(pid, 0)
     print(json.dumps({"signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0,
                       "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                      "after_signal_s": None if sent is None else time.monotonic() - sent,
                       "log": "".join(log)}), flush=True)
 '''
 
@@ -191,11 +195,12 @@ class Forker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def run(self, config: Path, *, env: dict[str, str] | None = None, kill_on: str | None = None,
-            fsize: int | None = None, publish: Path | None = None) -> dict:
-        """One cycle; `kill_on`: SIGKILL it when a line of its log matches this regex;
-        `publish`: only the publish stage, with the arguments pickled there (World.publish_args)."""
+            fsize: int | None = None, publish: Path | None = None, send: int = signal.SIGKILL) -> dict:
+        """One cycle; `kill_on`: send it the signal `send` when a line of its log matches this regex (the
+        result's ``after_signal_s``: how long it lived after); `publish`: only the publish stage,
+        with the arguments pickled there (World.publish_args)."""
         req = {"config": str(config), "env": env or {}, "kill_on": kill_on, "fsize": fsize,
-               "publish": publish and str(publish)}
+               "publish": publish and str(publish), "signal": int(send)}
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()

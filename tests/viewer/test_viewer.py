@@ -181,6 +181,44 @@ def test_status_page_shows_the_published_run(browser, sites, published, site):
 
 
 @needs_chromium
+def test_status_page_says_where_each_statistic_comes_from_and_its_tables_do_not_overlap(browser, sites, published):
+    """At 1400 px: the models table lists under "used by" the products each ensemble feeds,
+    the manifest's `probability_from` and `quantiles_from` read as lines of sources by lead
+    time, and the models table stays clear of the validation table beside or under it."""
+    _, root, _ = published
+    manifest = json.loads((run_dir(root) / "manifest.json").read_bytes())
+    page, errors, _ = _open(browser, sites["serve"] + "/", "status-1400", viewport=(1400, 1000))
+    try:
+        models = {r.split("\t")[0]: r.split("\t") for r in page.locator(".grid table").first.locator("tr").all_inner_texts()[1:]}
+        used_by = {m: models[m][6] for m in ("ens", "icon-eu-eps", "gefs")}
+        assert used_by == {"ens": "eu-short, eu-medium, eu-wind, global, japan",
+                           "icon-eu-eps": "eu-short, eu-medium, eu-wind", "gefs": "global"}
+        lines = {tuple(r.split("\t")[:2]): r.split("\t")[2]
+                 for r in page.locator("#ensemble-sources tr").all_inner_texts()[1:]}
+        def text(segments, basetime):
+            def lead(iso):
+                return round((datetime.fromisoformat(iso) - datetime.fromisoformat(basetime)).total_seconds() / 3600)
+            return ", ".join(f"{s['source']} +{lead(s['from'])}…+{lead(s['to'])} h" for s in segments)
+
+        for pid, entry in manifest["products"].items():
+            assert lines[(pid, "probability of precipitation")] == text(entry["probability_from"], entry["basetime"])
+            for name, segments in entry["quantiles_from"].items():
+                assert lines[(pid, name.replace("_", " "))] == text(segments, entry["basetime"])
+        # Europe: ICON-EU-EPS gives the probability and the temperature quantiles, ENS the wind's
+        for pid in ("eu-short", "eu-medium", "eu-wind"):
+            assert lines[(pid, "probability of precipitation")].startswith("icon-eu-eps +0…")
+            assert lines[(pid, "temperature quantiles")].startswith("icon-eu-eps +0…")
+            assert lines[(pid, "wind speed quantiles")].startswith("ens +0…")
+        boxes = [page.locator(".grid table").first.bounding_box(), page.locator("#validation table").bounding_box()]
+        a, b = boxes
+        assert (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"]), boxes
+        assert not errors, errors
+    finally:
+        page.close()
+
+
+@needs_chromium
 @pytest.mark.parametrize("site", ["serve", "static"])
 def test_meteogram_of_every_product(browser, sites, published, site):
     _, root, run_id = published

@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed, State
 from prefect.utilities.annotations import quote
 
-from pointcast import build, interp, plan, publish, steps
+from pointcast import build, interp, plan, publish, steps, stopping
 from pointcast.cluster import dask_scheduler
 from pointcast.config import Config, load_config
 from pointcast.heap import cap_arenas, release_freed
@@ -25,6 +25,7 @@ from pointcast.outcome import (
     failed_outcome,
     published_outcome,
     record_cycle,
+    record_upstream,
     shortfalls,
 )
 from pointcast.products.base import RunContext
@@ -50,8 +51,10 @@ def _logger():
 
 
 def _retry_unless_unavailable(task, task_run, state) -> bool:
-    """A source that gave up at its deadline has retried already: no Prefect retry then."""
-    return not isinstance(state.result(raise_on_failure=False), SourceUnavailable)
+    """A source that gave up at its deadline has retried already, a run the cache has no room
+    for will not have it seconds later, and a stopped cycle wants none: no Prefect retry then."""
+    return not isinstance(state.result(raise_on_failure=False),
+                          (SourceUnavailable, publish.NoRoom, stopping.Stopped))
 
 
 # No task takes a cache key (nothing of a cycle is cached: no result is persisted). Prefect's
@@ -69,9 +72,10 @@ def discover(cfg: Config, model_id: str, now: datetime, needed: timedelta,
 
 @task(retries=3, retry_delay_seconds=[5, 30, 60], retry_condition_fn=_retry_unless_unavailable,
       cache_policy=NO_CACHE)
-def fetch(cfg: Config, run: RunRef) -> FetchedRun:
-    """The run's files in the cache (`sourcing.fetch_run`)."""
-    return fetch_run(cfg, run, _logger())
+def fetch(cfg: Config, run: RunRef, in_use: frozenset[tuple[str, str]] = frozenset()) -> FetchedRun:
+    """The run's files in the cache, the cached runs not ``in_use`` evicted first
+    (`sourcing.fetch_run`)."""
+    return fetch_run(cfg, run, _logger(), in_use)
 
 
 @task(cache_policy=NO_CACHE)
@@ -159,7 +163,19 @@ def _record_failed(flow, flow_run, state) -> None:
         _logger().error("the cycle's outcome is not recorded: %s", exc)
         return
     started = flow_run.start_time or datetime.now(UTC)
-    record_cycle(root, failed_outcome(state.message or state.name, started, datetime.now(UTC)))
+    record_cycle(root, failed_outcome(_stopped_message() if stopping.STOP.is_set() else state.message or state.name,
+                                      started, datetime.now(UTC)))
+
+
+def _stopped_message() -> str:
+    return f"{stopping.reason()} before the cycle finished"
+
+
+def _record_stopped(config_path: str, started: datetime) -> None:
+    """What the stop's watchdog records when the cycle has not unwound in time
+    (`pointcast.stopping`): the outcome the on_crashed hook would have."""
+    record_cycle(load_config(Path(config_path)).output.root,
+                 failed_outcome(_stopped_message(), started, datetime.now(UTC)))
 
 
 def _finished(manifest: dict) -> State | str:
@@ -178,12 +194,22 @@ def cycle(config_path: str, now: datetime | None = None) -> str | State:
     """One forecast cycle. Returns the published run id; raises (publishing nothing) on failure.
     A run published lacking something ends the flow run in the state "Degraded" (`_finished`);
     either way the outcome goes to ``<root>/cycles/last.json`` (``pointcast.outcome``).
+    SIGTERM or SIGINT stop it, every task at once, publishing nothing (`pointcast.stopping`)."""
+    started = datetime.now(UTC)
+    with stopping.on_signals(lambda: _record_stopped(config_path, started)):
+        return _cycle(config_path, now)
 
-    The tasks and their order only: what runs when, and what is dropped, carried or degraded,
-    is decided by the stages (`pointcast.steps`, `pointcast.plan`)."""
+
+def _cycle(config_path: str, now: datetime | None) -> str | State:
+    """The tasks and their order only: what runs when, and what is dropped, carried or degraded,
+    is decided by the stages (`pointcast.steps`, `pointcast.plan`). An output root or cache
+    that cannot be written fails the cycle before anything is downloaded."""
     cfg = load_config(Path(config_path))
     check_models(cfg)
-    now = (now or datetime.now(UTC)).replace(microsecond=0)
+    publish.backend_for(cfg.output.root).check_writable()
+    publish.check_writable(Path(cfg.output.cache_dir), "cache directory")
+    wall = datetime.now(UTC)  # the cycle's clock is ``now`` (`pointcast run --at`) running on from here
+    now = (now or wall).replace(microsecond=0)
     log = _logger()
     dropped: dict[str, str] = {}  # model -> why it is dropped this cycle
     unbuilt: dict[str, str] = {}  # product -> why it cannot be built this cycle
@@ -191,27 +217,31 @@ def cycle(config_path: str, now: datetime | None = None) -> str | State:
         cfg, lambda m, needed: discover.submit(quote(cfg), m, now, needed),
         lambda m, needed, until, whole: discover(quote(cfg), m, now, needed, until, whole, return_state=True),
         dropped, log)
+    record_upstream(cfg.output.root, {m: run.init for m, run in runs.items()}, now)  # for the stale flag
     cfg = plan.buildable(cfg, dropped, unbuilt, runs)
     run_id = plan.run_id(cfg, plan.runs_used(cfg, runs))
     if publish.current_run(cfg.output.root) == run_id:  # names only complete runs
         log.info("run %s is already published for these model runs: nothing to do", run_id)
         return _finished(publish.backend_for(cfg.output.root).run_manifest(run_id) or {"run_id": run_id})
 
-    runs, fetched = steps.fetch_runs(plan.runs_used(cfg, runs), lambda run: fetch(quote(cfg), run, return_state=True),
-                                     dropped, log)
+    in_use = plan.cache_runs(plan.runs_used(cfg, runs))  # evicted from the cache before any download
+    runs, fetched = steps.fetch_runs(plan.runs_used(cfg, runs),
+                                     lambda run: fetch(quote(cfg), run, in_use, return_state=True), dropped, log)
     cfg = plan.buildable(cfg, dropped, unbuilt, runs)
     # One scheduler (one cluster) for every extraction and build of the cycle; the scratch
     # stores of the extracted series, removed once the products are built (or failed).
-    with dask_scheduler(cfg), interp.scratch.held(interp.scratch.directory(cfg.output.cache_dir, run_id)) as scratch:
+    # The decoding tasks are waited for before the scratch stores they write are removed.
+    with dask_scheduler(cfg), interp.scratch.held(interp.scratch.directory(cfg.output.cache_dir, run_id)) as scratch, \
+            steps.awaited() as decoding:
         retain_scratch(cfg.output.cache_dir)  # what a killed cycle left
         sweep_staging(cfg.output.root)  # ...and its staging tree, before this cycle makes its own
-        lists, decoding = steps.extract(cfg, fetched, scratch, lambda run, points, heights, groups, parts, after: (
+        lists = steps.extract(cfg, fetched, scratch, lambda run, points, heights, groups, parts, after: (
             decode_extract.submit(quote(cfg), quote(run), quote(points), heights, groups, quote(parts),
-                                  wait_for=[] if after is None else [allow_failure(after)])))
+                                  wait_for=[] if after is None else [allow_failure(after)])), decoding)
         learning = postprocess_learn.submit(quote(cfg), quote(runs))  # beside the decoding
         # Every product of the run says it was generated now (updated_time, the manifest's
         # created); the run is published once all are built and validated (published_at).
-        generated = datetime.now(UTC).replace(microsecond=0)
+        generated = (now + (datetime.now(UTC) - wall)).replace(microsecond=0)
         # The products write their files into the run's staging tree as they render them: a
         # run of many points never holds its JSON in memory (publish.TreeWriter); beside it,
         # the products' archives of the run, written by the slices that build them.

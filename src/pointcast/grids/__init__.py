@@ -23,7 +23,8 @@ land/sea mask); the 200 km buffer is computed once (a Euclidean distance transfo
 raster of the equal-area EPSG:3035 plane) and stored as a 0.05 degree lat/lon raster, so that
 ``covers`` is a table lookup. The raster is built lazily on first use, kept in memory
 and, when a cache directory is configured (``set_cache_dir``, the ``POINTCAST_CACHE_DIR``
-environment variable, or ``<output root>/cache`` set by ``config.load_config``), on disk.
+environment variable, or ``[output] cache``, else the user's XDG cache, set by
+``config.load_config``), on disk.
 
 The Japan product uses ``JAPAN_1KM``: the third-order mesh of JIS X 0410 (30" of latitude x 45"
 of longitude), keyed by the 8-digit mesh code (``jis_mesh_code``; Tokyo Station lies in
@@ -65,7 +66,7 @@ from .coverages import (
 from .jis import JisMeshGrid, jis_mesh_code
 from .laea import LaeaGrid, laea_to_lonlat, lonlat_to_3035
 from .latlon import LatLonGrid
-from .raster import RasterCoverage, get_cache_dir, set_cache_dir
+from .raster import RasterCoverage, get_cache_dir, set_cache_dir, user_cache_dir
 
 __all__ = [
     "ProductGrid",
@@ -91,6 +92,7 @@ __all__ = [
     "grid_for",
     "set_cache_dir",
     "get_cache_dir",
+    "user_cache_dir",
     "NORTH_SEA_IHO",
     "lonlat_to_3035",
     "laea_to_lonlat",

@@ -29,13 +29,20 @@ def set_cache_dir(path: str | os.PathLike | None, *, if_unset: bool = False) -> 
 
     With ``if_unset=True`` the call only takes effect when neither an earlier explicit call nor
     the ``POINTCAST_CACHE_DIR`` environment variable chose a directory (``config.load_config``
-    uses this to default to ``<output root>/cache``).
+    uses this to default to ``[output] cache`` or `user_cache_dir`).
     """
     global _cache_dir, _cache_dir_explicit
     if if_unset and (_cache_dir_explicit or os.environ.get("POINTCAST_CACHE_DIR")):
         return
     _cache_dir = None if path is None else Path(path)
     _cache_dir_explicit = not if_unset
+
+
+def user_cache_dir() -> Path:
+    """The user's cache directory for pointcast: ``$XDG_CACHE_HOME/pointcast``, by default
+    ``~/.cache/pointcast`` (the XDG Base Directory specification)."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base and os.path.isabs(base) else Path.home() / ".cache") / "pointcast"
 
 
 def get_cache_dir() -> Path | None:

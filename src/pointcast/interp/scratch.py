@@ -29,7 +29,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from .. import locks
+from .. import locks, stopping
 from ..heap import release_freed
 
 SCRATCH_DIR = "scratch"  # under the cache directory
@@ -127,11 +127,14 @@ def write(blocks: Iterable[tuple[slice, xr.Dataset]], times: np.ndarray, parts: 
     """Each block of an extraction (its rows of ``times``, the run's time axis, and its series)
     into the stores of ``parts``, as a region of time: a part's store holds its points at its
     heights, in chunks of the blocks' steps and of ``point_chunk`` points. The stores are made
-    at the first block (they must not exist)."""
+    at the first block (they must not exist), inside the cycle's scratch directory, which is
+    never made again once its cycle removed it. A cycle told to stop ends the writing before
+    the next block (`pointcast.stopping`)."""
     parts = list(parts)
     block: xr.Dataset | None
     sub: xr.Dataset | None
     for rows, block in blocks:
+        stopping.check()
         for part in parts:
             sub = block.isel(point=part.points)
             if "height" in sub.dims:
@@ -148,7 +151,8 @@ def _create(part: Part, first: xr.Dataset, times: np.ndarray, rows: int) -> None
     """The store of ``part`` for an extraction whose first block is ``first``, empty."""
     layout = Layout.of(first, times)
     path = Path(part.path)
-    path.mkdir(parents=True)
+    path.parent.mkdir(exist_ok=True)  # the model's, in the cycle's directory (`held`, `directory`)
+    path.mkdir()
     (path / LAYOUT).write_bytes(pickle.dumps(layout, protocol=pickle.HIGHEST_PROTOCOL))
     n = first.sizes["point"]
     zarr.create_array(path / SERIES, shape=(len(times), layout.width, n), dtype=layout.dtype,

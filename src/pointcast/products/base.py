@@ -61,6 +61,9 @@ class RunContext:
 
 class Product(Protocol):
     id: str
+    shortest_horizon_hours: int
+    """The shortest `horizon_hours` its build completes with (`pointcast check` refuses less)."""
+
     @property
     def variables(self) -> tuple[str, ...] | None:
         """The canonical variables its build reads, None for every one its models have: the

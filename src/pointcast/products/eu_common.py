@@ -200,6 +200,7 @@ class EuCommon:
     at 1H, 30min and 15min."""
 
     variables = None
+    shortest_horizon_hours = 1  # any horizon: the objects hold the steps up to it
 
     def __init__(self, product_id: str, path: str):
         self.id = product_id

@@ -75,6 +75,7 @@ def ladder_answers(obj: dict) -> dict[float, dict]:
 
 class EuWind:
     variables = ("wind_u", "wind_v")
+    shortest_horizon_hours = 1  # any horizon: the objects hold the steps up to it
 
     def __init__(self, product_id: str, path: str):
         self.id = product_id

@@ -16,7 +16,7 @@ publishes, per point:
   any other zone with `render_zone` -- the same function the build uses, from the same
   rounded values, so both agree to the byte.
 The series runs `horizon_hours` (at least 338 h: 14 local days from a basetime at local
-midnight, plus an hour for a daylight-saving day of 25 hours).
+midnight, one of them up to 26 hours long: `shortest_horizon_hours`).
 """
 
 from __future__ import annotations
@@ -72,6 +72,9 @@ if TYPE_CHECKING:
 
 SRF_HOURS = 72
 MRF_DAYS = 14
+LONGEST_DAY_HOURS = 26
+"""The longest local day of any zone a request can name (`tz`): Antarctica/Troll's clocks move
+from UTC+0 to UTC+2 in spring, so its autumn day back has 26 hours."""
 # The hourly quantities every zone's element is built from: at their published precision, and
 # precipitation to 0.001 mm (`wx.FINE_PREC`) for the day totals, so that a total is not the sum
 # of 24 roundings to 0.1 mm (nor an hour's published value a rounding of a rounding).
@@ -161,6 +164,9 @@ def read_hourly(data: bytes) -> tuple[np.datetime64, dict[str, np.ndarray], Memb
 
 
 class GlobalWx(WxProduct):
+    # 14 local days in any zone from a basetime at its midnight, the longest day among them
+    shortest_horizon_hours = (MRF_DAYS - 1) * 24 + LONGEST_DAY_HOURS
+
     def expected_files(self, cfg: ProductConfig) -> list[str]:
         return [f"{self.id}/{d}{p.id}.json" for p in cfg.points for d in ("", "hourly/")] + quantile_paths(self.id, cfg)
 

@@ -66,6 +66,9 @@ HOURLY = (*(e for e in JAPAN_SRF if e.type != "date-time"), HOURLY_POP)
 
 
 class Japan(WxProduct):
+    # 10 local days from a basetime at Tokyo's midnight (MSM's 15 UTC run); no daylight saving there
+    shortest_horizon_hours = MRF_DAYS * 24
+
     def expected_files(self, cfg: ProductConfig) -> list[str]:
         return [f"{self.id}/{p.id}.json" for p in cfg.points] + quantile_paths(self.id, cfg)
 

@@ -12,7 +12,7 @@ One module a job:
 ``cycle.py``        a cycle's publication steps: tree made durable beside the archives' appends,
                     the run made visible, retention; a failed cycle's staging removed
                     (`publish_cycle`, `cleaned_up`)
-``retention.py``    which runs and cached model runs are deleted (`retain`, `retain_cache`)
+``retention.py``    which runs and cached model runs are deleted (`retain`, `retain_cache`, `make_room`)
 ``archive.py``      the Zarr append protocol, one store per product (`append_archive`)
 ``stage.py``        a run's staged archives, written region by region by the build slices and
                     appended from lazily (`ArchiveStage`, `write_region`)
@@ -55,8 +55,8 @@ from .backend import (
                       is_url,
 )
 from .cycle import APPENDS, cleaned_up, publish_cycle
-from .durable import fsync_dir, replace_bytes, write_bytes
-from .retention import retain, retain_cache
+from .durable import check_writable, fsync_dir, replace_bytes, write_bytes
+from .retention import NoRoom, make_room, retain, retain_cache
 from .roots import backend_for
 from .stage import ArchiveStage, remove_stage, write_region
 from .staging import GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWriter, gzip_bytes, write_json_tree
@@ -78,8 +78,8 @@ __all__ = [
     "HISTORY_RUNS", "INIT", "JSON_DIR", "LEAD", "POINT", "RUNS", "SHARD_BYTES", "STAGING_PREFIX",
     "VERIFICATION_DIR", "WRITE_BATCH", "WRITE_THREADS", "ZARR_DIR",
     "ArchiveError", "ArchiveStage", "Backend", "PublishError", "PublishRefused", "StagedFiles", "TreeWriter",
-    "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product", "cleaned_up",
+    "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product", "check_writable", "cleaned_up",
     "current_run", "dump_json", "fsync_dir", "gzip_bytes", "is_url", "new_run_dir", "open_committed",
-    "publish_cycle", "publish_run", "remove_stage", "replace_bytes", "retain", "retain_cache", "run_history", "to_json_types",
+    "publish_cycle", "publish_run", "remove_stage", "replace_bytes", "retain", "retain_cache", "make_room", "NoRoom", "run_history", "to_json_types",
     "write_bytes", "write_json_tree", "write_region", "zarr_settings",
 ]

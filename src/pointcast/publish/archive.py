@@ -74,12 +74,15 @@ def zarr_settings() -> Iterator[None]:
 
 
 def open_committed(store: Any) -> xr.Dataset:
-    """The committed cycles of the store at ``store`` (a path, or a zarr store)."""
+    """The committed cycles of the store at ``store`` (a path, or a zarr store), in init_time
+    order: a cycle run at a past time (a backfill) is stored after the later ones it was
+    appended after, and read in its place."""
     try:
         with zarr_settings():
-            return xr.open_zarr(store, consolidated=True)
+            ds = xr.open_zarr(store, consolidated=True)
     except Exception as e:  # noqa: BLE001 - re-raised with the path and what is expected
         raise ArchiveError(f"{store}: cannot open as a consolidated Zarr archive: {e}") from e
+    return ds if ds.indexes[INIT].is_monotonic_increasing else ds.sortby(INIT)
 
 
 def archive_stores(root: Path | str, product: str) -> list[Any]:
@@ -369,8 +372,8 @@ def append_archive(root: Path | str, product: str, ds: xr.Dataset, *,
                 fitted = None if reason else _fit(arch, ds)
             if fitted is not None:
                 if latest is not None and value < latest:
-                    log.warning("%s: init_time %s appended after later cycles (archive order "
-                                "is append order)", product, value)
+                    log.info("%s: init_time %s appended after later cycles (a backfill): stored "
+                             "in append order, read in init_time order (open_committed)", product, value)
                 store = backend.writer(location)
                 _reserve_slot(store, n)
                 _write_slot(store, fitted, n)
@@ -378,7 +381,7 @@ def append_archive(root: Path | str, product: str, ds: xr.Dataset, *,
                 faults.point("zarr-commit")
                 _commit(store)
                 with open_committed(backend.reader(location)) as check:
-                    if check.sizes[INIT] != n + 1 or check[INIT].values[-1] != value:
+                    if check.sizes[INIT] != n + 1 or not (check[INIT].values == value).any():
                         raise ArchiveError(f"{location}: append of {value} did not commit")
                 log.info("%s: archived init_time %s in %s (%d cycles)", product, value,
                          location, n + 1)
@@ -391,3 +394,63 @@ def append_archive(root: Path | str, product: str, ds: xr.Dataset, *,
         _create_store(backend, new, ds, point_chunk)
         log.info("%s: created %s with init_time %s", product, new, value)
         return new
+
+
+def retain_archive(root: Path | str, product: str, keep_days: float) -> list[Any]:
+    """Drop the init_times older than ``keep_days`` before the newest one archived from the
+    product's archive stores; return the stores rewritten or removed.
+
+    A store is compacted once a day at most: only when it holds an init_time more than a day
+    past the limit are all those past it dropped, so it keeps ``keep_days`` to ``keep_days``
+    + 1 days, and a cycle does not rewrite the whole archive to drop its oldest entry. A
+    compacted store is written whole beside the old one, with the same encoding, and swapped
+    for it in one step (`Backend.replace_store`): a reader opening the store sees the old one
+    or the new one, never a store half compacted. An older store version left with nothing
+    to keep is removed; the newest is always kept (it holds the newest init_time). Under the
+    archive's lock: no append runs meanwhile.
+    """
+    check_name("product", product)
+    backend = backend_for(root)
+    done: list[Any] = []
+    with backend.archive_lock(product):
+        versions = backend.store_versions(product)
+        if not versions:
+            return done
+        inits: dict[Any, np.ndarray] = {}
+        for _, location in versions:
+            with open_committed(backend.reader(location)) as arch:
+                inits[location] = arch[INIT].values
+        newest = max((v.max() for v in inits.values() if len(v)), default=None)
+        if newest is None:
+            return done
+        cutoff = newest - np.timedelta64(int(keep_days * 86400), "s")
+        for _, location in versions:
+            values = inits[location]
+            if not len(values) or values.min() >= cutoff - np.timedelta64(1, "D"):
+                continue
+            keep = np.flatnonzero(values >= cutoff)
+            if not len(keep):
+                if location != versions[-1][1]:
+                    backend.remove_store(location)
+                    log.info("%s: removed %s, all its %d init_times older than %s", product,
+                             location, len(values), cutoff)
+                    done.append(location)
+                continue
+            with open_committed(backend.reader(location)) as arch:
+                kept = arch.isel({INIT: keep})
+                point_chunk = next((v.encoding["chunks"][v.dims.index(POINT)] for v in arch.data_vars.values()
+                                    if INIT in v.dims and POINT in v.dims and "chunks" in v.encoding), None)
+                encoding = _creation_encoding(kept, point_chunk)
+                kept = _by_shard(kept, {name: e["shards"] for name, e in encoding.items() if "shards" in e})
+                for var in kept.variables.values():
+                    var.encoding = {}
+
+                def write(store: Any, kept: xr.Dataset = kept, encoding: dict = encoding) -> None:
+                    with zarr_settings():
+                        kept.to_zarr(store, mode="w-", consolidated=True, zarr_format=3, encoding=encoding)
+
+                backend.replace_store(location, write)
+            log.info("%s: dropped %d init_times older than %s from %s (%d kept)", product,
+                     len(values) - len(keep), cutoff, location, len(keep))
+            done.append(location)
+    return done

@@ -82,6 +82,11 @@ class Backend(ABC):
     # ---- the run tree -----------------------------------------------------------------------
 
     @abstractmethod
+    def check_writable(self) -> None:
+        """Raise `PublishError` (naming the root and the error) unless the root can be written:
+        asked before a cycle discovers or downloads anything."""
+
+    @abstractmethod
     def new_staging(self, run_id: str) -> Path:
         """A new private local directory to build run ``run_id`` in."""
 
@@ -112,10 +117,11 @@ class Backend(ABC):
         """Put a published file (from ``product_files``) at local path ``dest``."""
 
     @abstractmethod
-    def commit_run(self, staging: Path, run_id: str, ok: bool) -> Any:
-        """Make a complete staging tree the run ``run_id`` and ``current`` name it, in the one
-        step the storage makes atomic; with ``ok`` false keep it under ``runs/failed/`` and
-        raise `PublishRefused`. Returns the run's location."""
+    def commit_run(self, staging: Path, run_id: str, ok: bool, serve: bool = True) -> Any:
+        """Make a complete staging tree the run ``run_id`` and ``current`` name it (``serve``
+        false: leave ``current`` as it is), in the one step the storage makes atomic; with
+        ``ok`` false keep it under ``runs/failed/`` and raise `PublishRefused`. Returns the
+        run's location."""
 
     # ---- retention ---------------------------------------------------------------------------
 
@@ -172,3 +178,14 @@ class Backend(ABC):
     def create_store(self, location: Any, write: Callable[[Any], None]) -> None:
         """Create the store at ``location`` with ``write(store)``, whole or not at all where
         the storage allows it."""
+
+    def remove_store(self, location: Any) -> None:
+        """Remove the store at ``location`` (an archive version retention leaves empty)."""
+        raise ArchiveError(f"{location}: this output root cannot remove an archive store "
+                           f"(archive retention needs a local root)")
+
+    def replace_store(self, location: Any, write: Callable[[Any], None]) -> None:
+        """Replace the store at ``location`` by the one ``write(store)`` writes, in one step
+        readers see (the archive's retention, `archive.retain_archive`)."""
+        raise ArchiveError(f"{location}: this output root cannot replace an archive store in one "
+                           f"step (archive retention needs a local root)")

@@ -18,12 +18,12 @@ from typing import Any
 import dask
 
 from ..config import Config
-from .archive import append_archive
+from .archive import append_archive, retain_archive
 from .backend import PublishError
 from .retention import retain, retain_cache
 from .stage import remove_stage
 from .staging import StagedFiles, TreeWriter
-from .tree import new_run_dir, publish_run
+from .tree import new_run_dir, publish_run, serves_newer
 
 APPENDS = 2  # products' archives appended at once
 
@@ -73,8 +73,18 @@ def publish_cycle(cfg: Config, run_id: str, outputs: Mapping[str, Any], report: 
         log.info("run %s: files durable in %.1f s, archives appended in %.1f s (side by side)",
                        run_id, flushed, appended)
         remove_stage(writer.staging)
-        path = publish_run(root, writer.staging, run_id, manifest, report, report["ok"], writer.mode)
+        serve = not serves_newer(root, manifest)
+        if not serve:
+            log.info("run %s (made at %s) is published and archived; the served run is newer and stays "
+                     "served", run_id, manifest["created"])
+        path = publish_run(root, writer.staging, run_id, manifest, report, report["ok"], writer.mode, serve)
     retain(root, cfg.output.keep_runs)
+    if cfg.output.archive_keep_days is not None:
+        for pid in outputs:
+            try:
+                retain_archive(root, pid, cfg.output.archive_keep_days)
+            except Exception as exc:  # noqa: BLE001 - the run is published: the next cycle tries again
+                log.error("%s: archive retention failed, the archive is unchanged: %s", pid, exc)
     in_use = {(m, f"{datetime.fromisoformat(info['init']):%Y%m%d%H}")
               for m, info in manifest["models"].items() if info.get("init")}
     cap = cfg.output.cache_max_gb
@@ -93,12 +103,12 @@ def _timed(fn) -> float:
 
 @contextmanager
 def cleaned_up(writer: TreeWriter, root, run_id: str) -> Iterator[None]:
-    """On any error: stop the writer, remove its staging tree and the staged archives in it
-    (a full disk gets its space back; gone already when published or kept aside), name a full
-    disk as such."""
+    """On any error, or a stop (SIGTERM, SIGINT: `pointcast.stopping`): stop the writer, remove
+    its staging tree and the staged archives in it (a full disk gets its space back; gone
+    already when published or kept aside), name a full disk as such."""
     try:
         yield
-    except Exception as e:
+    except BaseException as e:  # a signal's exception too: nothing partial is left behind
         writer.abort()
         shutil.rmtree(writer.staging, ignore_errors=True)
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):

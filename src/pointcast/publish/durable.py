@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from .. import faults
-from .backend import TRASH_PREFIX
+from .backend import TRASH_PREFIX, PublishError
 
 
 def fsync_dir(path: Path | str) -> None:
@@ -93,3 +93,16 @@ def remove_tree(path: Path, trash_dir: Path) -> None:
     fsync_dir(path.parent)
     faults.point("trash")
     shutil.rmtree(trash, ignore_errors=True)
+
+
+def check_writable(path: Path, what: str) -> None:
+    """Raise `PublishError` naming ``what``, ``path`` and the error unless a file can be made
+    (and removed) in the directory ``path``, made with its parents where missing: a cycle asks
+    before it downloads anything, not after."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".probe-{secrets.token_hex(4)}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as exc:
+        raise PublishError(f"{what} {path} cannot be written: {exc}") from None

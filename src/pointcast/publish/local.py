@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import errno
 import json
 import logging
 import os
@@ -44,7 +46,7 @@ from .backend import (
     store_name,
     store_version,
 )
-from .durable import fsync_dir, remove_tree, write_bytes
+from .durable import check_writable, fsync_dir, remove_tree, write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,12 @@ class LocalBackend(Backend):
         self.zarr = root / ZARR_DIR
 
     # ---- the run tree -----------------------------------------------------------------------
+
+    def check_writable(self) -> None:
+        """The root, and its runs and archives where they exist, each take a new file."""
+        for path in (self.root, self.runs, self.zarr):
+            if path is self.root or path.exists() or path.is_symlink():
+                check_writable(path, "output root" if path is self.root else "output directory")
 
     def new_staging(self, run_id: str) -> Path:
         self.runs.mkdir(parents=True, exist_ok=True)
@@ -90,7 +98,7 @@ class LocalBackend(Backend):
         link = self.root / CURRENT
         try:
             target = os.readlink(link)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # nothing published (or no root) yet
             return None
         except OSError as e:
             raise PublishError(f"{link} exists but is not a symlink") from e
@@ -115,7 +123,7 @@ class LocalBackend(Backend):
         except OSError:  # a file system without hard links
             shutil.copyfile(source, dest)
 
-    def commit_run(self, staging: Path, run_id: str, ok: bool) -> Path:
+    def commit_run(self, staging: Path, run_id: str, ok: bool, serve: bool = True) -> Path:
         runs = self.runs
         with self.lock():
             if not ok:
@@ -142,7 +150,8 @@ class LocalBackend(Backend):
                 os.rename(staging, dest)
                 fsync_dir(runs)
             faults.point("run-renamed")
-            self._swap_current(run_id)
+            if serve:
+                self._swap_current(run_id)
         return dest
 
     def _swap_current(self, run_id: str) -> None:
@@ -233,6 +242,50 @@ class LocalBackend(Backend):
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+
+
+    def remove_store(self, location: Path) -> None:
+        remove_tree(location, location.parent)
+
+    def replace_store(self, location: Path, write: Callable[[Any], None]) -> None:
+        """Written under a hidden temporary name, then exchanged with the store in one
+        ``renameat2(RENAME_EXCHANGE)`` (`exchange`), and the old store removed: a reader
+        opening ``location`` finds the old store or the new one, whole."""
+        tmp = location.with_name(f".{location.name}.tmp-{secrets.token_hex(6)}")
+        try:
+            write(_DurableLocalStore(tmp))
+            exchange(tmp, location)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        remove_tree(tmp, location.parent)
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Swap the directories ``a`` and ``b`` atomically (Linux's ``renameat2`` with
+    ``RENAME_EXCHANGE``); where the system or file system has no such call, ``b`` is renamed
+    aside and ``a`` into its place (for that instant ``b`` is absent, never partial)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        renameat2 = None
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+            fsync_dir(b.parent)
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), str(b))
+    aside = b.with_name(f".{b.name}.aside-{secrets.token_hex(4)}")
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)
+    fsync_dir(b.parent)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
 
 
 def _tree_files(base: Path) -> dict[str, Path]:

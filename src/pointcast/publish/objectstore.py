@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import mimetypes
+import secrets
 import shutil
 import tempfile
 import warnings
@@ -105,6 +106,16 @@ class ObjectStoreBackend(Backend):
 
     # ---- the run tree -----------------------------------------------------------------------
 
+    def check_writable(self) -> None:
+        """An empty object written under the root and deleted again."""
+        probe = f"{self.base}/.probe-{secrets.token_hex(4)}"
+        try:
+            self.fs.pipe_file(probe, b"")
+            self.fs.rm_file(probe)
+        except Exception as exc:  # noqa: BLE001 (each file system raises its own errors)
+            raise PublishError(f"output root {self.url} cannot be written: "
+                               f"{type(exc).__name__}: {exc}") from None
+
     def new_staging(self, run_id: str) -> Path:
         """``<tmp>/.staging-<run_id>-<root's tag>-<random>``, in the system's temporary
         directory (``TMPDIR``), which must hold a run's tree."""
@@ -146,7 +157,7 @@ class ObjectStoreBackend(Backend):
     def copy_file(self, source: str, dest: Path) -> None:
         self.fs.get_file(source, str(dest))
 
-    def commit_run(self, staging: Path, run_id: str, ok: bool) -> str:
+    def commit_run(self, staging: Path, run_id: str, ok: bool, serve: bool = True) -> str:
         fs = self.fs
         try:
             if not ok:
@@ -163,8 +174,9 @@ class ObjectStoreBackend(Backend):
                 if fs.exists(dest):  # an upload that died before its manifest
                     fs.rm(dest, recursive=True)
                 self._upload(staging, dest)
-            fs.pipe_file(f"{self.base}/{CURRENT}", f"{run_id}\n".encode(),
-                         **_upload_options(self._protocols, TEXT, None))
+            if serve:
+                fs.pipe_file(f"{self.base}/{CURRENT}", f"{run_id}\n".encode(),
+                             **_upload_options(self._protocols, TEXT, None))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return f"{self.url}/{RUNS}/{run_id}"

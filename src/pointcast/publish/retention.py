@@ -95,10 +95,12 @@ def retain_cache(cache: Path | str, keep: int, max_bytes: int | None = None,
 
     A cached model run is a directory ``<cache>/<kind>/<model>/<YYYYMMDDHH>/`` (``kind`` is
     the source type: ``sample``, ``http``); nothing else under ``<cache>`` is touched. Per
-    ``(kind, model)`` the ``keep`` newest runs are kept; then, while the runs left weigh more
-    than ``max_bytes``, the oldest go first. Runs named in ``in_use`` (``(model, YYYYMMDDHH)``,
-    the runs the cycle just used) are never removed. A run is renamed to a ``.trash-*`` name
-    before it is deleted, so a source never finds it half-deleted under its own name.
+    ``(kind, model)`` the ``keep`` newest runs are kept, a run named in ``in_use`` counting
+    among them whether it is in the cache yet or not (one about to be downloaded takes its
+    place); then, while the runs left weigh more than ``max_bytes``, the oldest go first.
+    Runs named in ``in_use`` (``(model, YYYYMMDDHH)``: the runs the cycle uses) are never
+    removed. A run is renamed to a ``.trash-*`` name before it is deleted, so a source never
+    finds it half-deleted under its own name.
     """
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
@@ -108,14 +110,16 @@ def retain_cache(cache: Path | str, keep: int, max_bytes: int | None = None,
     for model in sorted(p for p in cache.glob("*/*") if p.is_dir()):
         for leftover in model.glob(f"{TRASH_PREFIX}*"):  # an interrupted deletion
             shutil.rmtree(leftover, ignore_errors=True)
-        found = sorted((p for p in model.iterdir() if p.is_dir() and _CACHE_RUN_RE.match(p.name)),
-                       key=lambda p: p.name, reverse=True)
-        for i, p in enumerate(found):
-            if i < keep or (model.name, p.name) in in_use:
-                kept.append(p)
+        found = {p.name: p for p in model.iterdir() if p.is_dir() and _CACHE_RUN_RE.match(p.name)}
+        wanted = {run for m, run in in_use if m == model.name}
+        for i, name in enumerate(sorted(found.keys() | wanted, reverse=True)):
+            if name not in found:
+                continue
+            if i < keep or name in wanted:
+                kept.append(found[name])
             else:
-                remove_tree(p, model)
-                removed.append(p)
+                remove_tree(found[name], model)
+                removed.append(found[name])
     if max_bytes is not None:
         sizes = {p: _tree_bytes(p) for p in kept}
         total = sum(sizes.values())
@@ -129,6 +133,48 @@ def retain_cache(cache: Path | str, keep: int, max_bytes: int | None = None,
     for p in removed:
         log.info("cache retention removed %s", p)
     return removed
+
+
+class NoRoom(RuntimeError):
+    """A model run that cannot fit in the cache (`make_room`): it is not downloaded."""
+
+
+FREE_MARGIN = 0.05  # of the cache's file system, left free beside the downloads ...
+FREE_MARGIN_MIN_BYTES = 10**9  # ... and at least this: scratch stores and staging share it
+
+
+def make_room(cache: Path | str, keep: int, max_bytes: int | None, in_use: Collection[tuple[str, str]],
+              needed: int, what: str) -> list[Path]:
+    """Before ``needed`` bytes of ``what`` (a model run) are downloaded into ``cache``: the
+    cached runs no longer needed evicted (`retain_cache`: beyond the ``keep`` newest per
+    model, counting the runs in ``in_use``, and oldest first while the runs left and
+    ``needed`` weigh more than ``max_bytes``); return the paths removed. The runs in
+    ``in_use``, this cycle's, stay. Raises `NoRoom`, saying which limit and by how much,
+    when ``needed`` still exceeds ``max_bytes`` less the runs left, or the file system's
+    free space less its margin (`FREE_MARGIN`)."""
+    cache = Path(cache)
+    removed = retain_cache(cache, keep, None if max_bytes is None else max(max_bytes - needed, 0), in_use)
+    if needed <= 0:
+        return removed
+    runs = sum(_tree_bytes(p) for p in cache.glob("*/*/*") if p.is_dir() and _CACHE_RUN_RE.match(p.name))
+    if max_bytes is not None and runs + needed > max_bytes:
+        raise NoRoom(f"{what} needs {_gb(needed)} in the cache; [output] cache_max_gb = "
+                     f"{max_bytes / 1e9:g} leaves {_gb(max(max_bytes - runs, 0))} beside the "
+                     f"{_gb(runs)} of the runs this cycle uses: not downloaded")
+    existing = next(p for p in (cache, *cache.parents) if p.exists())
+    disk = shutil.disk_usage(existing)
+    margin = max(int(disk.total * FREE_MARGIN), FREE_MARGIN_MIN_BYTES)
+    if needed > disk.free - margin:
+        raise NoRoom(f"{what} needs {_gb(needed)} in the cache; its file system ({existing}) has "
+                     f"{_gb(disk.free)} free, {_gb(max(disk.free - margin, 0))} above the margin of "
+                     f"{_gb(margin)} kept for scratch and staging: not downloaded")
+    log.info("cache: %s to download for %s, %s of runs kept, %s free", _gb(needed), what, _gb(runs),
+             _gb(disk.free))
+    return removed
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.3g} GB ({int(n)} bytes)"
 
 
 def _tree_bytes(path: Path) -> int:

@@ -31,6 +31,7 @@ import pandas as pd
 from isal import igzip
 
 from .. import faults, viewer
+from ..config import utc_time
 from .backend import FAILED, JSON_DIR, MANIFEST, NAME_RE, VALIDATION, check_name
 from .durable import fsync_dir, write_bytes
 from .roots import backend_for
@@ -144,7 +145,7 @@ def carry_product(root: Path | str, writer: TreeWriter, product: str) -> dict | 
 
 
 def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Mapping[str, Any],
-                validation: Mapping[str, Any], ok: bool, mode: str = "both") -> Any:
+                validation: Mapping[str, Any], ok: bool, mode: str = "both", serve: bool = True) -> Any:
     """Finish a run: write its manifest and validation report and make it visible.
 
     ``manifest.json`` is ``manifest`` plus ``run_id`` and ``published_at`` (UTC ISO time) when
@@ -161,7 +162,7 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
 
     A valid run's JSON tree also gets the viewer (:func:`add_viewer`; ``mode``: the tree's
     ``[output] json`` mode, which its copies of the run files follow). Finally ``current``
-    names ``run_id`` and the run's location is returned (a `Path` on a local root, a URL on an
+    names ``run_id`` (unless ``serve`` is false: `serves_newer`) and the run's location is returned (a `Path` on a local root, a URL on an
     object store). ``staging`` must come from :func:`new_run_dir` for the same ``root``.
     """
     backend = backend_for(root)
@@ -176,9 +177,22 @@ def publish_run(root: Path | str, staging: Path | str, run_id: str, manifest: Ma
         add_viewer(staging, meta, validation, backend.history_dir, mode)
     fsync_dir(staging)
     faults.point("run-staged")
-    location = backend.commit_run(staging, run_id, ok)
+    location = backend.commit_run(staging, run_id, ok, serve)
     log.info("published run %s (%s)", run_id, location)
     return location
+
+
+def serves_newer(root: Path | str, manifest: Mapping[str, Any]) -> bool:
+    """Whether the served run was made at a later clock than the run of ``manifest`` (their
+    ``created``): a cycle run at a past time (`pointcast run --at`, a backfill) publishes its
+    run and archives it, and the newer forecast stays served."""
+    backend = backend_for(root)
+    run = backend.current()
+    served = backend.run_manifest(run) if run else None
+    try:
+        return utc_time(served["created"]) > utc_time(manifest["created"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):  # nothing served, or a manifest without the time
+        return False
 
 
 # ---- the viewer in the run tree (docs/viewer.md) ----------------------------------------------

@@ -21,9 +21,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..config import parse_init
 from ..sources import run_steps
-from ..sources.base import FetchedRun, ModelSpec, RunRef, floor_run
+from ..sources.base import FetchedRun, ModelSpec, RunRef, Size, estimated_bytes, floor_run
 from ..sources.icon import NATIVE_GRIDS
 from . import ensemble, gfs, icon, ifs, msm
 from .encode import Writer
@@ -66,6 +68,9 @@ class SampleSource:
     # grid's 1440 columns up to ENSEMBLE_COARSENING times ``scale`` (a global crop is then
     # evenly spaced across the 0/360 seam).
     ensemble_scale: int | None = None
+    # [start, end): no run starting then is published, as when an upstream stops (the soak
+    # test, rehearsing the stale alarm); discovery then finds the last run before it.
+    outage: tuple[datetime, datetime] | None = None
     _init: datetime | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
@@ -100,7 +105,7 @@ class SampleSource:
 
     @classmethod
     def from_options(cls, name: str, options: Mapping[str, Any]) -> SampleSource:
-        known = {"scale", "area", "init", "horizon_hours", "icon_layout", "ensemble_scale"}
+        known = {"scale", "area", "init", "horizon_hours", "icon_layout", "ensemble_scale", "outage"}
         unknown = sorted(set(options) - known - {"type"})
         if unknown:
             raise ValueError(f"source {name!r} (sample): unknown option(s) {unknown}; "
@@ -112,56 +117,43 @@ class SampleSource:
 
     def discover(self, model: ModelSpec, now: datetime) -> RunRef:
         init = floor_run(model, self._init or now)
+        while self.outage and self.outage[0] <= init < self.outage[1]:
+            init = floor_run(model, init - timedelta(hours=1))
         steps = run_steps(model, init)
         if self.horizon_hours is not None:
             steps = tuple(s for s in steps if s <= timedelta(hours=self.horizon_hours))
         return RunRef(model=model.id, init=init, steps=steps, source="sample", synthetic=True,
                       complete=True)
 
+    def size(self, run: RunRef, model: ModelSpec, cache: Path) -> Size:
+        """What `fetch` writes: nothing for a run in the cache, otherwise estimated from the
+        sample grid (`estimated_bytes`)."""
+        run_dir, fingerprint, scale = self._run_dir(run, model, cache)
+        if self._cached(run_dir, fingerprint) is not None:
+            return Size(0, "cached")
+        points = int(np.prod(self._grid(model, scale).shape))
+        return Size(estimated_bytes(model, run.steps, points), "estimate")
+
     def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
-        if run.model != model.id:
-            raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
-        if not run.steps:
-            raise ValueError(f"run {run.model} {run.init:%Y%m%d%H} has no steps")
-        init = (run.init.replace(tzinfo=UTC) if run.init.tzinfo is None
-                else run.init.astimezone(UTC))
-        run_dir = Path(cache) / "sample" / model.id / f"{init:%Y%m%d%H}"
+        run_dir, fingerprint, scale = self._run_dir(run, model, cache)
+        init = datetime.fromisoformat(fingerprint["init"])
         marker = run_dir / "complete"
-        fingerprint = {
-            "generator": GENERATOR, "model": model.id, "init": init.isoformat(),
-            "steps_minutes": [int(s.total_seconds() // 60) for s in run.steps],
-            "scale": self.scale, "area": list(self.area),
-        }
-        scale = self.scale
-        if model.members and self.ensemble_scale is not None:  # set by __post_init__
-            scale = fingerprint["scale"] = self.ensemble_scale
-        native = model.id in NATIVE_GRIDS and self.icon_layout == "v1"
-        if model.id in NATIVE_GRIDS or model.id == "icon-eu-eps":
-            fingerprint["icon_layout"] = self.icon_layout
         notes = (SYNTHETIC_NOTE,
                  f"sample {model.id} run {init:%Y-%m-%d %H} UTC, scale {scale} (every "
                  f"{scale}th row/column of the {model.grid.dlat} deg grid), area "
                  f"{list(self.area)}")
+        cached = self._cached(run_dir, fingerprint)
+        if cached is not None:
+            return FetchedRun(run=run, files=cached, notes=notes)
         if marker.exists():
-            try:
-                done = json.loads(marker.read_text())
-            except (OSError, ValueError):
-                done = {}
-            if {k: done.get(k) for k in fingerprint} == fingerprint:
-                files = tuple(run_dir / f for f in done.get("files", []))
-                if all(f.exists() for f in files):
-                    return FetchedRun(run=run, files=files, notes=notes)
             log.info("sample %s %s: cached run differs from the configuration, rewriting",
                      model.id, run_dir)
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
-        if model.members:
-            grid = ensemble.grid(model, scale, self.area)
-            weather = Weather(ensemble.weather_model(model), grid, LandMask.load(cache))
-        else:
-            grid = (cell_grid if native else sample_grid)(model, scale, self.area)
-            weather = Weather(model, grid, LandMask.load(cache))
+        grid = self._grid(model, scale)
+        weather = Weather(ensemble.weather_model(model) if model.members else model, grid,
+                          LandMask.load(cache))
         writer = Writer(run_dir)
         try:
             writer.write("README.txt", _readme(model, init, grid, scale, self).encode(),
@@ -191,6 +183,45 @@ class SampleSource:
         log.info("sample %s %s: %d files, %.1f MB", model.id, f"{init:%Y%m%d%H}", len(files),
                  writer.bytes / 1e6)
         return FetchedRun(run=run, files=files, notes=notes)
+
+    def _run_dir(self, run: RunRef, model: ModelSpec, cache: Path) -> tuple[Path, dict[str, Any], int]:
+        """The run's directory in ``cache``, the fingerprint its ``complete`` marker records,
+        and the scale of its grid."""
+        if run.model != model.id:
+            raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
+        if not run.steps:
+            raise ValueError(f"run {run.model} {run.init:%Y%m%d%H} has no steps")
+        init = (run.init.replace(tzinfo=UTC) if run.init.tzinfo is None
+                else run.init.astimezone(UTC))
+        fingerprint: dict[str, Any] = {
+            "generator": GENERATOR, "model": model.id, "init": init.isoformat(),
+            "steps_minutes": [int(s.total_seconds() // 60) for s in run.steps],
+            "scale": self.scale, "area": list(self.area),
+        }
+        scale = self.scale
+        if model.members and self.ensemble_scale is not None:  # set by __post_init__
+            scale = fingerprint["scale"] = self.ensemble_scale
+        if model.id in NATIVE_GRIDS or model.id == "icon-eu-eps":
+            fingerprint["icon_layout"] = self.icon_layout
+        return Path(cache) / "sample" / model.id / f"{init:%Y%m%d%H}", fingerprint, scale
+
+    @staticmethod
+    def _cached(run_dir: Path, fingerprint: dict[str, Any]) -> tuple[Path, ...] | None:
+        """The files of the run in the cache when its marker records ``fingerprint``."""
+        try:
+            done = json.loads((run_dir / "complete").read_text())
+        except (OSError, ValueError):
+            return None
+        files = tuple(run_dir / f for f in done.get("files", []))
+        if {k: done.get(k) for k in fingerprint} == fingerprint and all(f.exists() for f in files):
+            return files
+        return None
+
+    def _grid(self, model: ModelSpec, scale: int) -> SampleGrid | CellGrid:
+        if model.members:
+            return ensemble.grid(model, scale, self.area)
+        native = model.id in NATIVE_GRIDS and self.icon_layout == "v1"
+        return (cell_grid if native else sample_grid)(model, scale, self.area)
 
 
 def _readme(model: ModelSpec, init: datetime, grid: SampleGrid | CellGrid, scale: int,

@@ -26,8 +26,9 @@ def missing(name: str) -> ApiError:
     return ApiError(400, "400_001", f'"{name}" is required')
 
 
-def invalid(name: str) -> ApiError:
-    return ApiError(400, "400_002", f'"{name}" is invalid value')
+def invalid(name: str, why: str = "") -> ApiError:
+    """400_002; ``why``, where the value alone does not say it: what is wrong with it."""
+    return ApiError(400, "400_002", f'"{name}" is invalid value' + (f": {why}" if why else ""))
 
 
 def out_of_range(name: str, text: str) -> ApiError:

@@ -99,7 +99,20 @@ def single(params: Mapping[str, list[str]], name: str) -> str:
     if not values or all(v == "" for v in values):
         raise missing(name)
     if any(v != values[0] for v in values[1:]):
-        raise invalid(name)
+        raise invalid(name, "given several times with different values")
+    return values[0]
+
+
+def optional(params: Mapping[str, list[str]], name: str) -> str | None:
+    """The one value of an optional parameter, None when absent: 400_002 when empty (given,
+    but naming nothing: leave it out instead) or repeated with different values."""
+    values = params.get(name)
+    if values is None:
+        return None
+    if any(v != values[0] for v in values[1:]):
+        raise invalid(name, "given several times with different values")
+    if values[0] == "":
+        raise invalid(name, "empty (it is optional: leave it out)")
     return values[0]
 
 
@@ -138,16 +151,19 @@ def _two_numbers(text: str, separator: str, name: str) -> tuple[float, float]:
     return lat, lon
 
 
-def parse_pairs(value: str, max_pairs: int, name: str = "latlon", *, check_range: bool = True) -> list[Pair]:
+def parse_pairs(value: str, max_pairs: int, name: str = "latlon", *, check_range: bool = True,
+                rule: str = "") -> list[Pair]:
     """``lat,lon`` pairs separated by ``;`` or ``|``.
 
-    400_002: too many pairs, an empty pair, not exactly two numbers, NaN/inf.
+    400_002: too many pairs (the message names the limit, and ``rule``, what sets it, e.g.
+    "with freq=1H"), an empty pair, not exactly two numbers, NaN/inf.
     400_003: latitude outside [-90, 90] or longitude outside [-180, 180] (unless
     ``check_range`` is false: then the caller runs ``check_pair_ranges`` later).
     """
     texts = _PAIR_SEPARATORS.split(value)
     if len(texts) > max_pairs:
-        raise invalid(name)
+        raise invalid(name, f"{len(texts)} pairs, more than the {max_pairs} this operation takes"
+                            + (f" {rule}" if rule else ""))
     pairs = []
     for text in texts:
         lat, lon = _two_numbers(text, ",", name)
@@ -217,7 +233,7 @@ def parse_time_zone(text: str, name: str = "tz") -> str:
     Only names from zoneinfo's own list reach ZoneInfo, so request text never names a file."""
     zone = _time_zones().get(text.lower()) if len(text) <= 64 else None
     if zone is None:
-        raise invalid(name)
+        raise invalid(name, "not an IANA time zone name (e.g. Europe/Paris)")
     return zone
 
 

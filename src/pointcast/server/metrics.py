@@ -20,7 +20,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..config import ScheduleConfig
-from ..outcome import STATUSES, last_cycle
+from ..outcome import STATUSES, last_cycle, upstream_runs
+from ..sources import MODELS
 from .errors import ApiError
 from .run import parse_time
 
@@ -31,7 +32,6 @@ METRICS_PATH = "/metrics"
 # Down to 0.1 ms: an answer kept per run is made in far less than the library's default
 # smallest bucket (5 ms), which would put nearly every request in one bucket.
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-STALE_PERIODS = 2  # a product older than this many schedule periods is stale
 DEFAULT_SCHEDULE_HOURS = ScheduleConfig().every_hours
 
 
@@ -42,16 +42,39 @@ def schedule_hours(manifest: dict[str, Any], default: int) -> int:
     return hours if isinstance(hours, int) and not isinstance(hours, bool) and hours > 0 else default
 
 
-def product_ages(manifest: dict[str, Any], now: datetime, default_hours: int) -> dict[str, tuple[float, bool]]:
+def stale_after(entry: dict[str, Any], period: int) -> timedelta | None:
+    """The age past which the product of manifest ``entry`` is stale: the manifest's
+    ``stale_after_hours`` (its basetime model's `ModelSpec.stale_after`), computed the same way
+    for a run published before it was recorded; None when the entry names no known model."""
+    hours = entry.get("stale_after_hours")
+    if isinstance(hours, (int, float)) and not isinstance(hours, bool):
+        return timedelta(hours=hours)
+    models = entry.get("models")
+    if isinstance(models, list) and models and models[0] in MODELS:
+        return MODELS[models[0]].stale_after(period)
+    return None
+
+
+def product_ages(manifest: dict[str, Any], now: datetime, default_hours: int, root: Path) -> dict[str, tuple[float, bool]]:
     """Each product of the manifest with a basetime: (its age in seconds at ``now``, whether it
-    is older than ``STALE_PERIODS`` schedule periods)."""
-    limit = timedelta(hours=STALE_PERIODS * schedule_hours(manifest, default_hours))
+    is stale). Stale (docs/operations.md, "When a product is stale"): older than its
+    `stale_after`, or a newer run of its basetime model (the first of its ``models``) has
+    been complete upstream for over a schedule period, as the cycles writing under ``root``
+    found it (`pointcast.outcome.upstream_runs`), and is still not served."""
+    period = schedule_hours(manifest, default_hours)
+    upstream = upstream_runs(root)
     ages = {}
     for pid, entry in (manifest.get("products") or {}).items():
         basetime = parse_time(entry.get("basetime")) if isinstance(entry, dict) else None
-        if basetime is not None:
-            age = now - basetime
-            ages[pid] = (age.total_seconds(), age > limit)
+        if basetime is None:
+            continue
+        age = now - basetime
+        limit = stale_after(entry, period)
+        models = entry.get("models")
+        newer = upstream.get(models[0]) if isinstance(models, list) and models and isinstance(models[0], str) else None
+        overdue = (newer is not None and newer["init"] > basetime
+                   and now - newer["complete_since"] > timedelta(hours=period))
+        ages[pid] = (age.total_seconds(), (limit is not None and age > limit) or overdue)
     return ages
 
 
@@ -101,7 +124,9 @@ class _Freshness(Collector):
         age = GaugeMetricFamily("pointcast_product_age_seconds",
                                 "Now minus the basetime of the run serving the product", labels=["product"])
         stale = GaugeMetricFamily("pointcast_product_stale",
-                                  f"1 when the product is older than {STALE_PERIODS} schedule periods",
+                                  "1 when the product is stale: older than its basetime model's run interval, "
+                                  "publication delay and a schedule period, or a newer run of that model has been "
+                                  "complete upstream for a schedule period and is not served",
                                   labels=["product"])
         carried = GaugeMetricFamily("pointcast_product_carried",
                                     "1 when the product's files are carried over from an earlier run",
@@ -113,7 +138,8 @@ class _Freshness(Collector):
         except ApiError:  # nothing published: no product to report
             manifest = {}
         now = datetime.fromtimestamp(self.clock(), UTC)
-        for pid, (seconds, too_old) in sorted(product_ages(manifest, now, self.default_hours).items()):
+        ages = product_ages(manifest, now, self.default_hours, self.root)
+        for pid, (seconds, too_old) in sorted(ages.items()):
             entry = manifest["products"][pid]
             age.add_metric([pid], seconds)
             stale.add_metric([pid], float(too_old))

@@ -31,6 +31,8 @@ _CACHE_HEADERS = {
              "description": "run and content (weak for global/wx and ss1wx: without requestId)"},
     "Cache-Control": {"required": True, "schema": _STR, "description": "public, max-age until the next update"},
     "Last-Modified": {"schema": _STR, "description": "the run's publication time"},
+    "X-Pointcast-Synthetic": {"schema": {"type": "string", "enum": ["true"]},
+                              "description": "only when the run was made from synthetic model runs (sample source)"},
 }
 
 
@@ -142,7 +144,8 @@ def schemas() -> dict[str, Any]:
         "JapanWx": _wx(contract.tables("japan")),
         "Quantiles": _quantiles(),
         "Power": _power(),
-        "Catalog": _obj(("run_id", "products"), run_id=_STR, products={"type": "array", "items": _obj(
+        "Catalog": _obj(("run_id", "synthetic", "products"), run_id=_STR, synthetic={"type": "boolean"},
+                        products={"type": "array", "items": _obj(
             ("product", "operations", "points"), product=_STR, operations={"type": "array", "items": _STR},
             points={"type": "array", "items": {"type": "object"}})}),
         **{

@@ -32,6 +32,7 @@ from .grammar import (
     check_coverage,
     check_hubheight_range,
     check_pair_ranges,
+    optional,
     parse_coordinate,
     parse_hubheight,
     parse_lat_slash_lon,
@@ -45,6 +46,8 @@ from .responses import JSON_TYPE, Answer, Response
 from .run import PRODUCT_ID, ProductIndex, Run, parse_time, read_run_file
 
 log = logging.getLogger(__name__)
+HEIGHT_PRODUCTS = tuple(p for p, op in contract.BY_PRODUCT.items() if op.answer == "wind")
+"""The products answered at a hub height (``hubheight``): the windpack's."""
 
 
 @dataclass
@@ -67,7 +70,8 @@ class Served(Protocol):
 
     openapi: tuple[Piece, bytes]  # the document and its ETag
     clock: Callable[[], float]  # now, in seconds since the epoch (the products' ages)
-    schedule_hours: int  # `[schedule] every_hours`: a product older than two periods is stale
+    schedule_hours: int  # `[schedule] every_hours`, for a run whose manifest does not record it
+    root: Path  # the output root: what the cycles found upstream (`metrics.product_ages`)
 
     @property
     def openapi_deflated(self) -> Deflated: ...
@@ -88,6 +92,11 @@ class Operation:
     handler: Handler
     params: tuple[str, ...] = ()
     kept: bool = True  # its answers are kept per run and query (``Run.answers``); not if they age
+
+
+def synthetic(run: Run) -> bool:
+    """Whether the run was made from synthetic model runs (its manifest's ``synthetic``)."""
+    return run.manifest.get("synthetic") is True
 
 
 def _served(op: Operation, request: Request) -> tuple[Run, ProductIndex]:
@@ -120,7 +129,7 @@ def handle_common(app: Served, op: Operation, request: Request) -> Answer:
     freq = single(request.params, "freq")
     if freq not in FREQS:
         raise invalid("freq")
-    pairs = parse_pairs(latlon, max_pairs(freq))
+    pairs = parse_pairs(latlon, max_pairs(freq), rule=f"with freq={freq}")
 
     grid = app.grid(op.product)
     check_coverage(grid, pairs)
@@ -142,7 +151,7 @@ def handle_common(app: Served, op: Operation, request: Request) -> Answer:
         tag.update(b"\0".join([key, lat_json, lon_json, point.digest]))
     parts.append(b"}")
     etag = b'"' + tag.hexdigest().encode() + b'"'
-    return Answer(parts, etag, run.published, index.next_update, run.deflated)
+    return Answer(parts, etag, run.published, index.next_update, run.deflated, synthetic=synthetic(run))
 
 
 def handle_windpack(app: Served, op: Operation, request: Request) -> Answer:
@@ -157,7 +166,7 @@ def handle_windpack(app: Served, op: Operation, request: Request) -> Answer:
     hub_text = single(request.params, "hubheight")
     if freq not in FREQS:
         raise invalid("freq")
-    pairs = parse_pairs(latlon, max_pairs(freq), check_range=False)
+    pairs = parse_pairs(latlon, max_pairs(freq), check_range=False, rule=f"with freq={freq}")
     height = parse_hubheight(hub_text)
     check_pair_ranges(pairs)
     check_hubheight_range(height)
@@ -185,7 +194,7 @@ def handle_windpack(app: Served, op: Operation, request: Request) -> Answer:
         tag.update(b"\0".join([key, lat_json, lon_json, digest]))
     parts.append(b"}")
     etag = b'"' + tag.hexdigest().encode() + b'"'
-    return Answer(parts, etag, run.published, index.next_update, run.deflated)
+    return Answer(parts, etag, run.published, index.next_update, run.deflated, synthetic=synthetic(run))
 
 
 def _wind_at_height(
@@ -234,11 +243,12 @@ def handle_quantiles(app: Served, op: Operation, request: Request) -> Answer:
         raise invalid("product")
     pair = parse_pairs(single(request.params, "latlon"), 1, check_range=False)[0]
     height = None
-    if "hubheight" in request.params:
-        values = request.params["hubheight"]
-        if served.answer != "wind" or any(v != values[0] for v in values):
-            raise invalid("hubheight")  # a windpack parameter, given once
-        height = parse_hubheight(values[0])
+    hub_text = optional(request.params, "hubheight")
+    if hub_text is not None:
+        if served.answer != "wind":  # a windpack parameter
+            raise invalid("hubheight", f"product {product} has no heights; it is taken with "
+                                       f"product={' or '.join(HEIGHT_PRODUCTS)}")
+        height = parse_hubheight(hub_text)
     check_pair_ranges([pair])
     if height is not None:
         check_hubheight_range(height)
@@ -270,7 +280,8 @@ def handle_quantiles(app: Served, op: Operation, request: Request) -> Answer:
     tag = hashlib.blake2b(b"\0".join([os.fsencode(run.run_id), op.path.encode(), product.encode(),
                                       (height.text if height else "").encode(), lat_json, lon_json, digest]),
                           digest_size=16)
-    return Answer(parts, b'"' + tag.hexdigest().encode() + b'"', run.published, index.next_update, run.deflated)
+    return Answer(parts, b'"' + tag.hexdigest().encode() + b'"', run.published, index.next_update, run.deflated,
+                  synthetic=synthetic(run))
 
 
 def handle_power(app: Served, op: Operation, request: Request) -> Answer:
@@ -307,7 +318,8 @@ def handle_global(app: Served, op: Operation, request: Request) -> Answer:
     """
     text = single(request.params, "latlon")
     lat, lon = parse_lat_slash_lon(text)
-    zone = parse_time_zone(single(request.params, "tz")) if "tz" in request.params else None
+    tz = optional(request.params, "tz")
+    zone = None if tz is None else parse_time_zone(tz)
     return wxdata_answer(app, op, request, lat, lon, "latlon", text, zone)
 
 
@@ -351,14 +363,15 @@ def wxdata_answer(app: Served, op: Operation, request: Request, lat: float, lon:
                            lat_json, lon_json, point.digest]))
     etag = b'W/"' + tag.hexdigest().encode() + b'"'
     parts = [b'{"requestId":"', b"", b'","wxdata":[', *point.splice(lat_json, lon_json), b"]}"]
-    return Answer(parts, etag, run.published, index.next_update, run.deflated, request_id_at=1)
+    return Answer(parts, etag, run.published, index.next_update, run.deflated, request_id_at=1,
+                  synthetic=synthetic(run))
 
 
 def handle_catalog(app: Served, op: Operation, request: Request) -> Answer:
     """What the current run serves: each product with its age, points, basetime, updated_time.
 
     The products are rendered once per run; each answer puts in their ages at the clock's
-    time (``age_s``, ``stale``: older than two schedule periods, ``metrics.product_ages``), so
+    time (``age_s``, ``stale``: ``metrics.product_ages``), so
     the answer is not kept, and its ETag is weak: it covers the run and which products are
     stale, not the seconds of their ages (an answer a second later is equivalent)."""
     run = request.run()
@@ -366,8 +379,9 @@ def handle_catalog(app: Served, op: Operation, request: Request) -> Answer:
         run.catalog = _catalog(run)
     heads, tails, etag, updated, next_update = run.catalog
     manifest = run.manifest
-    ages = product_ages(manifest, datetime.fromtimestamp(app.clock(), UTC), app.schedule_hours)
-    parts: list[bytes] = [b'{"run_id":' + json.dumps(run.run_id).encode() + b',"products":[']
+    ages = product_ages(manifest, datetime.fromtimestamp(app.clock(), UTC), app.schedule_hours, app.root)
+    parts: list[bytes] = [b'{"run_id":' + json.dumps(run.run_id).encode()
+                          + b',"synthetic":' + json.dumps(synthetic(run)).encode() + b',"products":[']
     tag = hashlib.blake2b(etag, digest_size=16)
     for i, (product, head) in enumerate(heads):
         seconds, stale = ages.get(product, (None, None))
@@ -380,7 +394,8 @@ def handle_catalog(app: Served, op: Operation, request: Request) -> Answer:
         parts += [head, json.dumps(fresh)[1:-1].encode() + b",", tails[i]]
         tag.update(b"\0%d" % bool(stale))
     parts.append(b"]}")
-    return Answer(parts, b'W/"' + tag.hexdigest().encode() + b'"', updated, next_update, run.deflated)
+    return Answer(parts, b'W/"' + tag.hexdigest().encode() + b'"', updated, next_update, run.deflated,
+                  synthetic=synthetic(run))
 
 
 def _catalog(run: Run) -> tuple[list[tuple[str, Piece]], list[Piece], bytes, datetime | None, datetime | None]:

@@ -23,6 +23,9 @@ from .run import ByteBoundLru
 
 JSON_TYPE = b"application/json"
 ZERO_COPY = "http.response.zerocopysend"  # the ASGI extension's name in ``scope["extensions"]``
+SYNTHETIC_HEADER = (b"x-pointcast-synthetic", b"true")
+"""On every answer made from synthetic model runs (the sample source): the bodies are the
+specification's, so a client that reads only them could not tell (docs/api.md)."""
 ZERO_COPY_BYTES = 16_384
 """Shorter bodies are joined per request: copying them costs less than a file's system calls."""
 
@@ -119,6 +122,7 @@ class Answer:
     next_update: datetime | None
     deflated: Callable[[Piece], Deflated]  # the cached deflate form of a ``Piece``
     request_id_at: int | None = None  # the part that is a fresh UUID4 per request
+    synthetic: bool = False  # made from synthetic model runs (the run's manifest): SYNTHETIC_HEADER says so
     # gzip or not -> (max-age, the 200's headers) of the second they were made in
     heads: dict[bool, tuple[int, list[tuple[bytes, bytes]]]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -153,6 +157,8 @@ def _validators(answer: Answer, etag: bytes, max_age: int) -> list[tuple[bytes, 
                (b"vary", b"Accept-Encoding")]
     if answer.updated is not None:
         headers.append((b"last-modified", _http_date(answer.updated)))
+    if answer.synthetic:  # on a 304 too: a cache updates its stored headers from it
+        headers.append(SYNTHETIC_HEADER)
     return headers
 
 

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import viewer
 from ..config import utc_time
 from ..contract import POWER_PRODUCT, QUANTILE_DIR, height_name
+from ..publish import VERIFICATION_DIR
 from .compress import Deflated, Piece
 from .grammar import HubHeight
 from .quantiles import QuantileFile
@@ -47,6 +49,8 @@ MAX_BODY_FILES = 256  # kept answers' bodies held as in-memory files per run (``
 # A point id is used as a file name: only plain names are accepted from index.json.
 _POINT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 PRODUCT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
+# The folders of a run's JSON tree that are not products: the verification's and the viewer's.
+NOT_PRODUCTS = frozenset((VERIFICATION_DIR, viewer.ASSETS))
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -236,7 +240,7 @@ class Run:
             names = sorted(os.listdir(self.path / "json"))
         except OSError:
             return []
-        found = (self.product(name) for name in names if PRODUCT_ID.match(name))
+        found = (self.product(name) for name in names if PRODUCT_ID.match(name) and name not in NOT_PRODUCTS)
         return [p for p in found if p is not None]
 
     def _parsed(self, key: tuple, product: str, subdir: str, point_id: str, kind: str,

@@ -8,13 +8,13 @@ ECMWF open data, DWD open data ...) is a place runs of those models come from.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..gribtable import GribField
+from ..gribtable import RUN_LEVELS, GribField, Processing
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,11 @@ class ModelSpec:
     # An ensemble: its members, control included where one is published (perturbationNumber
     # 0; ICON-EU-EPS publishes members 1-40 and no control); 0 for a deterministic model.
     members: int = 0
+    # How long after its start a run is usually complete on the upstream (its last step
+    # published): with `run_interval`, how old a served run may be in a steady state
+    # (`stale_after`); the sample source's runs count as published from then, so that a cycle
+    # at a set clock (`pointcast run --at`) takes the runs an operator had at that time.
+    publication_delay: timedelta = timedelta(0)
 
     def field_for(self, var: str) -> GribField:
         for f in self.fields:
@@ -105,6 +110,21 @@ class ModelSpec:
     @property
     def horizon(self) -> timedelta:
         return max(self.steps)
+
+    def run_interval(self, run_hours: Collection[int] | None = None) -> timedelta:
+        """The longest time between two consecutive runs (over midnight too), of ``run_hours``
+        where given (the runs a cycle can take: IFS's 00/12 UTC where only they reach the
+        horizon a product needs of it), of every run otherwise."""
+        starts = sorted(self.run_hours if not run_hours else run_hours)
+        return timedelta(hours=max(b - a for a, b in zip(starts, [*starts[1:], starts[0] + 24], strict=True)))
+
+    def stale_after(self, schedule_hours: int, run_hours: Collection[int] | None = None) -> timedelta:
+        """The age past which a product whose basetime is this model's run is stale: a run is
+        served at most one run interval (of the runs the cycle can take, ``run_hours``) plus
+        its publication delay after its start before the next one is complete upstream, and
+        a cycle takes that one at most a schedule period later (docs/operations.md, "When a
+        product is stale")."""
+        return self.run_interval(run_hours) + self.publication_delay + timedelta(hours=schedule_hours)
 
 
 @dataclass(frozen=True)
@@ -127,6 +147,15 @@ class FetchedRun:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class Size:
+    """The bytes a fetch of a run still has to write into the cache, and how they are known
+    ("index": the upstream's index sizes; "estimate": `estimated_bytes`; "cached": none)."""
+
+    bytes: int
+    how: str
+
+
 class Source(Protocol):
     """The port for a place model runs come from."""
 
@@ -134,7 +163,28 @@ class Source(Protocol):
 
     def discover(self, model: ModelSpec, now: datetime) -> RunRef: ...
 
+    def size(self, run: RunRef, model: ModelSpec, cache: Path) -> Size: ...
+
     def fetch(self, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun: ...
+
+
+BYTES_PER_VALUE = 2  # 16-bit packing, the upstreams' usual and the sample's
+MESSAGE_OVERHEAD = 200  # a GRIB2 message's sections besides its values
+# The levels of a row whose run chooses them (ICON's model levels spanning the hub heights,
+# its HHL column once), counted without the run's HHL at hand.
+RUN_LEVELS_GUESS = 10
+
+
+def estimated_bytes(model: ModelSpec, steps: tuple[timedelta, ...], points: int) -> int:
+    """The messages of ``model``'s table at ``steps`` (every member), ``points`` values each at
+    `BYTES_PER_VALUE`: where no index gives the sizes. An upper bound mostly, as compressed
+    packing (CCSDS, JPEG, bz2 files) makes messages smaller."""
+    fine = [s for s in model.fine_steps if steps and s <= max(steps)]
+    messages = 0
+    for row in model.fields:
+        at = 1 if row.processing is Processing.CONSTANT else len(steps) + (len(fine) if row.fine else 0)
+        messages += at * (len(row.levels) if row.levels else RUN_LEVELS_GUESS if row.levels == RUN_LEVELS else 1)
+    return messages * max(model.members, 1) * (points * BYTES_PER_VALUE + MESSAGE_OVERHEAD)
 
 
 def hours(*values: float) -> tuple[timedelta, ...]:

@@ -55,6 +55,7 @@ among others).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from ..gribtable import Encoding as _E, GribField, Processing
@@ -114,6 +115,9 @@ ENS = ModelSpec(
     steps=steps_for_run(0),
     fields=FIELDS,
     run_hours=(0, 6, 12, 18),
+    # ECMWF's dissemination schedule ends a 00 UTC ENS (day 15) near 07:40 UTC; open data follow
+    # it by an hour (ECMWF, "ECMWF open data: real-time forecasts", Availability)
+    publication_delay=timedelta(hours=9),
     # 9 km (TCo1279) since IFS cycle 48r1 (ECMWF, "Implementation of IFS Cycle 48r1": ENS
     # from 18 to 9 km); published on 0.25 deg.
     resolution_km=9.0,

@@ -41,6 +41,7 @@ control, for ``gec00`` and 3, positively perturbed, for the others (what wgrib2 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from ..gribtable import Encoding as _E, GribField, Processing
@@ -102,6 +103,8 @@ GEFS = ModelSpec(
     steps=hours(*range(0, 241, 3)),
     fields=FIELDS,
     run_hours=(0, 6, 12, 18),
+    # NOMADS/AWS hold GEFS's last step (384 h) about 5-6 h after the run's start
+    publication_delay=timedelta(hours=6),
     resolution_km=25.0,  # native C384 (about 25 km), published on 0.25 deg
     upstream=UPSTREAM,
     members=len(MEMBER_FILES),

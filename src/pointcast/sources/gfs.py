@@ -54,6 +54,7 @@ writing each message with centre kwbc and reading it back, ``tests/sources/test_
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from ..gribtable import Encoding as _E, GribField, Processing
@@ -137,6 +138,9 @@ GFS = ModelSpec(
     steps=STEPS,
     fields=FIELDS,
     run_hours=(0, 6, 12, 18),
+    # GFS's first steps reach NOMADS/AWS about 3.5 h after the run's start, the 120 h the
+    # products take (and the 384 h) within the next hour
+    publication_delay=timedelta(hours=4),
     resolution_km=13.0,  # native C768 cubed sphere; published on the 0.25 deg grid
     upstream=UPSTREAM,
 )

@@ -387,6 +387,8 @@ ICON_EU = ModelSpec(
     steps=hours(*range(0, 79)) + hours(*range(81, 121, 3)),
     fields=_fields("icon-eu", vis=True, fine=False),
     run_hours=(0, 6, 12, 18),
+    # DWD's open data server holds ICON-EU's 120 h about 3.5-4 h after the run's start
+    publication_delay=timedelta(hours=4),
     resolution_km=6.5,
     upstream=_upstream("icon-eu"),
 )
@@ -399,6 +401,8 @@ ICON_D2 = ModelSpec(
     steps=hours(*range(0, 49)),
     fields=_fields("icon-d2", vis=False, fine=True),
     run_hours=tuple(range(0, 24, 3)),
+    # DWD's open data server holds ICON-D2's 48 h about 1.5-2 h after the run's start
+    publication_delay=timedelta(hours=2),
     fine_steps=tuple(timedelta(minutes=15 * k) for k in range(0, 48 * 4 + 1)),
     resolution_km=2.2,
     upstream=_upstream("icon-d2"),

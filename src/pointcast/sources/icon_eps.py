@@ -41,6 +41,7 @@ to all (``build.extract_model``).
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from ..gribtable import CELL_CENTRES, GribField, Processing
@@ -87,6 +88,8 @@ ICON_EU_EPS = ModelSpec(
     steps=hours(*range(0, 49), *range(51, 73, 3), *range(78, 121, 6)),
     fields=FIELDS,
     run_hours=(0, 6, 12, 18),
+    # DWD's open data server holds the 120 h of ICON-EU-EPS about 4.5-5 h after the run's start
+    publication_delay=timedelta(hours=5),
     resolution_km=13.0,
     upstream=UPSTREAM,
     members=40,

@@ -184,6 +184,9 @@ IFS = ModelSpec(
     steps=_SHORT + _LONG,
     fields=FIELDS,
     run_hours=(0, 6, 12, 18),
+    # ECMWF's dissemination schedule ends a 00 UTC HRES (day 10) near 06:30 UTC; open data follow
+    # it by an hour (ECMWF, "ECMWF open data: real-time forecasts", Availability)
+    publication_delay=timedelta(hours=8),
     resolution_km=9.0,  # native O1280; the published grid is 0.25 deg (~28 km)
     upstream=UPSTREAM,
 )

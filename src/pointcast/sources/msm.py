@@ -165,6 +165,8 @@ MSM = ModelSpec(
     steps=_LONG,
     fields=FIELDS,
     run_hours=RUN_HOURS,
+    # JMA's MSM GRIB2 reaches its distributors about 2-3 h after the run's start
+    publication_delay=timedelta(hours=3),
     resolution_km=5.0,
     upstream=UPSTREAM,
 )

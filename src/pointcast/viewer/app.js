@@ -123,6 +123,7 @@
         h("section", {}, h("h2", {}, "Validation"), validationBlock(run.validation))),
       h("h2", {}, "Products"), productsTable(run),
       degradedBlock(run),
+      ensemblesBlock(run),
       h("h2", {}, "Blend seams (which model serves which lead times)"), seamsBlock(run),
       h("h2", {}, "Map of the points"), map,
       h("h2", {}, "Last cycles"), historyTable(run.runs),
@@ -136,7 +137,9 @@
     const notes = m.source_notes || {};
     return table(["model", "run", "source", "steps", "horizon h", "data", "used by", "dropped"], models.map((id) => {
       const info = (m.models || {})[id] || {};
-      const users = run.products.filter((p) => ((m.products[p] || {}).models || []).includes(id));
+      // the products it is blended into, and those whose probabilities and quantiles it gives
+      const users = run.products.filter((p) => ["models", "ensembles"].some(
+        (k) => ((m.products[p] || {})[k] || []).includes(id)));
       const dropped = (m.dropped || {})[id];
       const source = (notes[id] || []).length
         ? h("details", {}, h("summary", {}, info.source || "notes"), h("ul", {}, notes[id].map((n) => h("li", {}, n))))
@@ -157,8 +160,8 @@
       table(["product", "points", "lead times", "variables", "files"], rows));
   }
 
-  const KNOWN = new Set(["basetime", "models", "horizon_hours", "freqs", "points", "seams_t2m"]);
-  const STALE_PERIODS = 2; // a product older than this many schedule periods is stale (as /catalog says)
+  const KNOWN = new Set(["basetime", "models", "horizon_hours", "freqs", "points", "seams_t2m", "ensembles",
+    "probability_from", "quantiles_from", "stale_after_hours"]);
 
   function ageText(seconds) {
     const minutes = Math.floor(seconds / 60), hours = Math.floor(minutes / 60), days = Math.floor(hours / 24);
@@ -166,16 +169,38 @@
     return hours ? `${hours} h ${minutes % 60} min` : `${minutes} min`;
   }
 
-  function ageCell(m, basetime) {
-    // now minus the basetime of the run serving the product; stale past two schedule periods
-    // (the manifest's schedule_hours; a run that does not record it is not judged)
+  function ageCell(info, basetime) {
+    // now minus the basetime of the run serving the product; stale past the manifest's
+    // stale_after_hours (its basetime model's run interval + publication delay + a schedule
+    // period, as /catalog and /metrics judge the age; a run that does not record it is not judged)
     if (!basetime) return "–";
     const age = Math.max(0, Date.now() / 1000 - secs(basetime));
-    const every = m.schedule_hours;
-    const stale = every > 0 && age > STALE_PERIODS * every * 3600;
+    const after = info.stale_after_hours;
+    const stale = after > 0 && age > after * 3600;
     return h("span", { class: stale ? "age bad stale" : "age", "data-age-s": String(Math.round(age)),
-      title: every ? `stale after ${STALE_PERIODS} × ${every} h` : "" },
-      ageText(age) + (stale ? ` — stale (over ${STALE_PERIODS} × ${every} h)` : ""));
+      title: after ? `stale after ${after} h: ${(info.models || [])[0]}'s run interval + its publication delay`
+        + " + a schedule period" : "" },
+      ageText(age) + (stale ? ` — stale (over ${after} h)` : ""));
+  }
+
+  // "icon-eu-eps +0…+120 h, ens +120…+336 h": the sources of a statistic by lead time from the basetime
+  function sourcesText(segments, basetime) {
+    const lead = (iso) => Math.round((secs(iso) - secs(basetime)) / 3600);
+    return (segments || []).map((s) => `${s.source} +${lead(s.from)}…+${lead(s.to)} h`).join(", ");
+  }
+
+  function ensemblesBlock(run) {
+    // where each product's probabilities and quantiles come from, by lead time and variable
+    const rows = run.products.flatMap((p) => {
+      const info = run.manifest.products[p] || {};
+      if (!(info.ensembles || []).length) return [];
+      const quantiles = Object.entries(info.quantiles_from || {}).sort(([a], [b]) => a.localeCompare(b));
+      return [[p, "probability of precipitation", sourcesText(info.probability_from, info.basetime)],
+        ...quantiles.map(([name, segments]) => [p, name.replace(/_/g, " "), sourcesText(segments, info.basetime)])];
+    });
+    if (!rows.length) return null;
+    return h("section", {}, h("h2", {}, "Ensembles (which ensemble gives each statistic, by lead time)"),
+      table(["product", "statistic", "from"], rows, { id: "ensemble-sources" }));
   }
 
   function leadTimes(intervals) {
@@ -203,7 +228,7 @@
         .map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join("; ");
       const first = index.points[0];
       if (other) notes[p] = other;
-      return [p, utcText(info.basetime || index.basetime), ageCell(run.manifest, info.basetime || index.basetime),
+      return [p, utcText(info.basetime || index.basetime), ageCell(info, info.basetime || index.basetime),
         index.points.length, (info.freqs || index.freqs || []).join(", "),
         (info.models || []).join(" → "), info.horizon_hours,
         first ? h("a", { href: `#/p/${p}/${encodeURIComponent(first.id)}` }, first.name || first.id) : "",

@@ -5,7 +5,9 @@ does (its index where the layout has one), or on a one-file-per-field layout the
 parameter at that step (a parameter the tree does not publish must not hide the run). A run
 whose first step exists but not its last is still being published: it is polled (with backoff)
 until it completes or the deadline (``wait_minutes``) passes; then an older complete run is
-looked for, and the run's notes say which was skipped and which is used.
+looked for, and the run's notes say which was skipped and which is used. A host that cannot be
+reached at all is given up after ``unreachable_minutes`` (``transport.retrying``), whatever the
+deadline.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from ... import stopping
 from ..base import Mirror, ModelSpec, RunRef, Upstream, floor_run
 from .files import RemoteFile, run_files
 from .progress import logger as _logger
@@ -51,7 +54,8 @@ def _published(src: HttpSettings, client, up: Upstream, files: list[RemoteFile],
             return retrying(
                 f"probe {f.index_path or f.path}", up.mirrors, deadline,
                 functools.partial(probe, f.index_path or f.path),
-                retry_seconds=src.retry_seconds, wait_minutes=src.wait_minutes, retry_missing=False)
+                retry_seconds=src.retry_seconds, wait_minutes=src.wait_minutes,
+                unreachable_minutes=src.unreachable_minutes, retry_missing=False)
         except Missing:
             if not f.param:  # a file holds every field of its steps: one is enough
                 break
@@ -100,7 +104,7 @@ def newest_run(src: HttpSettings, model: ModelSpec, now: datetime) -> RunRef:
                     logger.info("%s %s (%s): run still being published (its last step is "
                                 "not there yet), waiting %.0f s", model.id,
                                 f"{init:%Y-%m-%d %H}", layout.name, delay)
-                    time.sleep(delay)
+                    stopping.pause(delay)
                     delay = min(delay * 2, MAX_BACKOFF_S)
                 if state == "complete":
                     logger.info("%s: run %s complete on %s (layout %s), %d files", model.id,

@@ -8,7 +8,8 @@ downloaded whole. A download counts only when its length is the index's (or
 gave is tried again in the next pass, after a backoff (``retry_seconds``, doubling up to
 ``MAX_BACKOFF_S``), so a failing file never holds a connection while it waits. A file every
 mirror answers "not found" for the source's ``missing_minutes`` is not published: it is returned apart
-(``fetch`` decides what that means for the run). The cache keeps each download with its index
+(``fetch`` decides what that means for the run). Passes in which no mirror could be connected to
+for the source's ``unreachable_minutes`` end the fetch (``SourceUnavailable``). The cache keeps each download with its index
 and a ``.json`` record of the byte ranges taken, so a file whose selection has not changed is
 not downloaded again.
 """
@@ -26,12 +27,23 @@ from typing import TYPE_CHECKING
 
 import eccodes
 
+from ... import stopping
 from ...publish.durable import replace_bytes
 from ..base import Layout, Mirror, ModelSpec, Upstream
 from .files import RemoteFile
 from .index import wanted_ranges
-from .progress import FetchProgress, logger as _logger
-from .transport import MAX_BACKOFF_S, BadDownload, Failed, gave_up, get, get_ranges, one_pass
+from .progress import FetchProgress
+from .transport import (
+    MAX_BACKOFF_S,
+    BadDownload,
+    Failed,
+    Unreachable,
+    gave_up,
+    get,
+    get_ranges,
+    one_pass,
+    retry_later,
+)
 
 if TYPE_CHECKING:
     from .settings import HttpSettings
@@ -99,8 +111,10 @@ def download_files(src: HttpSettings, client, pool: ThreadPoolExecutor, model: M
     grace = min(src.missing_minutes, src.wait_minutes) * 60.0
     lock = threading.Lock()
     delay = src.retry_seconds
+    unreachable = Unreachable(src.unreachable_minutes)
 
     def one(item: tuple[RemoteFile, Path]) -> Path | Failed:
+        stopping.check()  # the files still queued when the cycle is told to stop
         try:
             dest, nbytes, mirror = fetch_file(client, model, up, layout, *item)
         except Failed as failed:
@@ -125,15 +139,17 @@ def download_files(src: HttpSettings, client, pool: ThreadPoolExecutor, model: M
                 again.append((item, out))
         if not again:
             break
+        # a pass where no file came and no mirror could be connected to: the host is unreachable
+        unreachable.seen(again[0][1] if len(again) == len(todo) and all(
+            out.unreachable for _, out in again) else None)
         if now + delay > deadline:
             failing = [out for _, out in again if not out.everywhere]
             if failing:
                 raise gave_up(failing[0], src.wait_minutes, len(failing) - 1)
             absent += [item[0] for item, _ in again]  # "not found" up to the deadline
             break
-        _logger().info("%s: %d files failed (%s), trying them again in %.3g s", model.id,
-                       len(again), again[0][1], delay)
-        time.sleep(delay)
+        retry_later(again[0][1], delay, len(again) - 1)
+        stopping.pause(delay)
         delay = min(delay * 2, MAX_BACKOFF_S)
         todo = [item for item, _ in again]
     return done, absent
@@ -149,9 +165,9 @@ def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
     dest.parent.mkdir(parents=True, exist_ok=True)
     if local_index is not None and local_index.exists():
         ranges = wanted_ranges(model, up, layout, local_index.read_text())
-        if dest.exists() and _meta(meta).get("ranges") == _jsonable(ranges):
+        if dest.exists() and file_meta(meta).get("ranges") == ranges_json(ranges):
             return dest, 0, ""
-    elif local_index is None and dest.exists() and _meta(meta).get("bytes") == dest.stat().st_size:
+    elif local_index is None and dest.exists() and file_meta(meta).get("bytes") == dest.stat().st_size:
         return dest, 0, ""
 
     def attempt(mirror: Mirror) -> tuple[str, bytes, str | None, list]:
@@ -168,16 +184,16 @@ def fetch_file(client, model: ModelSpec, up: Upstream, layout: Layout,
     replace_bytes(dest, data, sync=False)
     if local_index is not None and index_text is not None:
         replace_bytes(local_index, index_text.encode(), sync=False)
-    replace_bytes(meta, json.dumps({"mirror": name, "ranges": _jsonable(ranges),
+    replace_bytes(meta, json.dumps({"mirror": name, "ranges": ranges_json(ranges),
                                    "bytes": len(data)}).encode(), sync=False)
     return dest, len(data), name
 
 
-def _jsonable(ranges: list[tuple[int, int | None]]) -> list[list[int | None]]:
+def ranges_json(ranges: list[tuple[int, int | None]]) -> list[list[int | None]]:
     return [[a, b] for a, b in ranges]
 
 
-def _meta(path: Path) -> dict:
+def file_meta(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):

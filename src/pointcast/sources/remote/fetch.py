@@ -16,18 +16,19 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...gribtable import GribField
 from ...ingest import CellGridKey, index_file
-from ..base import FetchedRun, Layout, ModelSpec, RunRef
-from .download import download_files
+from ..base import FetchedRun, Layout, ModelSpec, RunRef, Size, Upstream, estimated_bytes
+from .download import download_files, file_meta, ranges_json
 from .files import RemoteFile, cell_centre_files, run_files
+from .index import wanted_bytes, wanted_ranges
 from .levels import plan_model_levels
 from .progress import FetchProgress, logger as _logger
-from .transport import SourceUnavailable
+from .transport import BadDownload, Failed, SourceUnavailable, get, one_pass
 
 if TYPE_CHECKING:
     from .settings import HttpSettings
@@ -37,37 +38,13 @@ UTC = UTC
 
 def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> FetchedRun:
     """The files of ``run`` in ``cache``, fetched from ``src``'s mirrors where not there yet."""
-    if run.model != model.id:
-        raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
-    up = src.upstream(model)
-    layout_name = run.source.rpartition("/")[2]
-    layouts = {lay.name: lay for lay in up.layouts}
-    if layout_name not in layouts:
-        raise ValueError(f"run source {run.source!r} names no layout of {model.id} "
-                         f"({sorted(layouts)})")
-    layout = layouts[layout_name]
-    init = run.init.astimezone(UTC)
-    files = run_files(layout, model, init, run.steps)
-    run_dir = Path(cache) / "http" / model.id / f"{init:%Y%m%d%H}"
+    up, layout, init, files, run_dir = _run_plan(src, run, model, cache)
     marker = run_dir / "complete"
-    record = {"model": model.id, "init": init.isoformat(), "layout": layout.name,
-              "files": [f.path for f in files], "fields": _fields_key(model.fields)}
+    record = _record(model, init, layout, files)
     what = f"{model.id} {init:%Y-%m-%d %H} UTC"
-    if marker.exists():
-        try:
-            done = json.loads(marker.read_text())
-        except (OSError, ValueError):
-            done = {}
-        left_out = set(done.get("absent", [])) | set(done.get("hourly_only", []))
-        paths = tuple(Path(cache) / "http" / p for p in done.get("grid", [])) \
-            + tuple(run_dir / p for p in record["files"] if p not in left_out) \
-            + tuple(run_dir / p for p in done.get("levels", []))
-        if {k: done.get(k) for k in record} == record and all(p.exists() for p in paths):
-            hourly = set(done.get("hourly_only", []))
-            return FetchedRun(run=run, files=paths, notes=(
-                f"{what}: {len(paths)} files from the cache ({done.get('mirrors')})",
-                *_absent_notes(what, [f for f in files if f.path in left_out and f.path not in hourly]),
-                *_hourly_notes(what, model, files, hourly)))
+    cached = _cached(run, model, cache, files, run_dir, record, what)
+    if cached is not None:
+        return cached
     logger = _logger()
     centres = cell_centre_files(layout, init)
     progress = FetchProgress(f"{model.id} {init:%Y%m%d%H}", len(files) + len(centres), logger,
@@ -121,6 +98,85 @@ def fetch_run(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> 
             f"{progress.cached} from the cache; {up.licence}")
     logger.info("%s", note)
     return FetchedRun(run=run, files=paths, notes=(note, *notes))
+
+
+def run_size(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path) -> Size:
+    """The bytes `fetch_run` would download for ``run``: none when the run is in the cache;
+    per file, none when its messages are, the wanted messages' lengths by the upstream's
+    index (read now, one request a file) where it has one, and its share of the run's
+    `estimated_bytes` otherwise (no index, or none of the mirrors gave it). The model levels
+    a run's HHL chooses (ICON's hub-height winds) are counted as one level per row."""
+    up, layout, init, files, run_dir = _run_plan(src, run, model, cache)
+    if _cached(run, model, cache, files, run_dir, _record(model, init, layout, files), "") is not None:
+        return Size(0, "cached")
+    share = estimated_bytes(model, run.steps, model.grid.shape[0] * model.grid.shape[1]) \
+        // max(len(files), 1)
+
+    def one(f: RemoteFile) -> tuple[int, bool]:  # (bytes, known from the index)
+        dest = run_dir / f.path
+        if f.index_path is None:
+            return (0, True) if dest.exists() and file_meta(dest.with_name(dest.name + ".json")).get(
+                "bytes") == dest.stat().st_size else (share, False)
+        try:
+            text = one_pass(f.index_path, up.mirrors, lambda mirror: get(
+                client, f"{mirror.url}/{f.index_path}").text)
+            ranges = wanted_ranges(model, up, layout, text)
+        except (Failed, BadDownload):
+            return share, False
+        if dest.exists() and file_meta(dest.with_name(dest.name + ".json")).get("ranges") == ranges_json(ranges):
+            return 0, True
+        return wanted_bytes(model, up, layout, text), True
+
+    with src.client() as client, ThreadPoolExecutor(
+            src.connections, thread_name_prefix=f"size-{model.id}") as pool:
+        sizes = list(pool.map(one, files))
+    known = {k for _, k in sizes}
+    return Size(sum(n for n, _ in sizes), "index" if known == {True} else
+                "estimate" if known == {False} else "index and estimate")
+
+
+def _run_plan(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path
+              ) -> tuple[Upstream, Layout, datetime, list[RemoteFile], Path]:
+    """The run's upstream table, layout, start, files and directory in ``cache``."""
+    if run.model != model.id:
+        raise ValueError(f"run of {run.model!r} fetched as model {model.id!r}")
+    up = src.upstream(model)
+    layout_name = run.source.rpartition("/")[2]
+    layouts = {lay.name: lay for lay in up.layouts}
+    if layout_name not in layouts:
+        raise ValueError(f"run source {run.source!r} names no layout of {model.id} "
+                         f"({sorted(layouts)})")
+    layout = layouts[layout_name]
+    init = run.init.astimezone(UTC)
+    return (up, layout, init, run_files(layout, model, init, run.steps),
+            Path(cache) / "http" / model.id / f"{init:%Y%m%d%H}")
+
+
+def _record(model: ModelSpec, init: datetime, layout: Layout, files: list[RemoteFile]) -> dict:
+    """What a run's ``complete`` marker records of what was asked for."""
+    return {"model": model.id, "init": init.isoformat(), "layout": layout.name,
+            "files": [f.path for f in files], "fields": _fields_key(model.fields)}
+
+
+def _cached(run: RunRef, model: ModelSpec, cache: Path, files: list[RemoteFile], run_dir: Path,
+            record: dict, what: str) -> FetchedRun | None:
+    """The run from the cache when its ``complete`` marker records ``record`` and its files
+    are all there."""
+    try:
+        done = json.loads((run_dir / "complete").read_text())
+    except (OSError, ValueError):
+        return None
+    left_out = set(done.get("absent", [])) | set(done.get("hourly_only", []))
+    paths = tuple(Path(cache) / "http" / p for p in done.get("grid", [])) \
+        + tuple(run_dir / p for p in record["files"] if p not in left_out) \
+        + tuple(run_dir / p for p in done.get("levels", []))
+    if {k: done.get(k) for k in record} != record or not all(p.exists() for p in paths):
+        return None
+    hourly = set(done.get("hourly_only", []))
+    return FetchedRun(run=run, files=paths, notes=(
+        f"{what}: {len(paths)} files from the cache ({done.get('mirrors')})",
+        *_absent_notes(what, [f for f in files if f.path in left_out and f.path not in hourly]),
+        *_hourly_notes(what, model, files, hourly)))
 
 
 def _cell_centres(files: dict[str, RemoteFile], first: Path, grids: Path,

@@ -52,9 +52,9 @@ def byte_ranges(entries: list[dict[str, Any]]) -> list[tuple[int, int | None]]:
     return out
 
 
-def wanted_ranges(model: ModelSpec, up: Upstream, layout: Layout,
-                  index_text: str) -> list[tuple[int, int | None]]:
-    """Byte ranges of the messages of ``model``'s table listed in an index."""
+def wanted_entries(model: ModelSpec, up: Upstream, layout: Layout,
+                   index_text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the entries of an index naming messages of ``model``'s table, all its entries)."""
     entries = parse_index(index_text, layout.index or "")
     if up.select is None:
         raise ValueError(f"{model.id}: layout {layout.name!r} has an index but the table "
@@ -62,4 +62,21 @@ def wanted_ranges(model: ModelSpec, up: Upstream, layout: Layout,
     wanted = [e for e in entries if any(up.select(e, row) for row in model.fields)]
     if not wanted:
         raise BadDownload("the index lists none of the table's fields")
-    return byte_ranges(wanted)
+    return wanted, entries
+
+
+def wanted_ranges(model: ModelSpec, up: Upstream, layout: Layout,
+                  index_text: str) -> list[tuple[int, int | None]]:
+    """Byte ranges of the messages of ``model``'s table listed in an index."""
+    return byte_ranges(wanted_entries(model, up, layout, index_text)[0])
+
+
+def wanted_bytes(model: ModelSpec, up: Upstream, layout: Layout, index_text: str) -> int:
+    """The bytes of the messages of ``model``'s table listed in an index; a message whose
+    length the index leaves open (the last of a wgrib2 inventory) counted at the mean length
+    of the others."""
+    wanted, entries = wanted_entries(model, up, layout, index_text)
+    known = {e["_offset"]: e["_length"] for e in entries if e["_length"] is not None}
+    typical = sum(known.values()) // max(len(known), 1)
+    lengths = {e["_offset"]: e["_length"] for e in wanted}  # the fields of one message once
+    return sum(typical if n is None else n for n in lengths.values())

@@ -39,6 +39,10 @@ class HttpSettings:
     # there, is not published (a field the tree does not carry): decided in minutes, not at
     # the deadline.
     missing_minutes: float = 3.0
+    # No mirror can be connected to (its name does not resolve, connections are refused) for
+    # this long: the source gives up on the run (the cycle drops the model), not at the
+    # deadline, which is for runs still being published.
+    unreachable_minutes: float = 3.0
     progress: bool = True  # progress bar on a terminal
 
     @classmethod
