@@ -31,7 +31,8 @@ from . import decode, fetch, http
 from .workload import clear_outputs, settle, write_config
 
 QUICK_SCALE, QUICK_POINTS = 16, 100
-GROUPS = ("fetch", "decode", "cycle", "http", "ensembles", "points", "dask", "output", "scale")
+GROUPS = ("fetch", "decode", "cycle", "http", "ensembles", "power", "points", "dask", "output", "scale")
+POWER_SITES = 200  # power_cycle_overhead: wind farms, and as many solar plants
 EUROPE = ("eu-medium", "eu-short", "eu-wind")  # the products of the European points list
 SCALE_FACTOR = 50  # points_50k_cost: 50,000 points a list against 1,000
 
@@ -146,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                      for k in (*curve, SCALE_FACTOR)}
     if "points" in only:
         variants["points"] = config(work / f"p{10 * n}{tag}", points=10 * n)
+    if "power" in only:
+        variants["power"] = config(work / f"p{n}{tag}-power", points=n, sites=POWER_SITES)
     if "ensembles" in only:
         variants["ensembles"] = config(work / f"p{n}{tag}-ensembles", points=n, ensembles=True,
                                        ensemble_scale=args.ensemble_scale or ensemble_grid(scale))
@@ -193,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     if "ensembles" in only:
         ensemble_figures(variants["ensembles"], models, ecc if "decode" in only or "cycle" in only else None,
                          n, args.repeat)
+    if "power" in only:
+        plain = one or cycle(base)
+        powered = cycle(variants["power"])
+        line("power_cycle_overhead", powered["wall_s"] / plain["wall_s"], "<= 1.15",
+             f"{POWER_SITES} wind farms and {POWER_SITES} solar plants {powered['wall_s']:.1f} s / "
+             f"no sites {plain['wall_s']:.1f} s ({n} points a list)")
     if "dask" in only:
         runs = {k: cycle(variants[f"cluster{k}"]) for k in (1, 2)}
         walls = {k: r["wall_s"] for k, r in runs.items()}

@@ -102,15 +102,18 @@ def write_config(dest: Path, *, scale: int, points: int, scheduler: str = "threa
                  workers: int = 2, cache: Path | None = None,
                  products: set[str] | None = None, json: str | None = None,
                  build_processes: int | None = None, ensembles: bool = False,
-                 ensemble_scale: int | None = None) -> Path:
+                 ensemble_scale: int | None = None, sites: int = 0) -> Path:
     """Write ``dest/pointcast.toml`` and its points lists; the output root is ``dest/output``,
     the sample cache ``cache`` (default ``dest/output/cache``); ``products`` keeps only those;
     ``json`` sets ``[output] json`` and ``build_processes`` ``[dask] build_processes`` (both
     left to the shipped configuration when None); without ``ensembles`` the products' ensembles
     are taken out (the figures but the ``ensembles`` group's measure the deterministic
-    cycle); ``ensemble_scale`` sets the sample's (its default when None). Returns the path."""
+    cycle); ``ensemble_scale`` sets the sample's (its default when None); ``sites``: that many
+    wind farms and as many solar plants (`draw_sites`) instead of the shipped sites lists, none
+    when 0 (every figure but ``power_cycle_overhead`` measures the cycle without power).
+    Returns the path."""
     dest.mkdir(parents=True, exist_ok=True)
-    text = SHIPPED.read_text()
+    text = re.sub(r"(?m)^sites\s*=.*\n", "", SHIPPED.read_text())
     if not ensembles:
         text = re.sub(r"(?m)^ensembles\s*=.*\n", "", text)
     if products is not None:
@@ -146,9 +149,43 @@ def write_config(dest: Path, *, scale: int, points: int, scheduler: str = "threa
         csv = draw_points(pids, points, seed=1000 + k, hub_heights="eu-wind" in pids)
         if not path.exists() or path.read_text() != csv:  # keep the mtime: same run id
             path.write_text(csv)
+    if sites:
+        hosts = [pid for pid in ("eu-wind", "global") if pid in products]
+        for pid, csv in draw_sites(hosts, sites).items():
+            path = dest / "sites" / f"{pid}.csv"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists() or path.read_text() != csv:
+                path.write_text(csv)
+            text = re.sub(rf"(?m)^(\[products\.{re.escape(pid)}\][^\n]*\n)", rf'\1sites = "sites/{pid}.csv"\n', text)
     cfg = dest / "pointcast.toml"
     cfg.write_text(text)
     return cfg
+
+
+def draw_sites(hosts: list[str], n: int) -> dict[str, str]:
+    """``n`` wind farms (eu-wind's: hub heights of `HUB_HEIGHTS`, the IEC class 2 composite
+    curve, 10-500 MW) and ``n`` solar plants (half under eu-wind, half under global when it is
+    configured; 1-200 MWp, tilt 10-35, azimuth 150-210), sites CSV text by host product, at
+    places drawn as the points are (`draw_points`); the same ``n`` always gives the same sites."""
+    header = ("id,name,lat,lon,kind,hub_height,turbine,turbines,capacity_mw,farm_efficiency,restart_wind,"
+              "dc_kwp,ac_kw,tilt,azimuth,losses,mounting,temp_coeff")
+    rng = np.random.default_rng(77)
+    rows: dict[str, list[str]] = {pid: [] for pid in hosts}
+    pv_hosts = hosts if len(hosts) > 1 else hosts * 2
+    wanted = [("eu-wind", "wind", n), (pv_hosts[0], "pv", n - n // 2), (pv_hosts[-1], "pv", n // 2)]
+    for k, (pid, kind, count) in enumerate(wanted):
+        places = draw_points([pid], count, seed=2000 + k, hub_heights=False).splitlines()[1:]
+        for line in places:
+            pid_, _, lat, lon, *_ = line.split(",")
+            sid = f"{kind}-{pid_}-{k}"
+            if kind == "wind":
+                rows[pid].append(f"{sid},{sid},{lat},{lon},wind,{int(rng.choice(HUB_HEIGHTS))},iec-class-2-composite,,"
+                                 f"{rng.uniform(10, 500):.1f},,,,,,,,,")
+            else:
+                dc = rng.uniform(1000, 200000)
+                rows[pid].append(f"{sid},{sid},{lat},{lon},pv,,,,,,,{dc:.0f},{dc / 1.25:.0f},{rng.uniform(10, 35):.0f},"
+                                 f"{rng.uniform(150, 210):.0f},,,")
+    return {pid: "\n".join([header, *lines]) + "\n" for pid, lines in rows.items() if lines}
 
 
 def _set(text: str, section: str, key: str, value: str) -> str:

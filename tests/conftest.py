@@ -53,6 +53,7 @@ def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str |
         shutil.copy(points_file, dest / "points" / points_file.name)
     if points is not None:
         (dest / "points" / "europe.csv").write_text(points)
+    shutil.copytree(ROOT / "config" / "sites", dest / "sites", dirs_exist_ok=True)
     text = (ROOT / "config" / "pointcast.toml").read_text()
     lines = []
     section = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -27,12 +28,12 @@ import xarray as xr
 
 from . import blend as blend_stage, ensemble, interp, publish
 from .catalogue import VARIABLES
-from .config import Config, DaskConfig, ProductConfig
+from .config import Config, DaskConfig, ProductConfig, PVSite, WindSite
 from .facts import ArchiveFacts, FileFacts
 from .forked import fork_map
 from .heap import release_freed
 from .ingest import decode, decode_members
-from .plan import blend_heights, builders, distributed, slices
+from .plan import PointsList, blend_heights, builders, distributed, slices
 from .products import PRODUCTS
 from .products.base import QUANTILE_VARIABLES, Files, ProductOutput, RunContext, iso
 from .sources import MODELS
@@ -149,14 +150,15 @@ def at_points(extracted: dict, points: slice) -> dict:
 
 
 def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                 heights: list[float], basetime: datetime):
+                 heights: list[float], basetime: datetime, variables: frozenset[str] | None = None):
     """Resample and blend once for products sharing points, models and heights, over the
     longest of their horizons, for one slice of their points; each product then takes its own
     horizon from the start of the series. Only their heights and variables are resampled: the
     windpack's thirty-odd heights over the medium range's 14 days were most of a 10,000-point
     cycle's memory, and it reads two of the two dozen variables. ``extracted``: each model's
     series at the slice's points (`at_points`); ``where``, ``heights``: the slice's sampled
-    points and the blend's heights (`for_slice`)."""
+    points and the blend's heights (`for_slice`); ``variables``: those to blend instead of the
+    products' (the power stage's, `build_power`)."""
     pc = cfg.products[pids[0]]
     start = np.datetime64(basetime.replace(tzinfo=None), "ns")
     hours = max(cfg.products[pid].horizon_hours for pid in pids)
@@ -164,6 +166,7 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
     wanted = [w for w in (PRODUCTS[pid].variables for pid in pids) if w is not None]
     # Only the variables the products read, and t2m: the manifest's account of the seams.
     keep = None if len(wanted) < len(pids) else {"t2m", *(v for w in wanted for v in w)}
+    keep = keep if variables is None else set(variables)
     members = []
     for m in (m for m in pc.models if m in extracted):
         ds = extracted[m]
@@ -503,3 +506,120 @@ def finish_product(cfg: Config, pid: str, facts: list[ArchiveFacts], found: list
 def _horizon_end(pc: ProductConfig, ctx: RunContext) -> np.datetime64:
     """The end of the product's horizon (exclusive)."""
     return np.datetime64(ctx.basetime.replace(tzinfo=None), "ns") + np.timedelta64(pc.horizon_hours, "h")
+
+
+# The blend's variables a site's power is made from (docs/method.md, "Power").
+POWER_VARIABLES = frozenset({"wind_u", "wind_v", "air_temperature", "t2m", "d2m", "sp", "ssrd", "fdir", "u10", "v10"})
+_AT_HEIGHTS = frozenset({"wind_u", "wind_v", "air_temperature"})  # the variables along height
+_LAPSE_K_PER_M = 0.0065  # the standard atmosphere's, for the hub's temperature where the blend has none
+
+
+def build_power(cfg: Config, lists: Mapping[Path, PointsList], extracted: Mapping[Path, Mapping[str, str]],
+                contexts: Mapping[str, RunContext], files) -> ProductOutput | None:
+    """The power of every product's sites (the power extension; docs/method.md, "Power"),
+    its files into ``files`` (the run's staging tree). A product's sites are rows of its
+    points list's extraction (`plan.points_lists`): they are read from the models' scratch
+    stores (``extracted``, by points file and model) and blended as the product's points
+    (`blend_models`, the power's variables only), then each wind farm's power comes from its
+    hub wind and air density (`power.wind`), each solar plant's from the radiation (`power.pv`);
+    the wind farms' members go through their curves one by one, and the quantiles are taken
+    of the members' power. None when no product (left this cycle) has sites."""
+    parts = []
+    for pid, pc in cfg.products.items():
+        pl = lists.get(pc.points_file)
+        if not pc.sites or pl is None or pid not in pl.sites:
+            continue
+        rows, ctx = pl.sites[pid], contexts[pid]
+        stores = {m: path for m, path in extracted[pc.points_file].items() if m in pc.models + pc.ensembles}
+        series_at = at_points({m: p for m, p in stores.items() if m in pc.models}, rows)
+        where = pl.points[rows]
+        hubs = sorted({s.hub_height_m for s in pc.sites if isinstance(s, WindSite)})
+        only = replace(cfg, products={pid: replace(pc, ensembles=())})  # the members go through the curves here
+        # without wind farms no height is blended (an empty height axis blends nothing)
+        variables = POWER_VARIABLES if hubs else POWER_VARIABLES - _AT_HEIGHTS
+        series, _, _ = blend_models(only, [pid], series_at, where, hubs, ctx.basetime, variables)
+        series = series.sel(time=series.time < _horizon_end(pc, ctx))
+        times = series.time.values
+        members = []
+        for e in (e for e in pc.ensembles if e in stores):
+            members.append((e, _member_hub_wind(at_points({e: stores[e]}, rows)[e], series.time.values, where, hubs)))
+        parts.append(_site_power(pid, pc, ctx, series, times, members))
+    if not parts:
+        return None
+    from .products import power as power_product
+
+    return power_product.output(parts, files)
+
+
+def _member_hub_wind(ds: xr.Dataset, axis: np.ndarray, where: interp.PointSet, hubs: list[float]) -> xr.DataArray | None:
+    """An ensemble's members' wind speed at the hub heights, resampled to the 15-minute
+    ``axis``: dims (time, member, point, height); None where it has no wind at them."""
+    if not hubs or not {"wind_u", "wind_v"} <= set(ds.data_vars) or "height" not in ds.dims:
+        return None
+    if not set(hubs) <= set(ds.height.values.tolist()):
+        return None
+    ds = ds[["wind_u", "wind_v"]].sel(height=hubs)
+    speed = np.hypot(ds["wind_u"].values, ds["wind_v"].values)
+    ds = ds.drop_vars(["wind_u", "wind_v"]).assign(wind_speed=(ds["wind_u"].dims, speed))  # its attrs kept
+    return interp.resample(ds, axis, where.lats, where.lons)["wind_speed"].transpose("time", "member", "point", "height")
+
+
+def _site_power(pid: str, pc: ProductConfig, ctx: RunContext, series: xr.Dataset, times: np.ndarray,
+                members: list[tuple[str, xr.DataArray | None]]):
+    """The power of a product's sites from its blended ``series`` (time, point[, height]) and
+    its ensembles' members' hub wind (`_member_hub_wind`)."""
+    from .power import pv, wind
+    from .products.power import SitePower
+
+    n, steps = len(pc.sites), len(times)
+    power = np.full((n, steps), np.nan)
+    by_ensemble = {e: np.full((n, steps, kw.sizes["member"] if kw is not None else 1), np.nan) for e, kw in members}
+    inputs = {name: np.full((n, steps), np.nan) for name in ("hub_wind_speed", "air_density", "global_radiation")}
+
+    def at(name: str, j: int, height: float | None = None) -> np.ndarray:
+        if name not in series:
+            return np.full(steps, np.nan)
+        var = series[name]
+        if "height" in var.dims:
+            var = var.sel(height=height)
+        return var.isel(point=j).transpose("time").values.astype(np.float64)
+
+    pv_rows = [j for j, s in enumerate(pc.sites) if isinstance(s, PVSite)]
+    plants = [s for s in pc.sites if isinstance(s, PVSite)]
+    for j, site in enumerate(pc.sites):
+        if not isinstance(site, WindSite):
+            continue
+        h = site.hub_height_m
+        speed = np.hypot(at("wind_u", j, h), at("wind_v", j, h))
+        t2m = at("t2m", j)
+        t_hub = at("air_temperature", j, h) if "air_temperature" in series and "height" in series["air_temperature"].dims \
+            else t2m - _LAPSE_K_PER_M * h
+        t_hub = np.where(np.isnan(t_hub), t2m - _LAPSE_K_PER_M * h, t_hub)
+        density = wind.hub_air_density(at("sp", j), t2m, at("d2m", j), t_hub, h)
+        # a blend without surface pressure or dew point (a degraded run): the standard density
+        density = np.where(np.isfinite(density), density, wind.STANDARD_DENSITY)
+        power[j] = wind.farm_power_kw(speed, density, site.curve, site.turbines, site.efficiency, site.restart_m_s)
+        inputs["hub_wind_speed"][j], inputs["air_density"][j] = speed, density
+        for e, kw in members:
+            if kw is None:
+                continue
+            member_wind = kw.isel(point=j).sel(height=h).transpose("time", "member").values
+            by_ensemble[e][j, :, :member_wind.shape[1]] = wind.farm_power_kw(
+                member_wind, density[:, None], site.curve, site.turbines, site.efficiency, site.restart_m_s, axis=0)
+    if pv_rows:
+        sun = pv.solar_geometry([p.lat for p in plants], [p.lon for p in plants], times, interp.BASE_STEP)
+        ghi = np.stack([at("ssrd", j) for j in pv_rows])
+        direct = np.stack([at("fdir", j) for j in pv_rows]) if "fdir" in series else None
+        if direct is not None and np.isnan(direct).any():  # a model of the blend without it: the split there
+            direct = None
+        power[pv_rows] = pv.plant_ac_kw(
+            ghi, np.stack([at("t2m", j) for j in pv_rows]) - 273.15,
+            np.stack([np.hypot(at("u10", j), at("v10", j)) for j in pv_rows]), sun,
+            tilt=[p.tilt for p in plants], azimuth=[p.azimuth for p in plants], dc_kwp=[p.dc_kwp for p in plants],
+            ac_kw=[p.ac_kw for p in plants], losses_pct=[p.losses_pct for p in plants],
+            temp_coeff_pct=[p.temp_coeff_pct for p in plants], mounting=[p.mounting for p in plants],
+            direct_horizontal=direct)
+        inputs["global_radiation"][pv_rows] = ghi
+    return SitePower(product=pid, ctx=ctx, freqs=pc.freqs, sites=pc.sites, times=times, power_kw=power,
+                     members_kw=tuple((e, by_ensemble[e]) for e, kw in members if kw is not None),
+                     inputs=inputs, models=pc.models)

@@ -27,7 +27,7 @@ from typing import Any, Literal, overload
 
 import numpy as np
 
-from . import contract, grids
+from . import contract, grids, turbines as turbines_lib
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -47,6 +47,10 @@ __all__ = [
     "Point",
     "load_config",
     "load_points",
+    "load_sites",
+    "WindSite",
+    "PVSite",
+    "Site",
     "KNOWN_PRODUCTS",
     "FREQS",
     "PRODUCT_FREQS",
@@ -230,6 +234,9 @@ class ProductConfig:
     # the probabilities and quantiles there (`pointcast.ensemble`); none: neighbourhood
     # probabilities only
     ensembles: tuple[str, ...] = ()
+    # the wind farms and solar plants whose power the product forecasts (`sites`, docs/config.md)
+    sites_file: Path | None = None  # absolute
+    sites: tuple[Site, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -747,13 +754,14 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
         raise ctx.error(path, "at least one product is required")
     points_cache: dict[Path, tuple[tuple[Point, ...], tuple[int, ...], str]] = {}
     out: dict[str, ProductConfig] = {}
+    site_owners: dict[str, str] = {}
     for pid, pt in tbl.items():
         p = path + (pid,)
         if pid not in KNOWN_PRODUCTS:
             raise ctx.error(p, f"unknown product (known: {', '.join(KNOWN_PRODUCTS)})")
         if not isinstance(pt, dict):
             raise ctx.error(p, f"expected a table, got {_type_name(pt)}")
-        _check_keys(ctx, pt, p, ("points", "models", "freqs", "horizon_hours", "max_lead_hours", "ensembles"))
+        _check_keys(ctx, pt, p, ("points", "models", "freqs", "horizon_hours", "max_lead_hours", "ensembles", "sites"))
         grid = grids.grid_for(pid)
 
         points_rel = _str(ctx, pt, "points", p)
@@ -813,11 +821,46 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
                 ))
         if bad_rows:
             raise ConfigError.of_all(sorted(bad_rows, key=lambda e: e.line))
+        sites_file, sites = _product_sites(ctx, pt, p, base, config_file, grid, pid, site_owners)
         out[pid] = ProductConfig(
             id=pid, points_file=abs_file, points=pts, models=model_ids, freqs=freqs, horizon_hours=horizon,
-            max_lead_hours=limits, ensembles=tuple(ensembles),
+            max_lead_hours=limits, ensembles=tuple(ensembles), sites_file=sites_file, sites=sites,
         )
     return out
+
+
+def _product_sites(ctx: _Ctx, pt: dict, p: tuple[str, ...], base: Path, config_file: str, grid: Any,
+                   pid: str, owners: dict[str, str]) -> tuple[Path | None, tuple[Site, ...]]:
+    """A product's ``sites`` list, read and placed inside its grid's coverage (as its points).
+    A site id is one site of the whole configuration (``owners``: the product of each id so
+    far): its power files are named by it (docs/config.md, "Sites CSV")."""
+    if "sites" not in pt:
+        return None, ()
+    rel = Path(_str(ctx, pt, "sites", p)).expanduser()
+    abs_file = Path(os.path.normpath(base / rel))
+    shown = str(rel) if rel.is_absolute() else os.path.normpath(os.path.join(os.path.dirname(config_file), rel))
+    if not abs_file.is_file():
+        raise ctx.error(p + ("sites",), f"sites file not found: {abs_file}")
+    sites, lines = _read_sites(abs_file, shown)
+    _check_coverage(grid, pid, sites, lines, shown, "site")
+    for site, line in zip(sites, lines, strict=True):
+        if site.id in owners:
+            raise ConfigError(shown, line, "id", f"site id {site.id!r} is a site of product {owners[site.id]} "
+                                                 "already: a site's power is published under its id, give each its own")
+        owners[site.id] = pid
+    return abs_file, sites
+
+
+def _check_coverage(grid: Any, pid: str, places: tuple[Point, ...] | tuple[Site, ...], lines: tuple[int, ...],
+                    shown: str, what: str) -> None:
+    """Every point or site of a list inside the product's coverage, else the first outside's row."""
+    inside = grid.covers_many(np.array([q.lat for q in places]), np.array([q.lon for q in places]))
+    if not inside.all():
+        k = int(np.argmin(inside))
+        bad = places[k]
+        desc = getattr(grid.coverage, "description", "") or grid.name
+        raise ConfigError(shown, lines[k], "lat,lon",
+                          f"{what} {bad.id!r} ({bad.lat:g}, {bad.lon:g}) is outside the coverage of product {pid} ({desc})")
 
 
 def _postprocess(ctx: _Ctx, doc: dict, base: Path) -> PostprocessConfig:
@@ -862,9 +905,62 @@ def csv_rows(reader) -> Iterator[tuple[int, list[str]]]:
             yield reader.line_num, cells
 
 
-def _point(shown: str, line: int, rec: dict[str, str], first_seen: dict[str, int]) -> Point:
-    """The point of one row of a points CSV (``rec``: column -> cell), or the ConfigError of
-    its first bad column; ``first_seen``: the line of each id so far, this row's added."""
+def _csv_records(path: Path, shown: str, columns: tuple[str, ...], optional: tuple[str, ...],
+                 what: str, bad_rows: list[ConfigError]) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line, {column: cell}) of each row of a ``what`` CSV (the points lists, the sites lists)
+    whose header has every one of ``columns`` and any of ``optional``; every problem a
+    ConfigError naming the file, the line and the column. A row of the wrong width goes to
+    ``bad_rows``, where the caller adds its own rows' errors: once the file is read they are
+    raised together (`ConfigError.of_all`), every bad row reported."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(shown, 1, "file", f"cannot read {what} file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(shown, line, "file", "not UTF-8 text") from None
+
+    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
+    header: list[str] | None = None
+    header_line = 1
+    rows = 0
+    try:
+        for line, cells in csv_rows(reader):
+            if header is None:
+                header, header_line = cells, line
+                seen: set[str] = set()
+                for c in cells:
+                    if c not in columns + optional:
+                        raise ConfigError(shown, line, c or "(empty)",
+                                          f"unknown column (expected header {','.join(columns)}, "
+                                          f"optionally {','.join(optional)})")
+                    if c in seen:
+                        raise ConfigError(shown, line, c, "column appears twice")
+                    seen.add(c)
+                for c in columns:
+                    if c not in seen:
+                        raise ConfigError(shown, line, c, f"missing column (expected header {','.join(columns)})")
+                continue
+            if len(cells) != len(header):
+                bad_rows.append(ConfigError(shown, line, "row",
+                                            f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}"))
+                continue
+            rows += 1
+            yield line, dict(zip(header, cells, strict=True))
+    except csv.Error as exc:
+        bad_rows.append(ConfigError(shown, reader.line_num or 1, "row", f"malformed CSV: {exc}"))
+    if bad_rows:
+        raise ConfigError.of_all(bad_rows)
+    if header is None:
+        raise ConfigError(shown, 1, "id", f"empty {what} file (expected header {','.join(columns)})")
+    if not rows:
+        raise ConfigError(shown, header_line, "id", f"no {what} in file")
+
+
+def _place(shown: str, line: int, rec: dict[str, str], first_seen: dict[str, int]) -> tuple[str, str, float, float]:
+    """The id, name, lat and lon of a points or sites row, checked (ids unique in the file)."""
     pid = rec["id"]
     if not pid:
         raise ConfigError(shown, line, "id", "empty id")
@@ -883,6 +979,13 @@ def _point(shown: str, line: int, rec: dict[str, str], first_seen: dict[str, int
     lon = _csv_float(shown, line, "lon", rec["lon"])
     if not -180.0 <= lon <= 180.0:
         raise ConfigError(shown, line, "lon", f"longitude {lon:g} outside [-180, 180]")
+    return pid, name, lat, lon
+
+
+def _point(shown: str, line: int, rec: dict[str, str], first_seen: dict[str, int]) -> Point:
+    """The point of one row of a points CSV (``rec``: column -> cell), or the ConfigError of
+    its first bad column; ``first_seen``: the line of each id so far, this row's added."""
+    pid, name, lat, lon = _place(shown, line, rec, first_seen)
     elevation = None
     if rec["elevation"]:
         elevation = _csv_float(shown, line, "elevation", rec["elevation"])
@@ -911,64 +1014,234 @@ def _point(shown: str, line: int, rec: dict[str, str], first_seen: dict[str, int
 
 
 def _read_points(path: Path, shown: str) -> tuple[tuple[Point, ...], tuple[int, ...]]:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(shown, 1, "file", f"cannot read points file: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(shown, line, "file", "not UTF-8 text") from None
-
-    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
-    header: list[str] | None = None
-    header_line = 1
     points: list[Point] = []
     lines: list[int] = []
     first_seen: dict[str, int] = {}
     bad_rows: list[ConfigError] = []
-    try:
-        for line, cells in csv_rows(reader):
-            if header is None:
-                header, header_line = cells, line
-                seen: set[str] = set()
-                for c in cells:
-                    if c not in POINTS_COLUMNS + OPTIONAL_POINTS_COLUMNS:
-                        raise ConfigError(shown, line, c or "(empty)",
-                                          f"unknown column (expected header {','.join(POINTS_COLUMNS)}, "
-                                          f"optionally {','.join(OPTIONAL_POINTS_COLUMNS)})")
-                    if c in seen:
-                        raise ConfigError(shown, line, c, "column appears twice")
-                    seen.add(c)
-                for c in POINTS_COLUMNS:
-                    if c not in seen:
-                        raise ConfigError(shown, line, c, f"missing column (expected header {','.join(POINTS_COLUMNS)})")
-                continue
-            try:
-                if len(cells) != len(header):
-                    raise ConfigError(shown, line, "row",
-                                      f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
-                point = _point(shown, line, dict(zip(header, cells, strict=True)), first_seen)
-            except ConfigError as exc:  # every bad row is reported, each with its first bad column
-                bad_rows.append(exc)
-                continue
-            points.append(point)
-            lines.append(line)
-    except csv.Error as exc:
-        bad_rows.append(ConfigError(shown, reader.line_num or 1, "row", f"malformed CSV: {exc}"))
-    if bad_rows:
-        raise ConfigError.of_all(bad_rows)
-    if header is None:
-        raise ConfigError(shown, 1, "id", f"empty points file (expected header {','.join(POINTS_COLUMNS)})")
-    if not points:
-        raise ConfigError(shown, header_line, "id", "no points in file")
+    for line, rec in _csv_records(path, shown, POINTS_COLUMNS, OPTIONAL_POINTS_COLUMNS, "points", bad_rows):
+        try:
+            point = _point(shown, line, rec, first_seen)
+        except ConfigError as exc:  # every bad row is reported, each with its first bad column
+            bad_rows.append(exc)
+            continue
+        points.append(point)
+        lines.append(line)
     return tuple(points), tuple(lines)
 
 
 def load_points(path: str | os.PathLike) -> tuple[Point, ...]:
     """Read and validate a points CSV on its own (no coverage check)."""
     return _read_points(Path(path), str(path))[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Sites CSV: the wind farms and solar plants whose power is forecast (docs/config.md, "Sites")
+
+SITES_COLUMNS: tuple[str, ...] = ("id", "name", "lat", "lon", "kind")
+WIND_SITE_COLUMNS: tuple[str, ...] = ("hub_height", "turbine", "turbines", "capacity_mw", "farm_efficiency",
+                                      "restart_wind")
+PV_SITE_COLUMNS: tuple[str, ...] = ("dc_kwp", "ac_kw", "tilt", "azimuth", "losses", "mounting", "temp_coeff")
+SITE_KINDS: tuple[str, ...] = ("wind", "pv")
+PV_MOUNTINGS: tuple[str, ...] = ("open_rack_glass_polymer", "open_rack_glass_glass", "close_mount_glass_glass",
+                                 "insulated_back_glass_polymer")
+"""The Sandia (SAPM) cell-temperature parameter sets a plant's ``mounting`` names, as pvlib
+names them (``pvlib.temperature.TEMPERATURE_MODEL_PARAMETERS["sapm"]``; King et al. 2004)."""
+DEFAULT_FARM_EFFICIENCY = 0.85
+"""Farm power / the sum of its turbines' curve power where a wind site gives none: a total loss
+of 15 % for wakes, availability, electrical and other losses, a round figure of the order that
+preconstruction energy estimates assume (the loss categories of Clifton, Smith and Fields 2016,
+"Wind Plant Preconstruction Energy Estimates: Current Practice and Opportunities",
+NREL/TP-5000-64735). A farm's own figure, from its energy assessment, belongs in its row."""
+DEFAULT_PV_LOSSES_PCT = 14.0
+"""DC system losses where a PV site gives none: PVWatts' default, 14.08 % rounded (soiling 2,
+shading 3, mismatch 2, wiring 2, connections 0.5, light-induced degradation 1.5, nameplate 1,
+availability 3 %; Dobos 2014, NREL/TP-6A20-62641; ``pvlib.pvsystem.pvwatts_losses()``)."""
+DEFAULT_PV_MOUNTING = "open_rack_glass_polymer"  # a ground-mounted plant of glass/backsheet modules
+DEFAULT_TEMP_COEFF_PCT = -0.35
+"""%/degC of DC power where a PV site gives none: PVWatts v5's "premium" (monocrystalline)
+module type (Dobos 2014), inside the -0.2 to -0.5 %/degC pvlib documents as typical."""
+
+
+@dataclass(frozen=True)
+class WindSite:
+    """A wind farm: ``turbines`` (possibly fractional, from a capacity) of ``curve`` at ``hub_height_m``."""
+
+    id: str
+    name: str
+    lat: float
+    lon: float
+    hub_height_m: float
+    curve: turbines_lib.PowerCurve
+    turbines: float
+    efficiency: float = DEFAULT_FARM_EFFICIENCY
+    restart_m_s: float | None = None  # cut-out hysteresis: the wind speed the turbines restart below
+
+    @property
+    def capacity_kw(self) -> float:
+        return self.turbines * self.curve.rated_power_kw
+
+
+@dataclass(frozen=True)
+class PVSite:
+    """A solar plant; azimuth in pvlib's convention (degrees clockwise from north, 180 = south)."""
+
+    id: str
+    name: str
+    lat: float
+    lon: float
+    dc_kwp: float
+    ac_kw: float
+    tilt: float
+    azimuth: float
+    losses_pct: float = DEFAULT_PV_LOSSES_PCT
+    mounting: str = DEFAULT_PV_MOUNTING
+    temp_coeff_pct: float = DEFAULT_TEMP_COEFF_PCT
+
+    @property
+    def capacity_kw(self) -> float:
+        return self.ac_kw
+
+
+Site = WindSite | PVSite
+
+
+def _read_sites(path: Path, shown: str) -> tuple[tuple[Site, ...], tuple[int, ...]]:
+    sites: list[Site] = []
+    lines: list[int] = []
+    first_seen: dict[str, int] = {}
+    curves: dict[str, turbines_lib.PowerCurve] = {}
+    for line, rec in _csv_records(path, shown, SITES_COLUMNS, WIND_SITE_COLUMNS + PV_SITE_COLUMNS, "sites", []):
+        sid, name, lat, lon = _place(shown, line, rec, first_seen)
+        kind = rec["kind"]
+        if kind not in SITE_KINDS:
+            raise ConfigError(shown, line, "kind", f"unknown kind {kind!r} (expected one of: {', '.join(SITE_KINDS)})")
+        others = PV_SITE_COLUMNS if kind == "wind" else WIND_SITE_COLUMNS
+        for c in others:
+            if rec.get(c):
+                raise ConfigError(shown, line, c, f"column {c} is for {'pv' if kind == 'wind' else 'wind'} sites; "
+                                                  f"leave it empty on a {kind} site")
+        cell = _SiteCells(shown, line, rec)
+        site: Site
+        if kind == "wind":
+            lo, hi = HUB_HEIGHT_RANGE_M
+            curve = _site_curve(path, shown, line, cell.text("turbine"), curves)
+            count, capacity = cell.number("turbines", None, 1, 10_000), cell.number("capacity_mw", None, 0, 100_000, open_lo=True)
+            if (count is None) == (capacity is None):
+                raise ConfigError(shown, line, "turbines", "give either turbines (a count) or capacity_mw, not "
+                                                           f"{'both' if count is not None else 'neither'}")
+            if count is not None and count != int(count):
+                raise ConfigError(shown, line, "turbines", f"a count of turbines is a whole number, got {count:g}")
+            restart = cell.number("restart_wind", None, 0, curve.cut_out_m_s, open_lo=True)
+            if restart is not None and restart >= curve.cut_out_m_s:
+                raise ConfigError(shown, line, "restart_wind", f"the restart speed must be below the turbine's cut-out "
+                                                               f"({curve.cut_out_m_s:g} m/s), got {restart:g}")
+            site = WindSite(
+                id=sid, name=name, lat=lat, lon=lon, hub_height_m=_required(cell.number("hub_height", None, lo, hi),
+                                                                             shown, line, "hub_height"),
+                curve=curve,
+                turbines=count if count is not None else _required(capacity, shown, line, "capacity_mw") * 1000.0
+                / curve.rated_power_kw,
+                efficiency=_required(cell.number("farm_efficiency", DEFAULT_FARM_EFFICIENCY, 0, 1, open_lo=True), shown, line,
+                                     "farm_efficiency"),
+                restart_m_s=restart,
+            )
+        else:
+            dc = _required(cell.number("dc_kwp", None, 0, 10_000_000, open_lo=True), shown, line, "dc_kwp")
+            ac = _required(cell.number("ac_kw", None, 0, 10_000_000, open_lo=True), shown, line, "ac_kw")
+            tilt = _required(cell.number("tilt", None, 0, 90), shown, line, "tilt")
+            mounting = rec.get("mounting") or DEFAULT_PV_MOUNTING
+            if mounting not in PV_MOUNTINGS:
+                raise ConfigError(shown, line, "mounting", f"unknown mounting {mounting!r} (expected one of: "
+                                                           f"{', '.join(PV_MOUNTINGS)})")
+            site = PVSite(
+                id=sid, name=name, lat=lat, lon=lon, dc_kwp=dc, ac_kw=ac, tilt=tilt,
+                azimuth=_pv_azimuth(shown, line, rec.get("azimuth", ""), lat, tilt),
+                losses_pct=_required(cell.number("losses", DEFAULT_PV_LOSSES_PCT, 0, 99), shown, line, "losses"),
+                mounting=mounting,
+                temp_coeff_pct=_required(cell.number("temp_coeff", DEFAULT_TEMP_COEFF_PCT, -1, 0), shown, line,
+                                         "temp_coeff"),
+            )
+        sites.append(site)
+        lines.append(line)
+    return tuple(sites), tuple(lines)
+
+
+class _SiteCells:
+    """A sites row's cells read as numbers in their ranges, each error at its column."""
+
+    def __init__(self, shown: str, line: int, rec: dict[str, str]) -> None:
+        self.shown, self.line, self.rec = shown, line, rec
+
+    def text(self, column: str) -> str:
+        v = self.rec.get(column, "")
+        if not v:
+            raise ConfigError(self.shown, self.line, column, f"required for this kind of site: set {column}")
+        return v
+
+    def number(self, column: str, default: float | None, lo: float, hi: float, *,
+               open_lo: bool = False) -> float | None:
+        """The cell's number in [lo, hi] (``open_lo``: in (lo, hi]), or ``default`` where empty or absent."""
+        text = self.rec.get(column, "")
+        if not text:
+            return default
+        v = _csv_float(self.shown, self.line, column, text)
+        if not ((lo < v if open_lo else lo <= v) and v <= hi):
+            raise ConfigError(self.shown, self.line, column, f"{v:g} outside {'(' if open_lo else '['}{lo:g}, {hi:g}]")
+        return v
+
+
+def _required(v: float | None, shown: str, line: int, column: str) -> float:
+    if v is None:
+        raise ConfigError(shown, line, column, f"required for this kind of site: set {column}")
+    return v
+
+
+def _pv_azimuth(shown: str, line: int, text: str, lat: float, tilt: float) -> float:
+    """pvlib's azimuth (degrees clockwise from north: 90 = east, 180 = south, 270 = west). Values
+    of other conventions are refused rather than guessed: negative ones (PVGIS and others count
+    from south, east negative), and a tilted panel facing exactly the nearer pole (0 north of the
+    equator, 180 south of it), which is what a south = 0 or north = 0 file means by facing the sun."""
+    convention = "pvlib's convention: degrees clockwise from north, 90 = east, 180 = south, 270 = west"
+    if not text:
+        raise ConfigError(shown, line, "azimuth", f"required for a pv site ({convention})")
+    v = _csv_float(shown, line, "azimuth", text)
+    if v < 0:
+        raise ConfigError(shown, line, "azimuth", f"negative azimuth {v:g}: {convention}; a value counted from "
+                                                  "south (east negative, as PVGIS) is a different convention")
+    if v >= 360:
+        raise ConfigError(shown, line, "azimuth", f"azimuth {v:g} outside [0, 360) ({convention})")
+    pole = 0.0 if lat >= 0 else 180.0
+    if tilt > 0 and v == pole:
+        raise ConfigError(shown, line, "azimuth",
+                          f"azimuth {v:g} faces the {'north' if pole == 0 else 'south'} pole, away from the sun: "
+                          f"{convention}; for a panel facing the equator write {180.0 - pole:g}")
+    return v
+
+
+def _site_curve(sites_file: Path, shown: str, line: int, turbine: str,
+                cache: dict[str, turbines_lib.PowerCurve]) -> turbines_lib.PowerCurve:
+    """A library curve by name, or a power-curve CSV by a path relative to the sites file."""
+    if turbine not in cache:
+        if "/" in turbine or turbine.endswith(".csv"):
+            rel = Path(turbine).expanduser()
+            file = rel if rel.is_absolute() else Path(os.path.normpath(sites_file.parent / rel))
+            try:
+                cache[turbine] = turbines_lib.read_curve(
+                    file, shown=str(rel) if rel.is_absolute() else os.path.normpath(os.path.join(os.path.dirname(shown), rel)))
+            except turbines_lib.CurveFileError as exc:
+                raise ConfigError(exc.file, exc.line, exc.column, exc.reason) from None
+        elif turbine in turbines_lib.library_names():
+            cache[turbine] = turbines_lib.library_curve(turbine)
+        else:
+            raise ConfigError(shown, line, "turbine", f"no turbine {turbine!r} in the library (known: "
+                                                      f"{', '.join(turbines_lib.library_names())}; or a path to a "
+                                                      "power-curve CSV ending in .csv)")
+    return cache[turbine]
+
+
+def load_sites(path: str | os.PathLike) -> tuple[Site, ...]:
+    """Read and validate a sites CSV on its own (no coverage check)."""
+    return _read_sites(Path(path), str(path))[0]
 
 
 # --------------------------------------------------------------------------------------------

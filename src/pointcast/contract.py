@@ -343,6 +343,26 @@ QUANTILE_HEIGHTS = "heights"
 """eu-wind's quantile file: the point's precomputed heights, and the wind speed at each."""
 QUANTILE_WIND_AT = "wind_speed_at"
 
+# --------------------------------------------------------------------------- extension: power
+
+POWER_PRODUCT = "power"
+"""The power extension's folder in the run tree (``power/<freq>/<site id>.json``) and its archive's name."""
+POWER_QUANTILES: tuple[str, ...] = ("p10", "p25", "p50", "p75", "p90")
+"""The published quantiles of the members' power, in the order of `ensemble.QUANTILES`."""
+POWER_DATA = Table((
+    Element("datetime", "date-time", about="start of the interval (UTC)"),
+    Element("power", "number", "kW", 1, (0.0, 1e8),
+            about="AC power of the site from the deterministic blend, mean over [datetime, datetime + freq)"),
+    Element("capacity_factor", "number", "1", 3, (0.0, 1.0), about="power / the site's capacity"),
+    *(Element(name, "number", "kW", 1, (0.0, 1e8), missing=None,
+              about=f"{name[1:]}th percentile of the ensemble members' power (wind farms where an ensemble of "
+                    "the host product covers the time with every member; null elsewhere)")
+      for name in POWER_QUANTILES),
+))
+"""The entries of a site's power file (docs/api.md, "Extension: power")."""
+_SITE = Param("site", {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+              "a configured site's id (the sites of /V1/forecast/power's index: /catalog, product power)")
+
 # --------------------------------------------------------------------------- operations
 
 
@@ -359,7 +379,7 @@ class Operation:
     product: str | None
     params: tuple[Param, ...]
     summary: str
-    answer: str  # the kind of answer: "eu", "wind", "global", "japan", "quantiles" or "catalog" (`tables`)
+    answer: str  # the kind of answer: "eu", "wind", "global", "japan", "quantiles", "power" or "catalog" (`tables`)
     errors: tuple[int, ...]  # error statuses besides 401/429, which only API keys bring
     spec_section: str | None = None
     extension: bool = False  # ours, beside the specification (docs/api.md, "Extension: ...")
@@ -389,12 +409,17 @@ OPERATIONS: tuple[Operation, ...] = (
                                                "precomputed height of the point")),
               "Ensemble quantiles of a product at one point (extension, not in the specification)", "quantiles",
               (400, 403, 404), extension=True),
+    Operation("power", "/V1/forecast/power", POWER_PRODUCT, (_SITE, _FREQ),
+              "Power of a configured wind farm or solar plant, with the ensemble's P10-P90 (extension, not in the "
+              "specification)", "power", (400, 404), extension=True),
     Operation("catalog", "/catalog", None, (), "What the current run serves: products, points, basetime",
               "catalog", (404,)),
 )
 """The documented operations: the five forecast operations of the specification, the quantile
-extension and the catalog of the current run."""
-BY_PRODUCT: dict[str, Operation] = {op.product: op for op in OPERATIONS if op.product}
+and power extensions and the catalog of the current run."""
+BY_PRODUCT: dict[str, Operation] = {op.product: op for op in OPERATIONS if op.product and not op.extension}
+"""The forecast operation of each product (`pointcast.products`); the power extension's folder is no such product."""
+POWER_OPERATION: Operation = next(op for op in OPERATIONS if op.product == POWER_PRODUCT)
 
 
 def tables(answer: str) -> dict[str, Table]:
@@ -402,7 +427,7 @@ def tables(answer: str) -> dict[str, Table]:
     Read at call time, so that a table changed here is what every reader sees."""
     return {"eu": {"data": EU_DATA}, "wind": {"data": WIND_DATA},
             "global": {"srf": GLOBAL_SRF, "mrf": GLOBAL_MRF},
-            "japan": {"srf": JAPAN_SRF, "mrf": JAPAN_MRF}}.get(answer, {})
+            "japan": {"srf": JAPAN_SRF, "mrf": JAPAN_MRF}, "power": {"data": POWER_DATA}}.get(answer, {})
 
 
 def product_tables(product: str) -> dict[str, Table]:

@@ -70,13 +70,13 @@ def statistics(members: xr.Dataset, want_members: bool) -> xr.Dataset:
         complete = hourly.notnull().all("member")
         wet = (hourly >= HOURLY_THRESHOLD_MM - _TOLERANCE_MM).mean("member") * 100.0
         out["pop_ens"] = wet.where(complete).astype(np.float32)
-        out["tp_q"] = _quantiles(hourly, quantile)
+        out["tp_q"] = quantiles(hourly, quantile)
         if want_members:
             out["tp_members"] = hourly.astype(np.float32)
     if "t2m" in members:
-        out["t2m_q"] = _quantiles(members["t2m"], quantile)
+        out["t2m_q"] = quantiles(members["t2m"], quantile)
     if "wind_speed" in members:
-        wspd = _quantiles(members["wind_speed"], quantile)
+        wspd = quantiles(members["wind_speed"], quantile)
         # An ensemble gives the whole column of heights its products publish quantiles at
         # (`Product.ensemble_heights`, the members extracted at those only) or none of it at
         # a time: ICON-EU-EPS, whose files have the wind at 10 m only, leaves the windpack's
@@ -87,7 +87,7 @@ def statistics(members: xr.Dataset, want_members: bool) -> xr.Dataset:
     return out
 
 
-def _quantiles(values: xr.DataArray, quantile: xr.DataArray) -> xr.DataArray:
+def quantiles(values: xr.DataArray, quantile: xr.DataArray) -> xr.DataArray:
     """The ``quantile`` levels over the members, linear between order statistics (Hyndman and Fan's
     type 7, numpy's default), NaN where a member is; dims (time, quantile, ...). The members
     are sorted rather than partitioned as ``np.quantile`` does: numpy's vectorised float32

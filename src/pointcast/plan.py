@@ -15,14 +15,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 
 from . import interp, publish
-from .config import Config, DaskConfig, ProductConfig
+from .config import Config, DaskConfig, Point, ProductConfig, Site, WindSite
+from .contract import POWER_PRODUCT
 from .grids import grid_for
 from .products import PRODUCTS
 from .products.base import ProductOutput, RunContext, iso
@@ -33,11 +34,16 @@ from .sources.base import FetchedRun, RunRef
 @dataclass(frozen=True)
 class PointsList:
     """The products of one points file (``pids``): its points, sampled at their product grid
-    cells (`point_set`), and every height one of its products needs."""
+    cells (`point_set`), and every height one of its products needs. The sites of its
+    products (their wind farms and solar plants) are extracted as more points of the list,
+    after its own (``sites``: each product's rows of ``points``), at their hub heights too:
+    their series are blended as the points' are, and the power stage reads them
+    (`build.build_power`); the products' builds read the points' rows only."""
 
     pids: list[str]
     points: interp.PointSet
     heights: list[float]
+    sites: dict[str, slice] = field(default_factory=dict)
 
 
 def points_lists(cfg: Config) -> dict[Path, PointsList]:
@@ -46,19 +52,29 @@ def points_lists(cfg: Config) -> dict[Path, PointsList]:
     groups: dict[Path, list[str]] = {}
     for pid, pc in cfg.products.items():
         groups.setdefault(pc.points_file, []).append(pid)
-    return {f: PointsList(pids, point_set(cfg.products[pids[0]]),
-                          sorted({h for pid in pids for h in PRODUCTS[pid].heights(cfg.products[pid])}))
-            for f, pids in groups.items()}
+    out = {}
+    for f, pids in groups.items():
+        sets, rows, first = [point_set(cfg.products[pids[0]])], {}, len(cfg.products[pids[0]].points)
+        for pid in (pid for pid in pids if cfg.products[pid].sites):
+            sets.append(point_set(cfg.products[pid], cfg.products[pid].sites))
+            rows[pid] = slice(first, first + len(cfg.products[pid].sites))
+            first = rows[pid].stop
+        heights = {h for pid in pids for h in PRODUCTS[pid].heights(cfg.products[pid])}
+        heights |= {s.hub_height_m for pid in rows for s in cfg.products[pid].sites if isinstance(s, WindSite)}
+        out[f] = PointsList(pids, interp.PointSet.concat(sets), sorted(heights), rows)
+    return out
 
 
-def point_set(pc: ProductConfig) -> interp.PointSet:
-    """A product's points, sampled at the centres of their product grid cells."""
+def point_set(pc: ProductConfig, places: Sequence[Point | Site] | None = None) -> interp.PointSet:
+    """A product's points (or ``places``: its sites), sampled at the centres of their
+    product grid cells."""
     grid = grid_for(pc.id)
-    centres = [grid.cell_centre(grid.cell_key(p.lat, p.lon)) for p in pc.points]
+    places = pc.points if places is None else places
+    centres = [grid.cell_centre(grid.cell_key(p.lat, p.lon)) for p in places]
     return interp.PointSet(
-        ids=np.array([p.id for p in pc.points]),
+        ids=np.array([p.id for p in places]),
         lats=np.array([c[0] for c in centres]), lons=np.array([c[1] for c in centres]),
-        elevation=np.array([np.nan if p.elevation is None else p.elevation for p in pc.points]),
+        elevation=np.array([np.nan if (e := getattr(p, "elevation", None)) is None else e for p in places]),
     )
 
 
@@ -183,7 +199,8 @@ def run_id(cfg: Config, runs: dict[str, RunRef]) -> str:
 
 def _config_digest(cfg: Config) -> str:
     digest = hashlib.sha256(cfg.path.read_bytes())
-    for points_file in sorted({pc.points_file for pc in cfg.products.values()}):
+    for points_file in sorted({pc.points_file for pc in cfg.products.values()}
+                              | {pc.sites_file for pc in cfg.products.values() if pc.sites_file}):
         digest.update(Path(points_file).read_bytes())
     return digest.hexdigest()
 
@@ -216,7 +233,8 @@ def slices(n: int, per_slice: int, parallel: int) -> list[slice]:
     """``n`` points in slices of at most ``per_slice`` (`[dask] points_per_slice`), at least
     one for each of the ``parallel`` builders (build processes, or the cluster's threads)."""
     step = min(per_slice, -(-n // parallel))
-    return [slice(first, first + step) for first in range(0, n, step)]
+    # the last stops at n: a list's extraction holds its products' sites after its points
+    return [slice(first, min(first + step, n)) for first in range(0, n, step)]
 
 
 def builders(cfg: Config) -> int:
@@ -284,6 +302,8 @@ def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, 
                          for pid, out_ in outputs.items() if out_.checks.get("degraded")},
                source_notes={m: [*runs[m].notes, *fetched[m].notes] for m in runs})
     out["postprocess"] = postprocess
+    if POWER_PRODUCT in outputs:  # each site's product, models, ensembles and inputs (`products.power`)
+        out["power"] = outputs[POWER_PRODUCT].checks["sites"]
     return out
 
 

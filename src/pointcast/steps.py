@@ -21,6 +21,7 @@ from typing import Any
 from . import plan, publish
 from .build import ModelFailed
 from .config import Config
+from .contract import POWER_PRODUCT
 from .sources.base import FetchedRun, RunRef
 from .sources.remote import SourceUnavailable
 
@@ -171,6 +172,23 @@ def build_blends(cfg: Config, runs: Mapping[str, RunRef], lists: Mapping[Path, p
     if not outputs:
         raise RuntimeError(plan.nothing_published(cfg, unbuilt))
     return cfg, outputs, lacking
+
+
+def build_power(cfg: Config, lists: Mapping[Path, plan.PointsList], decoding: Mapping[str, Any],
+                dropped: dict[str, str], build: Callable[..., Any], context: Callable[[Config, str], Any],
+                log: Log) -> dict:
+    """The power of the products' sites (``build(extracted, contexts)``: `build.build_power`,
+    the output or None), once the products are built: from the scratch stores of the models
+    left (``decoding``, `extract`), by points file and model, with each product's run context.
+    Returns the outputs to add, by product ("power"), none without sites."""
+    if not any(pc.sites for pc in cfg.products.values()):
+        return {}
+    extracted: dict[Path, dict[str, str]] = {f: {} for f in lists}
+    for m, (stores, _) in settled({m: d for m, d in decoding.items() if m not in dropped}, dropped, log).items():
+        for f, path in stores.items():
+            extracted[f][m] = path
+    made = build(extracted, {pid: context(cfg, pid) for pid, pc in cfg.products.items() if pc.sites})
+    return {} if made is None else {POWER_PRODUCT: made}
 
 
 def carry_unbuilt(cfg: Config, writer: publish.TreeWriter, unbuilt: Mapping[str, str],

@@ -33,7 +33,7 @@ from . import contract
 from .config import Config
 from .ensemble import QUANTILES
 from .facts import ArchiveFacts, FileFacts, spread_paths
-from .products import PRODUCTS
+from .products import PRODUCTS, power
 from .products.base import ProductOutput, is_quantile_file
 from .products.eu_wind import ladder_answers
 from .publish import POINT, StagedFiles
@@ -80,12 +80,19 @@ def log_report(report: dict, log: logging.Logger | logging.LoggerAdapter) -> Non
 
 
 def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:
-    """Return ``{"ok": bool, "errors": [...], "products": {id: facts}}``. A product's
+    """Return ``{"ok": bool, "errors": [...], "products": {id: facts}}``, and ``"power"``
+    (its sites, lead times, variables and files) when the run has the sites' power. A product's
     archive and file facts are those its build slices found (`ProductOutput.facts`,
     `ProductOutput.file_facts`), else those of its archive, read whole, and of its files."""
     errors: list[str] = []
     facts: dict[str, dict] = {}
+    extra: dict[str, dict] = {}
     for pid, out in outputs.items():
+        if pid == power.ID:  # the sites' power, no product of the configuration (`products.power`)
+            errors += power.check(out)
+            extra[pid] = {"sites": int(out.archive.sizes["point"]), "lead_times": int(out.archive.sizes["lead_time"]),
+                          "variables": len(out.archive.data_vars), "files": len(out.files)}
+            continue
         pc = cfg.products[pid]
         ds = out.archive
         found = out.facts if out.facts is not None else archive_facts(ds)
@@ -113,7 +120,7 @@ def validate(outputs: dict[str, ProductOutput], cfg: Config) -> dict:
         facts[pid] = {"points": len(ids), "lead_times": int(ds.sizes["lead_time"]),
                       "variables": len(ds.data_vars), "files": len(out.files)}
     errors += _consistency(outputs)
-    return {"ok": not errors, "errors": errors, "products": facts}
+    return {"ok": not errors, "errors": errors, "products": facts, **extra}
 
 
 def _files(pid: str, files: Mapping[str, bytes], found: FileFacts, horizon_hours: int) -> list[str]:

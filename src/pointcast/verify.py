@@ -48,6 +48,7 @@ RELIABILITY_EDGES = tuple(range(0, 101, 10))  # forecast probability bins of the
 # How an element behaves in time (docs/verification.md, "Matching"): a state is matched to
 # one step; an amount or a maximum covers the period that ends at the observation's time.
 STATE, DIRECTION, AMOUNT, MAXIMUM = "state", "direction", "amount", "maximum"
+POWER = "power"  # the power archive's name and its element (docs/verification.md, "Power")
 
 
 @dataclass(frozen=True)
@@ -55,14 +56,16 @@ class Element:
     name: str
     kind: str
     period: np.timedelta64 = np.timedelta64(0, "s")  # tidy CSV: the period a value covers
+    # an element of no European product (a site's power): its own units and physical range
+    own: tuple[str, tuple[float, float]] | None = None
 
     @property
     def units(self) -> str:
-        return BY_KEY[self.name].unit.replace("°C", "degC")
+        return self.own[0] if self.own else BY_KEY[self.name].unit.replace("°C", "degC")
 
     @property
     def valid(self) -> tuple[float, float]:
-        return BY_KEY[self.name].valid
+        return self.own[1] if self.own else BY_KEY[self.name].valid
 
 
 OBSERVED: dict[str, Element] = {e.name: e for e in (
@@ -76,6 +79,8 @@ OBSERVED: dict[str, Element] = {e.name: e for e in (
     Element("pressure_sfc", STATE),
     Element("total_cloud_cover", STATE),
     Element("humidity", STATE),
+    # a site's measured power (kW, `read_power`), against the power archive (products/power.py)
+    Element(POWER, STATE, own=("kW", (0.0, 1e8))),
 )}
 # Verified against observed precipitation >= 0.1 mm in the hour: the published probability
 # (European products precipitation_proba, wxdata pop) and the deterministic neighbourhood
@@ -84,7 +89,7 @@ PROBABILITIES = ("precipitation_proba", "pop", "precipitation_proba_neighbourhoo
 # The ensembles' quantile forecasts (products.base.ensemble_archive) and the observed element
 # each verifies, scored with the CRPS.
 QUANTILE_FORECASTS = {"temperature_quantiles": "temp_2m", "wind_speed_quantiles": "windspd_10m",
-                      "precipitation_quantiles": "precipitation"}
+                      "precipitation_quantiles": "precipitation", "power_quantiles": POWER}
 # Values of the clock hour [t - 1 h, t) held at each of its steps: the probabilities and the
 # precipitation quantiles (pointcast.ensemble).
 CLOCK_HOUR = "clock hour"
@@ -94,16 +99,18 @@ CLOCK_HOUR = "clock hour"
 # their own short names (docs/api.md); the ensemble variables have one name everywhere.
 _ENSEMBLE: dict[str, tuple[str, dict]] = {name: (name, {}) for name in
                                           ("precipitation_proba_neighbourhood", *QUANTILE_FORECASTS)}
-_EU: dict[str, tuple[str, dict]] = {name: (name, {}) for name in (*OBSERVED, "precipitation_proba")} | _ENSEMBLE
+_EU: dict[str, tuple[str, dict]] = ({name: (name, {}) for name in (*OBSERVED, "precipitation_proba") if name != POWER}
+                                    | {k: v for k, v in _ENSEMBLE.items() if k != "power_quantiles"})
 _WX: dict[str, tuple[str, dict]] = {
     "temp_2m": ("temp", {}), "precipitation": ("prec", {}), "sea_surface_pressure": ("arpress", {}),
     "windspd_10m": ("wndspd", {}), "windir_10m": ("wnddir", {}), "humidity": ("rhum", {}), "pop": ("pop", {}),
-    **_ENSEMBLE}
+    **{k: v for k, v in _ENSEMBLE.items() if k != "power_quantiles"}}
 ARCHIVE_NAMES: dict[str, dict[str, tuple[str, dict]]] = {
     "eu-short": _EU, "eu-medium": _EU,
     "eu-wind": {"windspd_10m": ("windspd", {"height": 10.0}), "windir_10m": ("windir", {"height": 10.0}),
                 "wind_speed_quantiles": ("wind_speed_quantiles", {"height": 10.0})},
     "global": _WX, "japan": _WX,
+    POWER: {POWER: (POWER, {}), "power_quantiles": ("power_quantiles", {})},
 }
 COMPASS_DEGREES = 22.5  # wxdata wnddir: 16-point compass, 16 = north, 0 = calm
 
@@ -172,30 +179,40 @@ class _Rows:
 
 
 TIDY_HEADER = ("point", "time", "variable", "value")
+POWER_HEADER = ("site", "time", "kw")
 
 
 def read_tidy(path: Path, keys: Iterable[str]) -> Observations:
     """A tidy CSV ``point,time,variable,value``: ``point`` a point id or a station id of the
-    points CSV (``keys``), ``variable`` an API element name, ``value`` in the API's units."""
+    points CSV (``keys``), ``variable`` an API element name, ``value`` in the API's units; or
+    a site's measured power, ``site,time,kw`` (``site`` a configured site's id, ``kw`` its
+    power at ``time``, the start of the quarter hour it averages or an instant reading)."""
     known = set(keys)
     shown = str(path)
     rows = _Rows()
     text = _read_text(path)
     reader = csv.reader(io.StringIO(text, newline=""))
     header = None
+    power = False
     try:
         for line, cells in csv_rows(reader):
             if header is None:
+                if sorted(cells) == sorted(POWER_HEADER):
+                    header = ["point" if c == "site" else "value" if c == "kw" else c for c in cells]
+                    power = True
+                    continue
                 if sorted(cells) != sorted(TIDY_HEADER):
-                    raise ObservationError(shown, line, f"expected the header {','.join(TIDY_HEADER)}, got {','.join(cells)}")
-                header = cells
+                    raise ObservationError(shown, line, f"expected the header {','.join(TIDY_HEADER)} (or "
+                                                        f"{','.join(POWER_HEADER)}), got {','.join(cells)}")
+                header, power = cells, False
                 continue
             if len(cells) != len(header):
                 raise ObservationError(shown, line, f"expected {len(header)} fields ({','.join(header)}), got {len(cells)}")
-            rec = dict(zip(header, cells, strict=True))
+            rec = dict(zip(header, cells, strict=True)) | ({"variable": POWER} if power else {})
             if rec["point"] not in known:
-                raise ObservationError(shown, line, f"unknown point {rec['point']!r} (neither a point id nor a "
-                                                    "station of the configured points)")
+                raise ObservationError(shown, line, f"unknown {'site' if power else 'point'} {rec['point']!r} "
+                                                    + ("(no configured site has this id)" if power else
+                                                       "(neither a point id nor a station of the configured points)"))
             element = OBSERVED.get(rec["variable"])
             if element is None:
                 raise ObservationError(shown, line, f"unknown variable {rec['variable']!r} (expected one of: "
@@ -343,6 +360,8 @@ def station_points(cfg: Config) -> dict[str, list[str]]:
             for key in (p.id, p.station):
                 if key is not None and p.id not in out.setdefault(key, []):
                     out[key].append(p.id)
+        for site in pc.sites:  # a site's measured power (`read_tidy`)
+            out.setdefault(site.id, [site.id])
     return out
 
 
@@ -821,7 +840,7 @@ def run(cfg: Config, paths: Sequence[Path], since: datetime | None = None,
     root = Path(cfg.output.root)
     obs = read_observations(paths, cfg)
     frame = obs.frame
-    archives = {pid: a for pid in cfg.products if (a := Archive.open(root, pid)) is not None}
+    archives = {pid: a for pid in [*cfg.products, POWER] if (a := Archive.open(root, pid)) is not None}
     if not archives:
         raise ValueError(f"no archived runs under {root / publish.ZARR_DIR}: run a cycle first")
     try:

@@ -326,7 +326,7 @@ def test_member_statistics_made_a_part_of_the_points_at_a_time_are_the_whole(mon
 
 
 def test_member_quantiles_are_numpys_linear_quantiles_and_nan_where_a_member_is_missing():
-    """The quantiles over the members (sorted, not partitioned: `ensemble._quantiles`) are
+    """The quantiles over the members (sorted, not partitioned: `ensemble.quantiles`) are
     numpy's default (Hyndman and Fan's type 7) at every time, point and height, ties and
     51 members included, and NaN wherever one member is."""
     from pointcast import ensemble
@@ -338,7 +338,7 @@ def test_member_quantiles_are_numpys_linear_quantiles_and_nan_where_a_member_is_
     values[4, 7, 2, 1] = np.nan  # one member missing at one point and height
     da = xr.DataArray(values, dims=("time", "member", "point", "height"),
                       coords={"member": np.arange(51), "height": [10.0, 100.0]})
-    q = ensemble._quantiles(da.transpose("member", "point", "time", "height"),
+    q = ensemble.quantiles(da.transpose("member", "point", "time", "height"),
                             xr.DataArray(list(ensemble.QUANTILES), dims="quantile"))
     assert q.dims == ("time", "quantile", "point", "height")
     assert q["quantile"].values.tolist() == list(ensemble.QUANTILES)

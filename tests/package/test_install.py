@@ -36,6 +36,9 @@ def test_the_package_installs_and_renders_the_same_bytes_without_a_compiler(tmp_
     names = zipfile.ZipFile(wheel).namelist()
     assert "pointcast/_render_numpy.py" in names
     assert not [n for n in names if n.endswith(".so")]  # nothing was compiled
+    # the turbine library ships with its provenance and its source's licence (pyproject package-data)
+    assert {"pointcast/turbines/README.md", "pointcast/turbines/LICENSE-NREL-turbine-models.txt",
+            "pointcast/turbines/nrel-5mw-126.csv", "pointcast/power/pv.py"} <= set(names)
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
 

@@ -103,6 +103,12 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 
 
 @task(cache_policy=NO_CACHE)
+def build_power(cfg: Config, lists: dict, extracted: dict, contexts: dict, writer: publish.TreeWriter):
+    """The power of the products' sites, its files into the run's staging tree (`build.build_power`)."""
+    return build.build_power(cfg, lists, extracted, contexts, writer.files())
+
+
+@task(cache_policy=NO_CACHE)
 def validate_run(cfg: Config, outputs: dict) -> dict:
     """The validation gate's report of the run (`validate.validate`), logged."""
     report = validate(outputs, cfg)
@@ -255,6 +261,11 @@ def _cycle(config_path: str, now: datetime | None) -> str | State:
                     quote(cfg), pids, quote(extracted), quote(where), ctx, quote(writer),
                     quote(plan.corrections_of(corrections, pids)), quote(stage), priority=priority),
                 dropped, unbuilt, log, lambda cfg, pid: plan.run_context(cfg, pid, runs, model_info, generated, now))
+            outputs |= steps.build_power(
+                cfg, lists, decoding, dropped,
+                lambda extracted, contexts: build_power(quote(cfg), quote(lists), quote(extracted), contexts,
+                                                        quote(writer)),
+                lambda cfg, pid: plan.run_context(cfg, pid, runs, model_info, generated, now), log)
             carried = steps.carry_unbuilt(cfg, writer, unbuilt, log)
             applied = postprocess_run(quote(cfg), quote(outputs), quote(writer), learnt)
             # Validation reads the staging tree only: it runs while the cluster closes.

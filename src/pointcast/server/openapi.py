@@ -25,7 +25,7 @@ PARAMETERS: dict[str, dict[str, contract.Param]] = {
 """Operation name -> parameter name -> its documentation (the contract's)."""
 
 _SUCCESS = {"eu": "EuForecasts", "wind": "WindForecasts", "global": "GlobalWx", "japan": "JapanWx",
-            "quantiles": "Quantiles", "catalog": "Catalog"}
+            "quantiles": "Quantiles", "power": "Power", "catalog": "Catalog"}
 _CACHE_HEADERS = {
     "ETag": {"required": True, "schema": _STR,
              "description": "run and content (weak for global/wx and ss1wx: without requestId)"},
@@ -95,7 +95,7 @@ def _quantiles() -> dict[str, Any]:
 
     data = contract.QUANTILE_DATA
     head: dict[str, Any] = {
-        "product": {"type": "string", "enum": [op.product for op in contract.OPERATIONS if op.product]},
+        "product": {"type": "string", "enum": list(contract.BY_PRODUCT)},
         "latitude": _NUM, "longitude": _NUM, "basetime": _TIME, "updated_time": _TIME,
         "start": dict(_TIME, description="the first row's time (UTC)"),
         "step_seconds": {"type": "integer", "minimum": 1},
@@ -111,6 +111,25 @@ def _quantiles() -> dict[str, Any]:
     return _obj((*head, *series), **head, **series, **windpack)
 
 
+def _power() -> dict[str, Any]:
+    """The power extension's object (docs/api.md, "Extension: power"): the site, its capacity
+    and one entry per time of the contract's power table; a percentile is null where no
+    ensemble covers the time (and always for a solar plant)."""
+    table = contract.POWER_DATA
+    entry = entry_schema(table)
+    for name in contract.POWER_QUANTILES:
+        entry["properties"][name] = dict(entry["properties"][name], nullable=True)
+    head: dict[str, Any] = {
+        "site": _STR, "name": _STR, "kind": {"type": "string", "enum": ["wind", "pv"]}, "product": _STR,
+        "latitude": _NUM, "longitude": _NUM, "capacity_kw": dict(_NUM, minimum=0), "basetime": _TIME,
+        "updated_time": _TIME, "freq": {"type": "string", "enum": list(contract.FREQS)},
+        "unit": _obj(table.names, closed=True, **{k: {"type": "string", "nullable": True}
+                                                 for k in table.names}),
+        "quantiles_from": {"type": "array", "items": _STR,
+                           "description": "the ensembles the percentiles come from, in priority order"}}
+    return _obj((*head, "data"), **head, data={"type": "array", "items": entry})
+
+
 def schemas() -> dict[str, Any]:
     """The components' schemas: the answers of every kind and the error bodies."""
     keyed = "one key per requested pair, its text as sent"
@@ -124,6 +143,7 @@ def schemas() -> dict[str, Any]:
         "GlobalWx": _wx(contract.tables("global")),
         "JapanWx": _wx(contract.tables("japan")),
         "Quantiles": _quantiles(),
+        "Power": _power(),
         "Catalog": _obj(("run_id", "synthetic", "products"), run_id=_STR, synthetic={"type": "boolean"},
                         products={"type": "array", "items": _obj(
             ("product", "operations", "points"), product=_STR, operations={"type": "array", "items": _STR},

@@ -1,4 +1,4 @@
-"""The operations: the five forecast operations, the quantile extension, ``/catalog`` and ``/openapi.json`` (``OPERATIONS``, path ->
+"""The operations: the five forecast operations, the quantile and power extensions, ``/catalog`` and ``/openapi.json`` (``OPERATIONS``, path ->
 ``Operation``), the verification answer and the run-tree files the viewer reads.
 
 A handler checks its parameters (``grammar``), then reads the run the request resolved and
@@ -284,6 +284,32 @@ def handle_quantiles(app: Served, op: Operation, request: Request) -> Answer:
                   synthetic=synthetic(run))
 
 
+def handle_power(app: Served, op: Operation, request: Request) -> Answer:
+    """The power extension (docs/api.md, "Extension: power"): a configured site's power file
+    at ``freq``, as published (``json/power/<freq>/<site>.json``). The site is looked up in the
+    run's power index, never made a path from the request's text."""
+    site = single(request.params, "site")
+    freq = single(request.params, "freq")
+    if not PRODUCT_ID.match(site):
+        raise invalid("site")
+    if freq not in FREQS:
+        raise invalid("freq")
+    run, index = _served(op, request)
+    if site not in index.point_ids:
+        raise no_data(f'"site" {site} is not a configured site of the current run')
+    data = run.power_file(freq, site)
+    if data is None:
+        raise no_data(f'"site" {site} has no {freq} power in the current run (its product publishes '
+                      f"{', '.join(_site_freqs(index, site))})")
+    tag = hashlib.blake2b(b"\0".join([os.fsencode(run.run_id), op.path.encode(), site.encode(), freq.encode()]),
+                          digest_size=16)
+    return Answer([data], b'"' + tag.hexdigest().encode() + b'"', run.published, index.next_update, run.deflated)
+
+
+def _site_freqs(index: ProductIndex, site: str) -> list[str]:
+    return next((p.get("freqs", []) for p in index.meta["points"] if isinstance(p, dict) and p.get("id") == site), [])
+
+
 def handle_global(app: Served, op: Operation, request: Request) -> Answer:
     """global/wx: ``latlon=<lat>/<lon>`` and an optional ``tz``; the answer is ss1wx's shape.
 
@@ -421,7 +447,8 @@ def handle_openapi(app: Served, op: Operation, request: Request) -> Answer:
 
 _HANDLERS: dict[str, Handler] = {"medium-range-common": handle_common, "short-range-common": handle_common,
                                  "short-range-windpack": handle_windpack, "global-wx": handle_global,
-                                 "ss1wx": handle_ss1wx, "quantiles": handle_quantiles, "catalog": handle_catalog}
+                                 "ss1wx": handle_ss1wx, "quantiles": handle_quantiles, "power": handle_power,
+                                 "catalog": handle_catalog}
 OPERATIONS: dict[str, Operation] = {
     op.path: op
     for op in (

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import viewer
 from ..config import utc_time
-from ..contract import QUANTILE_DIR, height_name
+from ..contract import POWER_PRODUCT, QUANTILE_DIR, height_name
 from ..publish import VERIFICATION_DIR
 from .compress import Deflated, Piece
 from .grammar import HubHeight
@@ -385,6 +385,19 @@ class Run:
         digest = hashlib.blake2b(b"\0".join([ladder.digest, repr(height.metres).encode()]), digest_size=16).digest()
         self.files.put(key, (tail, digest), len(tail))
         return tail, digest
+
+    def power_file(self, freq: str, site: str) -> bytes | None:
+        """A site's power file (``json/power/<freq>/<site>.json``) as published, kept once per
+        run; None when the run has none at that freq. ``freq`` from the contract's freqs, the
+        site from the power index."""
+        key = ("power", freq, site)
+        cached = self.files.get(key)
+        if cached is not None:
+            return cached
+        data = self._read(self.path / "json" / POWER_PRODUCT / freq, site, f"{POWER_PRODUCT}/{freq}/{site}")
+        if data is not None:
+            self.files.put(key, data, len(data))
+        return data
 
     def quantile_file(self, product: str, point_id: str) -> QuantileFile | None:
         """A point's quantile file (``json/<product>/quantiles/<point id>.json``), parsed once

@@ -4,6 +4,7 @@
 "use strict";
 (function () {
   const ORDER = ["eu-short", "eu-medium", "eu-wind", "global", "japan"];
+  const POWER = "power"; // the sites' power files: power/index.json, power/<freq>/<site>.json
   const MAP_VALUES = 300; // points whose current value colours the map, at most (one file each)
   const state = { key: sessionStorage.getItem("pointcast-key") || "", cache: new Map(), charts: [], run: null };
   const main = document.getElementById("main");
@@ -39,6 +40,8 @@
       (a, b) => (ORDER.indexOf(a) + 1 || 99) - (ORDER.indexOf(b) + 1 || 99) || a.localeCompare(b));
     const indexes = {};
     await Promise.all(products.map(async (p) => { indexes[p] = await optional(`${p}/index.json`); }));
+    // the sites' power (docs/viewer.md, "Power"): on the map and a meteogram per site
+    if (manifest.power) indexes[POWER] = await optional(`${POWER}/index.json`);
     return { manifest, validation, runs: (runs && runs.runs) || [], products: products.filter((p) => indexes[p]), indexes };
   }
 
@@ -272,8 +275,9 @@
 
   async function renderMap(section, run) {
     if (!run.products.length) return;
-    const select = h("select", { id: "map-product" }, run.products.map((p) => h("option", { value: p }, p)));
-    select.value = state.mapProduct && run.products.includes(state.mapProduct) ? state.mapProduct : run.products[0];
+    const layers = run.indexes[POWER] ? [...run.products, POWER] : run.products;
+    const select = h("select", { id: "map-product" }, layers.map((p) => h("option", { value: p }, p === POWER ? "power (sites)" : p)));
+    select.value = state.mapProduct && layers.includes(state.mapProduct) ? state.mapProduct : run.products[0];
     const holder = h("div");
     section.replaceChildren(h("div", { class: "controls" }, h("label", {}, "product ", select),
       h("span", { class: "muted" }, "click a point for its meteogram")), holder);
@@ -297,6 +301,7 @@
     svg.append(el("path", { class: "land", d: path(topojson.feature(world, world.objects.countries)) }));
     svg.append(el("path", { d: path(topojson.mesh(world, world.objects.countries, (a, b) => a !== b)),
       fill: "none", stroke: "#c9c2ad", "stroke-width": 0.5 }));
+    if (product === POWER) return drawSites(holder, svg, el, projection, points);
     const wind = kind(product, index) === "wind";
     const values = await currentValues(product, index, points.slice(0, MAP_VALUES));
     const [lo, hi] = wind ? [0, 25] : [-20, 35];
@@ -317,6 +322,25 @@
       h("span", { style: `display:inline-block;width:160px;height:10px;background:linear-gradient(90deg, ${gradient})` }),
       ` ${lo} … ${hi} ${wind ? "m/s" : "°C"}`,
       points.length > MAP_VALUES ? ` (values for the first ${MAP_VALUES} points)` : ""));
+  }
+
+  // the sites on the map: wind farms and solar plants by colour, sized by capacity
+  const SITE_COLOURS = { wind: "#1d3557", pv: "#e07a1f" };
+  function drawSites(holder, svg, el, projection, sites) {
+    const most = Math.max(...sites.map((s) => s.capacity_kw || 0), 1);
+    sites.forEach((s) => {
+      const [x, y] = projection([s.lon, s.lat]);
+      const c = el("circle", { cx: x.toFixed(1), cy: y.toFixed(1), r: (4 + 6 * Math.sqrt((s.capacity_kw || 0) / most)).toFixed(1),
+        fill: SITE_COLOURS[s.kind] || "#999", "fill-opacity": 0.8, stroke: "#fff", "data-id": s.id, "data-kind": s.kind });
+      const title = el("title", {});
+      title.textContent = `${s.name || s.id}: ${s.kind === "pv" ? "solar plant" : "wind farm"}, ${fmt(s.capacity_kw / 1000)} MW (${s.product})`;
+      c.append(title);
+      c.addEventListener("click", () => { location.hash = `#/p/${POWER}/${encodeURIComponent(s.id)}`; });
+      svg.append(c);
+    });
+    const swatch = (k) => h("span", { class: "swatch", style: `display:inline-block;width:10px;height:10px;border-radius:5px;background: ${SITE_COLOURS[k]}` });
+    holder.replaceChildren(svg, h("div", { class: "legend" }, `${sites.length} sites: `, swatch("wind"), " wind farms ",
+      swatch("pv"), " solar plants, sized by capacity; click a site for its power"));
   }
 
   async function currentValues(product, index, points) {
@@ -624,8 +648,8 @@
     const info = run.manifest.products[product] || {};
     const seams = info.seams_t2m || [];
     const tz = zone(point.time_zone || index.time_zone);
-    const k = kind(product, index);
-    const freqs = k === "wx" ? [] : index.freqs || info.freqs || ["1H"];
+    const k = product === POWER ? POWER : kind(product, index);
+    const freqs = k === POWER ? point.freqs || ["1H"] : k === "wx" ? [] : index.freqs || info.freqs || ["1H"];
     const freq = freqs.includes(variant) ? variant : freqs[0];
     const head = h("div", {},
       h("p", {}, h("a", { href: "#/" }, "← status and map")),
@@ -642,7 +666,8 @@
     main.replaceChildren(head, body);
     const [verif, q] = await Promise.all([verificationOf(product), quantilesOf(run, product, point)]);
     const ens = { q, ensembles: info.ensembles || [] };
-    if (k === "eu") await renderEu(body, product, point, freq, tz, seams, verif, ens);
+    if (k === POWER) await renderPower(body, point, freq, tz);
+    else if (k === "eu") await renderEu(body, product, point, freq, tz, seams, verif, ens);
     else if (k === "wind") await renderWind(body, product, point, freq, tz, seams, ens);
     else await renderWx(body, product, point, tz, seams, verif, ens);
     document.getElementById("run-line").textContent = `run ${run.manifest.run_id} · ${point.name || point.id}`;
@@ -710,6 +735,38 @@
     body.append(h("h3", {}, "First time steps"), dataTable(tz, t, hubs.flatMap((m) => [
       [`${m} m speed m/s`, `windspd_${m}m`, ladderColumn(f, "windspd", m)],
       [`${m} m dir °`, `windir_${m}m`, ladderColumn(f, "windir", m)]]), 12));
+  }
+
+  // A site's power (power/<freq>/<site>.json): the deterministic power, the P10-P90 and P25-P75
+  // bands of the members' power where an ensemble covers, and the site's capacity.
+  async function renderPower(body, site, freq, tz) {
+    const f = await getJSON(`${POWER}/${freq}/${site.id}.json`);
+    const rows = f.data;
+    const t = rows.map((r) => secs(r.datetime));
+    const rgb = "43,147,72";
+    const series = [line("power kW", `rgb(${rgb})`, { width: 2 }),
+      line("capacity kW", "#555", { dash: [6, 4], width: 1, points: { show: false } })];
+    const data = [t, col(rows, "power"), t.map(() => f.capacity_kw)];
+    const extra = { axes: [{}, { label: "kW", size: 70 }], bands: [],
+      scales: { y: { range: (u, lo, hi) => [0, Math.max(f.capacity_kw * 1.08, hi)] } } };
+    const covered = rows.some((r) => r.p50 != null);
+    if (covered) {
+      for (const [lo, hi, alpha] of QUANTILE_BANDS) {
+        const edge = { width: 0.5, spanGaps: false, points: { show: false } };
+        series.push(line(`P${lo * 100}`, `rgba(${rgb},0.45)`, edge), line(`P${hi * 100}`, `rgba(${rgb},0.45)`, edge));
+        data.push(col(rows, `p${Math.round(lo * 100)}`), col(rows, `p${Math.round(hi * 100)}`));
+        extra.bands.push({ series: [data.length - 1, data.length - 2], fill: `rgba(${rgb},${alpha})` });
+      }
+    }
+    const what = site.kind === "pv" ? "solar plant" : `wind farm, hub ${site.hub_height} m, ${site.turbine}`;
+    chart(body, POWER, [`Power (${what}; dashed: capacity ${fmt(f.capacity_kw / 1000)} MW)`,
+      covered ? bandsLegend(null, rgb, f.quantiles_from, "through the power curve") : h("span", { class: "muted" },
+        " — no quantiles: " + (site.kind === "pv" ? "no ensemble's members carry radiation" : "no ensemble covers"))],
+    tz, series, data, extra);
+    simpleChart(body, "capacity-factor", "Capacity factor", tz, "capacity factor", "#0e7490", t, col(rows, "capacity_factor"), "1", []);
+    body.append(h("h3", {}, "First time steps"), dataTable(tz, t, [
+      ["power kW", "power", col(rows, "power")], ["capacity factor", "capacity_factor", col(rows, "capacity_factor")],
+      ...["p10", "p25", "p50", "p75", "p90"].map((k) => [`${k.toUpperCase()} kW`, k, col(rows, k)])], 12));
   }
 
   async function renderWx(body, product, point, tz, seams, verif, ens) {
