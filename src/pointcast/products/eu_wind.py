@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 
 from .. import physics
-from ..config import ProductConfig
+from ..config import ProductConfig, WindSite
 from ..contract import HUB_HEIGHT_RANGE_M, WIND_DATA, WINDPACK_LADDER, height_name
 from .base import (
     Files,
@@ -85,7 +85,10 @@ class EuWind:
         return sorted({h for p in cfg.points for h in point_heights(p)})
 
     def ensemble_heights(self, cfg: ProductConfig) -> list[float]:
-        return self.heights(cfg)  # its quantiles at every height (`ensemble_archive`)
+        """Its quantiles at every height (`ensemble_archive`), and its wind farms' hub heights,
+        where the members' power is made: the blend's column holds those too, and an
+        ensemble gives a column whole or not at all (`ensemble.statistics`)."""
+        return sorted({*self.heights(cfg), *(s.hub_height_m for s in cfg.sites if isinstance(s, WindSite))})
 
     def inputs(self) -> dict[str, frozenset[str]]:
         return {e.name: frozenset(self.variables) for e in WIND_DATA if e.ref in CF_NAMES}
