@@ -29,7 +29,6 @@ peak. No Prefect here.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -344,7 +343,7 @@ def _output_bytes(cfg: Config) -> tuple[int, dict[str, int]]:
 
     served = None if publish.is_url(cfg.output.root) else publish.current_run(cfg.output.root)
     if served:
-        tree = _du(Path(cfg.output.root) / "runs" / served)
+        tree = publish.tree_bytes(Path(cfg.output.root) / "runs" / served)
         if tree:
             return tree, {pid: _archive_cycle_bytes(cfg, pid) for pid in cfg.products}
     tree, archive = 0, {}
@@ -364,7 +363,7 @@ def _archive_cycle_bytes(cfg: Config, pid: str) -> int:
     for store in publish.archive_stores(cfg.output.root, pid):
         with publish.open_committed(store) as ds:
             cycles += ds.sizes.get(publish.INIT, 0)
-        total += _du(Path(store))
+        total += publish.tree_bytes(Path(store))
     return total // max(cycles, 1)
 
 
@@ -390,15 +389,4 @@ def _scratch_bytes(cfg: Config) -> int:
         for f in {pc.points_file for pc in cfg.products.values() if m in pc.models + pc.ensembles}:
             points, heights = lists[f]
             total += points * steps * (variables + 3 * len(heights)) * max(model.members, 1) * 4
-    return total
-
-
-def _du(path: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_size
-            except OSError:
-                continue
     return total

@@ -56,7 +56,7 @@ from .backend import (
 )
 from .cycle import APPENDS, cleaned_up, publish_cycle
 from .durable import check_writable, fsync_dir, replace_bytes, write_bytes
-from .retention import NoRoom, make_room, retain, retain_cache
+from .retention import NoRoom, make_room, retain, retain_cache, tree_bytes
 from .roots import backend_for
 from .stage import ArchiveStage, remove_stage, write_region
 from .staging import GZIP_LEVEL, WRITE_BATCH, WRITE_THREADS, StagedFiles, TreeWriter, gzip_bytes, write_json_tree
@@ -80,6 +80,6 @@ __all__ = [
     "ArchiveError", "ArchiveStage", "Backend", "PublishError", "PublishRefused", "StagedFiles", "TreeWriter",
     "add_viewer", "append_archive", "archive_stores", "backend_for", "carry_product", "check_writable", "cleaned_up",
     "current_run", "dump_json", "fsync_dir", "gzip_bytes", "is_url", "new_run_dir", "open_committed",
-    "publish_cycle", "publish_run", "remove_stage", "replace_bytes", "retain", "retain_cache", "make_room", "NoRoom", "run_history", "to_json_types",
+    "publish_cycle", "publish_run", "remove_stage", "replace_bytes", "retain", "retain_cache", "make_room", "NoRoom", "run_history", "to_json_types", "tree_bytes",
     "write_bytes", "write_json_tree", "write_region", "zarr_settings",
 ]

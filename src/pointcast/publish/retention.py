@@ -8,6 +8,7 @@ without ever showing half-deleted under its id, is the backend's (``local.py``,
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import time
@@ -121,7 +122,7 @@ def retain_cache(cache: Path | str, keep: int, max_bytes: int | None = None,
                 remove_tree(found[name], model)
                 removed.append(found[name])
     if max_bytes is not None:
-        sizes = {p: _tree_bytes(p) for p in kept}
+        sizes = {p: tree_bytes(p) for p in kept}
         total = sum(sizes.values())
         for p in sorted(kept, key=lambda p: p.name):  # oldest run first
             if total <= max_bytes:
@@ -156,7 +157,7 @@ def make_room(cache: Path | str, keep: int, max_bytes: int | None, in_use: Colle
     removed = retain_cache(cache, keep, None if max_bytes is None else max(max_bytes - needed, 0), in_use)
     if needed <= 0:
         return removed
-    runs = sum(_tree_bytes(p) for p in cache.glob("*/*/*") if p.is_dir() and _CACHE_RUN_RE.match(p.name))
+    runs = sum(tree_bytes(p) for p in cache.glob("*/*/*") if p.is_dir() and _CACHE_RUN_RE.match(p.name))
     if max_bytes is not None and runs + needed > max_bytes:
         raise NoRoom(f"{what} needs {_gb(needed)} in the cache; [output] cache_max_gb = "
                      f"{max_bytes / 1e9:g} leaves {_gb(max(max_bytes - runs, 0))} beside the "
@@ -177,8 +178,17 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.3g} GB ({int(n)} bytes)"
 
 
-def _tree_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+def tree_bytes(path: Path) -> int:
+    """The bytes of the files under ``path`` (links not followed; a file removed while the
+    tree is walked counts nothing): the cache's runs, a published run, an archive store."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                continue
+    return total
 
 
 def retain_scratch(cache: Path | str, min_age: float = 60.0) -> list[Path]:
