@@ -150,15 +150,16 @@ def at_points(extracted: dict, points: slice) -> dict:
 
 
 def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.PointSet,
-                 heights: list[float], basetime: datetime, variables: frozenset[str] | None = None):
+                 heights: list[float], column: list[float], basetime: datetime,
+                 variables: frozenset[str] | None = None):
     """Resample and blend once for products sharing points, models and heights, over the
     longest of their horizons, for one slice of their points; each product then takes its own
     horizon from the start of the series. Only their heights and variables are resampled: the
     windpack's thirty-odd heights over the medium range's 14 days were most of a 10,000-point
     cycle's memory, and it reads two of the two dozen variables. ``extracted``: each model's
     series at the slice's points (`at_points`); ``where``, ``heights``: the slice's sampled
-    points and the blend's heights (`for_slice`); ``variables``: those to blend instead of the
-    products' (the power stage's, `build_power`)."""
+    points, the blend's heights and its ensembles' column (`for_slice`); ``variables``: those
+    to blend instead of the products' (the power stage's, `build_power`)."""
     pc = cfg.products[pids[0]]
     start = np.datetime64(basetime.replace(tzinfo=None), "ns")
     hours = max(cfg.products[pid].horizon_hours for pid in pids)
@@ -175,7 +176,6 @@ def blend_models(cfg: Config, pids: list[str], extracted: dict, where: interp.Po
         members.append((m, interp.resample(ds, axis, where.lats, where.lons)))
     until = {m: start + np.timedelta64(h, "h") for m, h in pc.max_lead_hours}
     series, used = blend_stage.blend(members, until)
-    column = sorted({h for pid in pids for h in PRODUCTS[pid].ensemble_heights(cfg.products[pid])})
     by_ensemble = with_ensembles(series, pc.ensembles, extracted, axis, where, column,
                                  any("tp_members" in (PRODUCTS[pid].variables or ()) for pid in pids))
     nowhere = [""] * len(axis)
@@ -261,18 +261,22 @@ class BlendSlice:
     cfg: Config  # the blend's products only, their points cut to the slice
     where: interp.PointSet  # the slice's sampled points
     heights: list[float]  # the blend's, of all its points: every slice's archive rows have them
+    column: list[float]  # the heights of its ensembles' statistics, of all its points (as ``heights``)
 
 
 def for_slice(cfg: Config, pids: list[str], where: interp.PointSet, heights: list[float],
               points: slice) -> BlendSlice:
     """One slice of the blend of ``pids``: ``cfg`` with the blend's products only, their points
     cut to the slice, the slice's sampled points (of the list's, ``where``) and the blend's
-    ``heights`` (`blend_heights`, not those of the slice's points alone). A slice's
+    ``heights`` (`blend_heights`, not those of the slice's points alone), and the heights of
+    the ensembles' statistics, of all its points too: a product's (`Product.ensemble_heights`)
+    are those of the points it is given. A slice's
     inputs are pickled to the process or worker building it: with the whole configuration,
     every slice would carry every list's points (at 50,000 points a list, 12 MB pickled and
     0.1 GB unpickled in each builder; docs/performance.md)."""
+    column = sorted({h for pid in pids for h in PRODUCTS[pid].ensemble_heights(cfg.products[pid])})
     products = {pid: replace(cfg.products[pid], points=cfg.products[pid].points[points]) for pid in pids}
-    return BlendSlice(points, replace(cfg, products=products), where[points], heights)
+    return BlendSlice(points, replace(cfg, products=products), where[points], heights, column)
 
 
 def build_product(cfg: Config, pid: str, series, ctx: RunContext, files: publish.StagedFiles) -> ProductOutput:
@@ -316,7 +320,7 @@ def build_slice(pids: list[str], extracted: dict, ctx: RunContext, corrected: li
     release_freed()  # what the process's tasks before it freed (`pointcast.cluster.dask_scheduler`)
     cfg = part.cfg
     series, seams, origins = blend_models(cfg, pids, at_points(extracted, part.points), part.where,
-                                                   part.heights, ctx.basetime)
+                                          part.heights, part.column, ctx.basetime)
     writer = publish.TreeWriter(staging, cfg.output.json, threads=write_threads)
     facts, found, written = {}, {}, {}
     try:
@@ -413,7 +417,7 @@ def stage_archives(cfg: Config, pids: list[str], extracted: dict, where: interp.
     (`blend_heights`)."""
     first = for_slice(cfg, pids, where, heights, slice(0, 1))
     series, _, _ = blend_models(first.cfg, pids, at_points(extracted, first.points), first.where, first.heights,
-                             ctx.basetime)
+                                first.column, ctx.basetime)
     for pid, out in _built(first.cfg, pids, series, ctx, corrected, estimate, Files):
         stage.create(pid, out.archive, [p.id for p in cfg.products[pid].points], chunk)
 
@@ -537,7 +541,7 @@ def build_power(cfg: Config, lists: Mapping[Path, PointsList], extracted: Mappin
         only = replace(cfg, products={pid: replace(pc, ensembles=())})  # the members go through the curves here
         # without wind farms no height is blended (an empty height axis blends nothing)
         variables = POWER_VARIABLES if hubs else POWER_VARIABLES - _AT_HEIGHTS
-        series, _, _ = blend_models(only, [pid], series_at, where, hubs, ctx.basetime, variables)
+        series, _, _ = blend_models(only, [pid], series_at, where, hubs, [], ctx.basetime, variables)
         series = series.sel(time=series.time < _horizon_end(pc, ctx))
         times = series.time.values
         members = []

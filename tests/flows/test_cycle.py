@@ -443,8 +443,9 @@ def test_schedule_deployment_runs_every_3_hours(published):
 def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefect_harness):
     """ICON-D2's 03 UTC run is the basetime; IFS's run of the day before at 00 UTC (a
     fallback) reaches 360 h from its own start, 333 h from the basetime: short of eu-medium's
-    336 h. The cycle looks again, from the basetime, and takes the 00 UTC run of the day
-    (the real discover task on the sample source)."""
+    336 h. The cycle looks again, from the basetime, and takes the 00 UTC run of the day,
+    published by 09 UTC (the real discover task on the sample source, whose runs count as
+    published IFS's 8 hours after their start)."""
     import logging
     from dataclasses import replace
     from datetime import timedelta
@@ -472,7 +473,7 @@ def test_the_last_model_must_reach_the_horizon_from_the_products_basetime(prefec
         return look
 
     log = logging.getLogger("test")
-    runs = steps.discover_runs(cfg, lambda m, needed: Completed(data=first[m]), again(basetime + timedelta(hours=2)),
+    runs = steps.discover_runs(cfg, lambda m, needed: Completed(data=first[m]), again(basetime + timedelta(hours=6)),
                                {}, log)
     assert asked == [("ifs", basetime + timedelta(hours=336), False)]
     assert runs["ifs"].init == datetime(2026, 1, 15, 0, tzinfo=UTC) and runs["icon-d2"] == first["icon-d2"]

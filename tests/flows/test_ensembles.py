@@ -99,19 +99,18 @@ def test_the_manifest_lists_each_ensemble_with_its_members_and_the_sources_of_it
     assert datetime.fromisoformat(products["global"]["probability_from"][1]["from"]) == gefs_end
     eps_end = datetime.fromisoformat(manifest["models"]["icon-eu-eps"]["init"]) + timedelta(hours=120)
     assert datetime.fromisoformat(products["eu-medium"]["probability_from"][1]["from"]) == eps_end
-    # The quantiles' sources, by variable: as the probability's, but for Europe's wind, which
-    # ICON-EU-EPS (10 m only) cannot give at every height of the blend: ENS's throughout.
+    # The quantiles' sources, by variable: as the probability's, 10 m wind included, but for
+    # the windpack's wind column, which ICON-EU-EPS (10 m only) cannot give: ENS's throughout.
     quantiles = {pid: {name: [seg["source"] for seg in segs] for name, segs in p["quantiles_from"].items()}
                  for pid, p in products.items()}
     for pid in ("eu-short", "eu-medium", "eu-wind", "global", "japan"):
         assert quantiles[pid]["temperature_quantiles"] == quantiles[pid]["precipitation_quantiles"] == sources[pid]
-    assert quantiles["global"]["wind_speed_quantiles"] == ["gefs", "ens"]
-    assert quantiles["japan"]["wind_speed_quantiles"] == ["ens"]
-    for pid in ("eu-short", "eu-medium", "eu-wind"):
-        wind = products[pid]["quantiles_from"]["wind_speed_quantiles"]
-        assert [seg["source"] for seg in wind] == ["ens"]
-        assert wind[0]["from"] == products[pid]["probability_from"][0]["from"]
-        assert wind[0]["to"] == products[pid]["probability_from"][-1]["to"]
+    for pid in ("eu-short", "eu-medium", "global", "japan"):
+        assert quantiles[pid]["wind_speed_quantiles"] == sources[pid]
+    wind = products["eu-wind"]["quantiles_from"]["wind_speed_quantiles"]
+    assert [seg["source"] for seg in wind] == ["ens"]
+    assert wind[0]["from"] == products["eu-wind"]["probability_from"][0]["from"]
+    assert wind[0]["to"] == products["eu-wind"]["probability_from"][-1]["to"]
 
 
 @pytest.mark.parametrize("pid, model", [("global", "gefs"), ("japan", "ens")])

@@ -427,6 +427,8 @@ def test_no_file_path_is_built_from_request_text(tree, monkeypatch):
             continue
         if Path(path) == run.parent / "manifest.json":  # the run's publication time (Last-Modified)
             continue
+        if Path(path) == tree / "cycles" / "upstream.json":  # the models' newest runs (the stale flags)
+            continue
         rel = Path(path).relative_to(run) if Path(path).is_relative_to(run) else path
         assert allowed.match(str(rel)), path
         assert ".." not in Path(path).parts and "evil" not in Path(path).parts

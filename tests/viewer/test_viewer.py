@@ -204,11 +204,13 @@ def test_status_page_says_where_each_statistic_comes_from_and_its_tables_do_not_
             assert lines[(pid, "probability of precipitation")] == text(entry["probability_from"], entry["basetime"])
             for name, segments in entry["quantiles_from"].items():
                 assert lines[(pid, name.replace("_", " "))] == text(segments, entry["basetime"])
-        # Europe: ICON-EU-EPS gives the probability and the temperature quantiles, ENS the wind's
+        # Europe: ICON-EU-EPS gives the probability, the temperature and 10 m wind quantiles,
+        # ENS the windpack's wind column (ICON-EU-EPS has no wind above 10 m)
         for pid in ("eu-short", "eu-medium", "eu-wind"):
             assert lines[(pid, "probability of precipitation")].startswith("icon-eu-eps +0…")
             assert lines[(pid, "temperature quantiles")].startswith("icon-eu-eps +0…")
-            assert lines[(pid, "wind speed quantiles")].startswith("ens +0…")
+            first = "ens" if pid == "eu-wind" else "icon-eu-eps"
+            assert lines[(pid, "wind speed quantiles")].startswith(f"{first} +0…")
         boxes = [page.locator(".grid table").first.bounding_box(), page.locator("#validation table").bounding_box()]
         a, b = boxes
         assert (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
