@@ -308,12 +308,10 @@ def costs(cfg: Config, now: datetime | None = None, network: bool = True) -> dic
     # The cycle's runs, one a model: `publish.make_room` evicts every other run before a download.
     cache = sum(stored.values())
     run_bytes, archive_cycle = _output_bytes(cfg)
-    # A product's archive grows by a cycle only when its basetime model has a new run, by one
-    # run a cycle at most.
-    cycles = 24 // cfg.schedule.every_hours
-    archive_day = sum(archive_cycle[pid] * min(runs_per_day(cfg, pc.models[0]), cycles)
-                      for pid, pc in cfg.products.items())
+    # A product's archive grows by a cycle only when its basetime model has a new run.
+    archive_day = sum(archive_cycle[pid] * runs_per_day(cfg, pc.models[0]) for pid, pc in cfg.products.items())
     scratch = _scratch_bytes(cfg)
+    cycles = 24 // cfg.schedule.every_hours
     parts = {"cache_bytes": cache, "scratch_bytes": scratch, "staging_bytes": run_bytes,
              "runs_bytes": run_bytes * cfg.output.keep_runs, "archive_bytes_per_day": archive_day}
     return {"models": per_model, "bytes_per_day": sum(e["bytes_per_day"] for e in per_model.values()),
@@ -357,18 +355,24 @@ def _output_bytes(cfg: Config) -> tuple[int, dict[str, int]]:
     return tree, archive
 
 
+# A Zarr array's metadata files (v3, v2): written once an array, not a cycle.
+_ZARR_METADATA = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
+
+
 def _archive_cycle_bytes(cfg: Config, pid: str) -> int:
-    """A product's archive bytes a cycle: the bytes of its stores' variables along init_time
-    (a chunk a cycle each) over the init_times they hold; the coordinates and metadata are
-    written once a store, most of a small archive's first cycle."""
+    """A product's archive bytes a cycle: the chunks of its stores' variables along
+    init_time (a chunk a cycle each) over the init_times they hold; the coordinates and the
+    metadata are written once a store, most of a small archive's first cycle."""
     from . import publish
 
     total = cycles = 0
     for store in publish.archive_stores(cfg.output.root, pid):
         with publish.open_committed(store) as ds:
             cycles += ds.sizes.get(publish.INIT, 0)
-            grown = [name for name, var in ds.variables.items() if publish.INIT in var.dims and name != publish.INIT]
-        total += sum(publish.tree_bytes(Path(store) / str(name)) for name in grown)
+            grown = [str(name) for name, var in ds.variables.items() if publish.INIT in var.dims and name != publish.INIT]
+        for name in grown:
+            array = Path(store) / name
+            total += publish.tree_bytes(array) - sum(f.stat().st_size for f in array.iterdir() if f.name in _ZARR_METADATA)
     return total // max(cycles, 1)
 
 
