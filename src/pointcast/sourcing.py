@@ -125,6 +125,10 @@ def make_source(name: str, cfg: SourceConfig, whole: bool = False) -> Source:
     raise ValueError(f"source {name!r}: unknown source type {kind!r} (known: 'sample', 'http')")
 
 
+class NoRunReaching(RuntimeError):
+    """No run of the model's last runs reaches the horizon: none will seconds later either."""
+
+
 def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until: datetime | None = None,
              whole: bool = False, logger: logging.Logger | logging.LoggerAdapter = log) -> RunRef:
     """Newest run of the model whose horizon reaches `needed` from its start, or the time
@@ -155,7 +159,7 @@ def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until
                         run.source, len(run.steps), max(run.steps))
             return run
         when = run.init - timedelta(minutes=1)
-    raise RuntimeError(f"{model_id}: no run reaching the {needed / timedelta(hours=1):g} h horizon "
+    raise NoRunReaching(f"{model_id}: no run reaching the {needed / timedelta(hours=1):g} h horizon "
                        f"of the products it ends{f' (to {until.isoformat()})' if until else ''} was found")
 
 

@@ -33,7 +33,7 @@ from pointcast.products.base import RunContext
 from pointcast.publish.retention import retain_scratch, sweep_staging
 from pointcast.sources.base import FetchedRun, Need, RunRef
 from pointcast.sources.remote import SourceUnavailable
-from pointcast.sourcing import check_models, fetch_run, find_run
+from pointcast.sourcing import NoRunReaching, check_models, fetch_run, find_run
 from pointcast.validate import log_report, validate
 
 # The malloc arenas of the cycle's process, capped when the flow is imported, before its
@@ -53,9 +53,10 @@ def _logger():
 
 def _retry_unless_unavailable(task, task_run, state) -> bool:
     """A source that gave up at its deadline has retried already, a run the cache has no room
-    for will not have it seconds later, and a stopped cycle wants none: no Prefect retry then."""
+    for will not have it seconds later, nor will a model whose last runs do not reach the
+    horizon have one, and a stopped cycle wants none: no Prefect retry then."""
     return not isinstance(state.result(raise_on_failure=False),
-                          (SourceUnavailable, publish.NoRoom, stopping.Stopped))
+                          (SourceUnavailable, NoRunReaching, publish.NoRoom, stopping.Stopped))
 
 
 # No task takes a cache key (nothing of a cycle is cached: no result is persisted). Prefect's
