@@ -27,11 +27,11 @@ import pointcast  # noqa: F401  (PROJ before ecCodes)
 from pointcast.config import DaskConfig, load_config
 from pointcast.products.base import _render as render_module
 
-from . import decode, fetch, http
+from . import decode, fetch, http, soak
 from .workload import clear_outputs, settle, write_config
 
 QUICK_SCALE, QUICK_POINTS = 16, 100
-GROUPS = ("fetch", "decode", "cycle", "http", "ensembles", "power", "points", "dask", "output", "scale")
+GROUPS = ("fetch", "soak", "decode", "cycle", "http", "ensembles", "power", "points", "dask", "output", "scale")
 POWER_SITES = 200  # power_cycle_overhead: wind farms, and as many solar plants
 EUROPE = ("eu-medium", "eu-short", "eu-wind")  # the products of the European points list
 SCALE_FACTOR = 50  # points_50k_cost: 50,000 points a list against 1,000
@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                              "the grids the deterministic models are measured on; at scale 1 the upstream "
                              "grids, about 20 GB of sample runs written once; 4 x --scale is the "
                              "sample's own default, which make run uses)")
+    parser.add_argument("--soak-cycles", type=int, default=16,
+                        help="soak: the 3-hourly cycles of the soak (default 16, two simulated days)")
     parser.add_argument("--products", help="comma-separated product ids to keep (default: all)")
     parser.add_argument("--only", default=",".join(GROUPS),
                         help=f"comma-separated figure groups to measure (default all: {','.join(GROUPS)}); "
@@ -173,8 +175,17 @@ def main(argv: list[str] | None = None) -> int:
              f"reads (IFS scale {scale}, ENS every member, loopback mirror)")
         print(f"# fetch: the indexes read besides, {got['indexes'] / 1e6:.2f} MB (a message here is "
               f"{got['message_bytes'] / 1e3:.1f} KB on average, about 1 MB upstream)", flush=True)
-        if only == {"fetch"}:
-            return 0
+    if "soak" in only:
+        got = soak.measure(work / "soak", args.soak_cycles)
+        line("disk_peak_vs_plan", got["peak_disk_bytes"] / got["plan_peak_disk_bytes"], "<= 1.2",
+             f"the largest disk of cache, scratch and runs while a cycle runs {got['peak_disk_bytes'] / 1e6:.2f} MB / "
+             f"plan's peak_disk_bytes {got['plan_peak_disk_bytes'] / 1e6:.2f} MB ({got['cycles']} soak cycles)")
+        print(f"# soak: archive growth {got['archive_bytes_per_day'] / 1e3:.0f} KB a day / plan's "
+              f"archive_bytes_per_day {got['plan_archive_bytes_per_day'] / 1e3:.0f} KB = "
+              f"{got['archive_bytes_per_day'] / got['plan_archive_bytes_per_day']:.2f}; the soak's tests "
+              f"{'passed' if got['passed'] else 'FAILED'}", flush=True)
+    if only <= {"fetch", "soak"}:
+        return 0
     roots = {k: load_config(c).output.root for k, c in variants.items()}
     # Removed before the decode figures, which create no files: they count towards the wait.
     removed_at = clear_outputs(list(roots.values()))
