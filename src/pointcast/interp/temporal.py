@@ -198,7 +198,8 @@ def _interval_index(starts: np.ndarray, ends: np.ndarray, times: np.ndarray) -> 
 def _conserve(starts, ends, amounts, times) -> np.ndarray:
     """Spread each interval's amount evenly in time: cumulative amount interpolated linearly."""
     k, ok = _interval_index(starts, ends, times)
-    frac = (BASE_STEP / (ends[k] - starts[k])).astype(np.float64)
+    with np.errstate(divide="ignore"):  # an empty interval (a run's step 0) holds no 15 minutes: not ok
+        frac = (BASE_STEP / (ends[k] - starts[k])).astype(np.float64)
     res = amounts[k] * _bcast_t(frac, amounts)
     return np.where(_bcast_t(ok, amounts), res, np.nan)
 
