@@ -214,6 +214,13 @@ def with_ensembles(series: xr.Dataset, ensembles: tuple[str, ...], extracted: di
     return used
 
 
+def _with_wind_speed(ds: xr.Dataset) -> xr.Dataset:
+    """The members' wind vectors replaced by their speed (float32, as extracted; the
+    dataset's attrs kept): what their statistics and their power read."""
+    speed = np.hypot(ds["wind_u"].values, ds["wind_v"].values)
+    return ds.drop_vars(["wind_u", "wind_v"]).assign(wind_speed=(ds["wind_u"].dims, speed))
+
+
 # Bytes of an ensemble's members resampled at once (`_member_statistics`), float64.
 MEMBER_STATISTICS_BYTES = 256 * 2**20
 
@@ -228,8 +235,7 @@ def _member_statistics(ds: xr.Dataset, axis: np.ndarray, where: interp.PointSet,
     resampling takes as a series of its own (`interp.temporal`), and its direction was half
     of the members' resampling time."""
     if {"wind_u", "wind_v"} <= set(ds.data_vars):
-        speed = np.hypot(ds["wind_u"].values, ds["wind_v"].values)  # float32, as extracted
-        ds = ds.drop_vars(["wind_u", "wind_v"]).assign(wind_speed=(ds["wind_u"].dims, speed))
+        ds = _with_wind_speed(ds)
     per_point = len(axis) * ds.sizes["member"] * sum(
         int(np.prod([ds.sizes[d] for d in v.dims if d not in ("time", "member", "point")])) for v in ds.data_vars.values()) * 8
     step = max(1, MEMBER_STATISTICS_BYTES // max(per_point, 1))
@@ -562,9 +568,7 @@ def _member_hub_wind(ds: xr.Dataset, axis: np.ndarray, where: interp.PointSet, h
         return None
     if not set(hubs) <= set(ds.height.values.tolist()):
         return None
-    ds = ds[["wind_u", "wind_v"]].sel(height=hubs)
-    speed = np.hypot(ds["wind_u"].values, ds["wind_v"].values)
-    ds = ds.drop_vars(["wind_u", "wind_v"]).assign(wind_speed=(ds["wind_u"].dims, speed))  # its attrs kept
+    ds = _with_wind_speed(ds[["wind_u", "wind_v"]].sel(height=hubs))
     return interp.resample(ds, axis, where.lats, where.lons)["wind_speed"].transpose("time", "member", "point", "height")
 
 

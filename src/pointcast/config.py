@@ -887,13 +887,7 @@ def _postprocess(ctx: _Ctx, doc: dict, base: Path) -> PostprocessConfig:
 
 
 def _csv_float(file: str, line: int, col: str, text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise ConfigError(file, line, col, f"not a number: {text!r}") from None
-    if not math.isfinite(v):
-        raise ConfigError(file, line, col, f"not a finite number: {text!r}")
-    return v
+    return turbines_lib.finite(file, line, col, text, ConfigError)
 
 
 def csv_rows(reader) -> Iterator[tuple[int, list[str]]]:

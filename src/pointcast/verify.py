@@ -97,14 +97,16 @@ CLOCK_HOUR = "clock hour"
 # The archive variable of an element, by product: (name, selection); the European common
 # products archive the API's own names, the windpack its winds by height, the wxdata products
 # their own short names (docs/api.md); the ensemble variables have one name everywhere.
+# (the power's quantiles are the power product's, archived by site: `power.zarr`)
 _ENSEMBLE: dict[str, tuple[str, dict]] = {name: (name, {}) for name in
-                                          ("precipitation_proba_neighbourhood", *QUANTILE_FORECASTS)}
+                                          ("precipitation_proba_neighbourhood", *QUANTILE_FORECASTS)
+                                          if name != "power_quantiles"}
 _EU: dict[str, tuple[str, dict]] = ({name: (name, {}) for name in (*OBSERVED, "precipitation_proba") if name != POWER}
-                                    | {k: v for k, v in _ENSEMBLE.items() if k != "power_quantiles"})
+                                    | _ENSEMBLE)
 _WX: dict[str, tuple[str, dict]] = {
     "temp_2m": ("temp", {}), "precipitation": ("prec", {}), "sea_surface_pressure": ("arpress", {}),
     "windspd_10m": ("wndspd", {}), "windir_10m": ("wnddir", {}), "humidity": ("rhum", {}), "pop": ("pop", {}),
-    **{k: v for k, v in _ENSEMBLE.items() if k != "power_quantiles"}}
+    **_ENSEMBLE}
 ARCHIVE_NAMES: dict[str, dict[str, tuple[str, dict]]] = {
     "eu-short": _EU, "eu-medium": _EU,
     "eu-wind": {"windspd_10m": ("windspd", {"height": 10.0}), "windir_10m": ("windir", {"height": 10.0}),

@@ -159,7 +159,9 @@ class SampleSource:
         run, run_dir, fingerprint, _ = self._run_dir(run, model, cache, need)
         if self._cached(run_dir, fingerprint, need) is not None:
             return Size(0, "cached")
-        there = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file())
+        from ..publish import tree_bytes
+
+        there = tree_bytes(run_dir)
         return Size(max(estimated_bytes(model, run.steps, None, self.message_bytes(model, cache)) - there, 0),
                     "estimate")
 

@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from .. import viewer
 from ..config import ApiKeyConfig
-from ..contract import POWER_PRODUCT
+from ..contract import BY_PRODUCT
 from .access import Access
 from .compress import Deflated, Piece, accepts_gzip
 from .errors import ApiError, no_data, not_allowed, not_found
@@ -127,7 +127,7 @@ class PointcastApp:
         its coverage (lazily built rasters), the current run's indexes, the modules of the
         windpack's interpolation."""
         probes = [(lat, lon) for lat in (-45.0, 0.0, 36.0, 50.0, 60.0) for lon in (-100.0, 0.0, 10.0, 140.0)]
-        for product in sorted({op.product for op in OPERATIONS.values() if op.product and op.product != POWER_PRODUCT}):
+        for product in sorted(BY_PRODUCT):  # the forecast products, not the extensions
             try:
                 grid = self.grid(product)
                 for lat, lon in probes:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CurveFileError", "PowerCurve", "LIBRARY_DIR", "CURVE_COLUMNS", "library_names", "library_curve",
+__all__ = ["CurveFileError", "PowerCurve", "finite", "LIBRARY_DIR", "CURVE_COLUMNS", "library_names", "library_curve",
            "read_curve"]
 
 LIBRARY_DIR = Path(__file__).resolve().parent
@@ -108,8 +108,8 @@ def read_curve(path: str | Path, shown: str | None = None) -> PowerCurve:
                 continue
             if len(cells) != 2:
                 raise CurveFileError(shown, line, "row", f"expected 2 fields ({','.join(CURVE_COLUMNS)}), got {len(cells)}")
-            v = _finite(shown, line, "wind_speed_m_s", cells[0])
-            p = _finite(shown, line, "power_kw", cells[1])
+            v = finite(shown, line, "wind_speed_m_s", cells[0])
+            p = finite(shown, line, "power_kw", cells[1])
             if not 0.0 <= v <= MAX_WIND_SPEED_M_S:
                 raise CurveFileError(shown, line, "wind_speed_m_s", f"wind speed {v:g} m/s outside [0, {MAX_WIND_SPEED_M_S:g}]")
             if speeds and v <= speeds[-1]:
@@ -141,13 +141,15 @@ def read_curve(path: str | Path, shown: str | None = None) -> PowerCurve:
                       rated_power_kw=rated, cut_out_m_s=cut_out, source=shown)
 
 
-def _finite(file: str, line: int, column: str, text: str) -> float:
+def finite(file: str, line: int, column: str, text: str, error: type[Exception] = CurveFileError) -> float:
+    """A CSV cell as a finite number, or ``error(file, line, column, reason)`` (the curve
+    files' `CurveFileError`; the configuration's CSVs pass their `ConfigError`)."""
     try:
         v = float(text)
     except ValueError:
-        raise CurveFileError(file, line, column, f"not a number: {text!r}") from None
+        raise error(file, line, column, f"not a number: {text!r}") from None
     if not math.isfinite(v):
-        raise CurveFileError(file, line, column, f"not a finite number: {text!r}")
+        raise error(file, line, column, f"not a finite number: {text!r}")
     return v
 
 
@@ -155,4 +157,4 @@ def _meta_number(file: str, meta: dict[str, tuple[int, str]], key: str, default:
     if key not in meta:
         return default
     line, text = meta[key]
-    return _finite(file, line, key, text)
+    return finite(file, line, key, text)
