@@ -226,3 +226,26 @@ def test_every_grib1_row_names_the_real_parameter_it_reads():
         (row,) = [r for r in IFS.fields if matches(r, m)]
         assert row.var == "u10" and judge(row, m) == (1.0, None)
         assert (m.paramId, m.units, m.parameter) == (165, "m s**-1", "128/165")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in REAL.glob("*.grib*")))
+def test_download_check_passes_real_files_and_catches_broken_sections(name):
+    """The fetch's check (`check_grib`) counts the messages of every real file, GRIB1 and
+    GRIB2, and refuses one whose sections no longer chain: the bytes after section 0
+    overwritten (a corrupt body of the right length), a section's declared length off by
+    one byte, the end marker lost."""
+    from pointcast.sources.remote import check_grib
+    from pointcast.sources.remote.transport import BadDownload
+
+    data = (REAL / name).read_bytes()
+    assert check_grib(data) == len(plain(REAL / name))
+    first = int.from_bytes(data[8:16], "big") if data[7] == 2 else int.from_bytes(data[4:7], "big")
+    message = data[:first]
+    broken = [message[:16] + b"\xff" * (len(message) - 20) + message[-4:],
+              message[:-4] + b"7778"]
+    if message[7] == 2:  # section 1's length one byte longer than it is
+        length = int.from_bytes(message[16:20], "big")
+        broken.append(message[:16] + (length + 1).to_bytes(4, "big") + message[20:])
+    for bad in broken:
+        with pytest.raises(BadDownload):
+            check_grib(bad)
