@@ -144,7 +144,8 @@ def test_a_runs_bytes_are_known_from_the_index_before_it_is_downloaded(tree, mir
     """`size` reads the indexes (no data file): the bytes the fetch then downloads, exactly
     where every range has a length (ECMWF), the last message by the typical length where the
     index leaves it open (wgrib2); none once the run is in the cache; for files without an
-    index (MSM) the estimate at the model's typical message size (`estimated_bytes`)."""
+    index (MSM) the estimate at the model's typical message size (`estimated_bytes`). The
+    fetch takes the indexes `size` read: each is requested once."""
     for prefix, model, when in (("ecmwf", IFS, "2026-11-20T05:10"), ("noaa", GFS, "2026-11-20T04:00"),
                                 ("jma", MSM, "2026-11-20T02:00")):
         src = source(mirror, prefix)
@@ -154,6 +155,8 @@ def test_a_runs_bytes_are_known_from_the_index_before_it_is_downloaded(tree, mir
         assert all(r.path.endswith((".index", ".idx")) for r in mirror.requests), mirror.requests
         fetched = src.fetch(run, model, tmp_path)
         got = sum(f.stat().st_size for f in fetched.files)
+        indexes = [r.path for r in mirror.gets(r"\.(index|idx)$")]
+        assert len(indexes) == len(set(indexes)) == (0 if model is MSM else len(fetched.files)), indexes
         if model is IFS:
             assert size.how == "index" and size.bytes == got
         elif model is GFS:

@@ -122,9 +122,13 @@ def run_size(src: HttpSettings, run: RunRef, model: ModelSpec, cache: Path,
         if f.index_path is None:
             return (0, True) if dest.exists() and file_meta(dest.with_name(dest.name + ".json")).get(
                 "bytes") == dest.stat().st_size else (share, False)
+        def read(mirror) -> str:
+            url = f"{mirror.url}/{f.index_path}"
+            src.read_indexes[url] = text = get(client, url).text
+            return text
+
         try:
-            text = one_pass(f.index_path, up.mirrors, lambda mirror: get(
-                client, f"{mirror.url}/{f.index_path}").text)
+            text = one_pass(f.index_path, up.mirrors, read)
             ranges = wanted_ranges(model, up, layout, text, rows)
         except (Failed, BadDownload):
             return share, False

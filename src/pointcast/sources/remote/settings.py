@@ -44,6 +44,9 @@ class HttpSettings:
     # deadline, which is for runs still being published.
     unreachable_minutes: float = 3.0
     progress: bool = True  # progress bar on a terminal
+    # The upstream index texts `fetch.run_size` read, by URL, each taken by the download of
+    # its file that follows (``download.fetch_file``): an index is requested once a fetch.
+    read_indexes: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_options(cls, name: str, options: Mapping[str, Any]) -> Self:
