@@ -17,7 +17,7 @@ horizon). A source fetches only these messages and decode reads only these
 - an ensemble is read to the product's horizon too; its wind above 10 m only for a product
   publishing its wind quantiles at heights (the windpack: ``ensemble_heights``), so ENS's
   ``100u``/``100v`` stop at eu-wind's 72 h while eu-medium's 10 m quantiles go on;
-- ``[models.<id>] run_hours`` leaves out the other runs (`model_spec`) and ``skip_variables``
+- ``[models.<id>] run_hours`` leaves out the other runs (`plan.model_spec`) and ``skip_variables``
   the rows of those variables (no essential one: `check`).
 
 `costs` is `pointcast plan`'s account: messages and bytes a run (the upstream's index sizes
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -58,13 +57,6 @@ STEPS_PAST_END = 2
 # (`interp.extract_members`, GEFS's sp and msl at the analysis): they end there.
 GROUND = frozenset({"sp", "msl"})
 FIRST_STEP = timedelta(hours=-1)
-
-
-def model_spec(cfg: Config, model_id: str) -> ModelSpec:
-    """The model as configured: its table's run hours narrowed to ``run_hours``."""
-    model = MODELS[model_id]
-    hours = cfg.models[model_id].run_hours
-    return model if hours is None else replace(model, run_hours=hours)
 
 
 def check(cfg: Config) -> None:
@@ -171,7 +163,7 @@ def nominal_needs(cfg: Config, hour: int | None = None) -> dict[str, Need]:
     day = datetime(2026, 1, 1, tzinfo=UTC)
     runs = {}
     for m in plan.needed(cfg):
-        model = model_spec(cfg, m)
+        model = plan.model_spec(cfg, m)
         h = hour if hour in model.run_hours else model.run_hours[0]
         runs[m] = RunRef(m, day + timedelta(hours=h), _source_steps(cfg, m, day + timedelta(hours=h)), "plan")
     return needs(cfg, runs)
@@ -197,7 +189,7 @@ def _index_bytes(cfg: Config, model_id: str, need: Need, now: datetime) -> tuple
     from .sources.remote import HttpSource, SourceUnavailable, run_files, wanted_bytes
 
     src = HttpSource.from_options(cfg.models[model_id].source, dict(source.options) | {"timeout_seconds": 5.0})
-    model = model_spec(cfg, model_id)
+    model = plan.model_spec(cfg, model_id)
     up = src.upstream(model)
     with src.client() as client:
         for init in _recent_runs(model, now):
@@ -256,7 +248,7 @@ def used_runs(cfg: Config, model_id: str) -> dict[int, tuple[timedelta, ...]]:
     """The run hours of a model whose runs the cycles take, with the steps its source offers
     of each: those reaching the horizon the products it ends need from its start
     (`plan.needed`, as discovery asks), or as far as its source's longest run does."""
-    model = model_spec(cfg, model_id)
+    model = plan.model_spec(cfg, model_id)
     day = datetime(2026, 1, 1, tzinfo=UTC)
     offered = {h: _source_steps(cfg, model_id, day + timedelta(hours=h)) for h in model.run_hours}
     reach = min(plan.needed(cfg)[model_id], max(max(s) for s in offered.values()))
@@ -277,7 +269,7 @@ def costs(cfg: Config, now: datetime | None = None, network: bool = True) -> dic
     per_model: dict[str, dict[str, Any]] = {}
     stored: dict[str, int] = {}  # a run's bytes in the cache, the shared control's copy included
     for m in plan.needed(cfg):
-        model = model_spec(cfg, m)
+        model = plan.model_spec(cfg, m)
         per_run = [(nominal_needs(cfg, h)[m], steps) for h, steps in used_runs(cfg, m).items()]
         sample = _sample_message_bytes(cfg, m)
         # What the source writes (`Source.size`): the sample every row at the steps read.

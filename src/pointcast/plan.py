@@ -28,7 +28,7 @@ from .grids import grid_for
 from .products import PRODUCTS
 from .products.base import ProductOutput, RunContext, iso
 from .sources import MODELS, run_steps
-from .sources.base import FetchedRun, RunRef
+from .sources.base import FetchedRun, ModelSpec, RunRef
 
 
 @dataclass(frozen=True)
@@ -318,11 +318,19 @@ def _why(inputs: list[str], models: tuple[str, ...], lacking: dict[str, list[str
     return "no model supplies its inputs at these lead times (" + "; ".join(parts) + ")"
 
 
+def model_spec(cfg: Config, model_id: str) -> ModelSpec:
+    """The model as configured: its table's run hours narrowed to ``[models.<id>] run_hours``."""
+    model = MODELS[model_id]
+    hours = cfg.models[model_id].run_hours
+    return model if hours is None else replace(model, run_hours=hours)
+
+
 def stale_after(cfg: Config, model_id: str) -> timedelta:
     """The age past which a product whose basetime is ``model_id``'s run is stale
-    (`ModelSpec.stale_after`), counting only the runs discovery can take: those reaching the
-    horizon the model must reach (`needed`; IFS ending a 240 h blend: its 00/12 UTC runs)."""
-    model, reach = MODELS[model_id], needed(cfg).get(model_id, timedelta(0))
+    (`ModelSpec.stale_after`), counting only the runs discovery can take: those of its
+    configured run hours (`model_spec`) reaching the horizon the model must reach (`needed`;
+    IFS ending a 240 h blend: its 00/12 UTC runs)."""
+    model, reach = model_spec(cfg, model_id), needed(cfg).get(model_id, timedelta(0))
     usable = [h for h in model.run_hours
               if max(run_steps(model, datetime(2000, 1, 1, h, tzinfo=UTC))) >= reach]
     return model.stale_after(cfg.schedule.every_hours, usable)

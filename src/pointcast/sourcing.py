@@ -85,7 +85,7 @@ def chain_reach(cfg: Config, models: Sequence[str], limits: Mapping[str, int]) -
     (discovery walks back to a run that long: `plan.needed`), each one before it its shortest
     (its newest run is taken, whatever its length) up to its ``limits`` (`max_lead_hours`),
     each of its configured ``run_hours`` only, with its source's ``horizon_hours`` applied."""
-    from .need import model_spec
+    from .plan import model_spec
 
     best, parts = 0.0, []
     for i, m in enumerate(models):
@@ -135,7 +135,7 @@ def find_run(cfg: Config, model_id: str, now: datetime, needed: timedelta, until
     `until` where given (a product's basetime plus its horizon; walks back run by run).
     ``whole``: every step of the run, beyond the source's `horizon_hours` (the model stands in
     for a dropped one after it: `plan.short_of_horizon`)."""
-    from .need import model_spec
+    from .plan import model_spec
     from .sources.remote import candidate_runs
 
     model = model_spec(cfg, model_id)  # its configured run hours only

@@ -108,3 +108,24 @@ def test_a_manifest_without_the_threshold_is_judged_by_its_basetime_model(tmp_pa
     del entry["products"]["p"]["stale_after_hours"]
     assert not product_ages(entry, START + timedelta(hours=13), 3, tmp_path)["p"][1]
     assert product_ages(entry, START + timedelta(hours=13, seconds=1), 3, tmp_path)["p"][1]
+
+
+def test_the_threshold_counts_the_configured_run_hours_only(tmp_path):
+    """`[models.gfs] run_hours = [0, 12]` (an operator leaving out the off-hour runs): the
+    global product's threshold is 12 h of run interval, not 6, plus GFS's publication delay
+    and a schedule period, so that its steady state raises no alarm either; a model whose
+    configured runs all reach its horizon keeps its own interval."""
+    from conftest import write_config
+
+    from pointcast.config import load_config
+    from pointcast.plan import stale_after
+
+    path = write_config(tmp_path, samples=False)
+    cfg = load_config(path)
+    delay = MODELS["gfs"].publication_delay
+    assert stale_after(cfg, "gfs") == timedelta(hours=6) + delay + PERIOD
+    path.write_text(path.read_text().replace("[models.gfs]\n", "[models.gfs]\nrun_hours = [0, 12]\n", 1))
+    cfg = load_config(path)
+    assert cfg.models["gfs"].run_hours == (0, 12)
+    assert stale_after(cfg, "gfs") == timedelta(hours=12) + delay + PERIOD
+    assert stale_after(cfg, "msm") == MODELS["msm"].stale_after(3)
