@@ -116,7 +116,6 @@ def test_the_threshold_counts_the_configured_run_hours_only(tmp_path):
     and a schedule period, so that its steady state raises no alarm either; a model whose
     configured runs all reach its horizon keeps its own interval."""
     from conftest import write_config
-
     from pointcast.config import load_config
     from pointcast.plan import stale_after
 
