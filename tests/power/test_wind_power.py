@@ -8,12 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import xarray as xr
 from windpowerlib.power_output import power_curve_density_correction
 
 import pointcast
 from pointcast import physics, turbines
+from pointcast.ensemble import QUANTILES
 from pointcast.power import wind
+from pointcast.products.power import quantiles_kw
 
 CURVE = """\
 # rated_power_kw: 2000
@@ -112,37 +113,47 @@ def test_cut_out_hysteresis_along_time():
     assert wind.running(both, 25.0, 20.0, axis=0)[:, 1].all()
 
 
-def test_farm_power_turbines_efficiency_and_capacity_factor(curve):
+def test_farm_power_turbines_and_efficiency(curve):
     w = np.array([[6.0, 15.0, 24.0, 26.0, 24.0, np.nan]])
     farm = wind.farm_power_kw(w, 1.225, curve, turbines=10, efficiency=0.85, restart_m_s=22.0)
     np.testing.assert_allclose(farm[0, :5], [4250.0, 17000.0, 17000.0, 0.0, 0.0])
     assert np.isnan(farm[0, 5])
-    np.testing.assert_allclose(wind.capacity_factor(farm[0, :5], 10 * curve.rated_power_kw), [0.2125, 0.85, 0.85, 0, 0])
+
+
+def _members_kw(member_wind: np.ndarray, curve, density=1.225) -> np.ndarray:
+    """(site, time, member) farm power of two turbines, as the build computes each site's
+    members (time along axis 0 of a site's (time, member) wind, for the hysteresis)."""
+    return np.stack([wind.farm_power_kw(site, density, curve, turbines=2, efficiency=1.0, axis=0)
+                     for site in member_wind])
 
 
 def test_quantiles_of_member_power_not_power_of_wind_quantiles(curve):
-    # 51 members from 15 to 35 m/s around the cut-out (25 m/s): half run at rated, half stand;
-    # a second site in light wind, three time steps, dims (member, site, time)
+    """The product's quantiles (`products.power.quantiles_kw`) of the members' power: 51
+    members from 15 to 35 m/s around the cut-out (25 m/s), half at rated power, half
+    standing; a second site in light wind; three steps."""
     members = np.linspace(15.0, 35.0, 51)
-    values = np.stack([np.repeat(members[:, None], 3, axis=1), np.full((51, 3), 6.0)], axis=1)
-    member_wind = xr.DataArray(values, dims=("member", "site", "time"))
-    q = wind.farm_power_quantiles(member_wind, 1.225, curve, turbines=2, efficiency=1.0)
-    assert q.dims == ("time", "quantile", "site") and q.sizes == {"time": 3, "quantile": 5, "site": 2}
-    assert q.sel(quantile=0.1, site=0).values.tolist() == [0.0] * 3
-    assert q.sel(quantile=0.9, site=0).values.tolist() == [4000.0] * 3
-    assert q.sel(site=1).values.tolist() == [[1000.0] * 5] * 3  # 500 kW a turbine at 6 m/s
+    member_wind = np.stack([np.tile(members, (3, 1)), np.full((3, 51), 6.0)])  # (site, time, member)
+    q, used = quantiles_kw((("ens", _members_kw(member_wind, curve)),), 1)
+    assert q.shape == (2, 3, len(QUANTILES)) and used == ["ens"]
+    assert q[0, :, 0].tolist() == [0.0] * 3  # P10
+    assert q[0, :, -1].tolist() == [4000.0] * 3  # P90
+    assert q[1].tolist() == [[1000.0] * 5] * 3  # 500 kW a turbine at 6 m/s
     # the wind's P10 (17 m/s) makes full power and its P90 (33 m/s) none: the other way round
     wind_q = np.quantile(members, [0.1, 0.9])
     assert wind.turbine_power_kw(wind_q, 1.225, curve).tolist() == [2000.0, 0.0]
-    # a density per member and step, as a DataArray in another order of dims
-    rho = xr.DataArray(np.full((3, 51), 1.0), dims=("time", "member"))
-    light = wind.farm_power_quantiles(member_wind, rho, curve, turbines=2, efficiency=1.0)
-    assert light.sel(site=1).values == pytest.approx(2 * wind.turbine_power_kw(6.0, 1.0, curve))
+    # an interval's quantiles are those of its steps' mean power, not the mean of quantiles
+    q2, _ = quantiles_kw((("ens", _members_kw(member_wind[:, :2], curve)),), 2)
+    assert q2.shape == (2, 1, len(QUANTILES)) and q2[0, 0, 0] == 0.0
 
 
-def test_a_missing_member_leaves_no_quantiles(curve):
-    power = xr.DataArray(np.array([[[0.0], [2000.0], [np.nan]]]), dims=("time", "member", "site"))
-    assert np.isnan(wind.member_quantiles(power)).all()  # a missing member: no quantiles (as the wind's)
+def test_a_missing_member_leaves_no_quantiles_and_the_next_ensemble_fills_them(curve):
+    member_wind = np.stack([np.full((2, 3), 10.0)])
+    gappy = _members_kw(member_wind, curve)
+    gappy[0, 1, 2] = np.nan  # one member missing at the second step
+    q, used = quantiles_kw((("icon-eu-eps", gappy),), 1)
+    assert np.isnan(q[0, 1]).all() and np.isfinite(q[0, 0]).all() and used == ["icon-eu-eps"]
+    q, used = quantiles_kw((("icon-eu-eps", gappy), ("ens", _members_kw(member_wind, curve))), 1)
+    assert np.isfinite(q).all() and used == ["icon-eu-eps", "ens"]
 
 
 @pytest.mark.parametrize(("text", "line", "column", "reason"), [

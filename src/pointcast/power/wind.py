@@ -16,13 +16,12 @@ last row's power holds rather than zero.
 from __future__ import annotations
 
 import numpy as np
-import xarray as xr
 
-from .. import ensemble, physics
+from .. import physics
 from ..turbines import PowerCurve
 
 __all__ = ["STANDARD_DENSITY", "hub_air_density", "density_exponent",
-           "turbine_power_kw", "running", "farm_power_kw", "capacity_factor", "member_quantiles", "farm_power_quantiles"]
+           "turbine_power_kw", "running", "farm_power_kw"]
 
 STANDARD_DENSITY = 1.225
 """kg/m3: the density power curves are stated at (IEC 61400-12-1, the ISO standard atmosphere at sea level)."""
@@ -121,30 +120,3 @@ def farm_power_kw(wind_speed, density, curve: PowerCurve, turbines: float, effic
     ``turbines`` may be fractional (a capacity given in MW over a curve's rated power)."""
     power = turbine_power_kw(wind_speed, density, curve)
     return power * (turbines * efficiency) * running(wind_speed, curve.cut_out_m_s, restart_m_s, axis)
-
-
-def capacity_factor(power_kw, capacity_kw: float):
-    """Power as a fraction of the plant's capacity (a farm's turbines x rated power; a PV
-    plant's AC limit)."""
-    return power_kw / capacity_kw
-
-
-def member_quantiles(member_power: xr.DataArray) -> xr.DataArray:
-    """`ensemble.QUANTILES` of the members' power, dims ``(time, quantile, ...)``: each member's
-    wind goes through the curve first and the quantiles are taken of the power. The power of a
-    quantile of the wind would be wrong wherever the curve is not monotone (at the cut-out:
-    members at 24 and 26 m/s make full power and none, not full power at their median)."""
-    return ensemble.quantiles(member_power, xr.DataArray(list(ensemble.QUANTILES), dims="quantile"))
-
-
-def farm_power_quantiles(member_wind: xr.DataArray, density, curve: PowerCurve, turbines: float, efficiency: float,
-                         restart_m_s: float | None = None) -> xr.DataArray:
-    """The quantiles of a farm's power from its members' hub wind (a DataArray with ``member``
-    and ``time`` among its dims, in any order; ``density`` a number or a DataArray that
-    broadcasts against it): each member's power, hysteresis along time included, then
-    `member_quantiles`. Dims ``(time, quantile, ...)``."""
-    if isinstance(density, xr.DataArray):
-        density = density.broadcast_like(member_wind).transpose(*member_wind.dims).values
-    power = farm_power_kw(member_wind.values, density, curve, turbines, efficiency, restart_m_s,
-                          axis=member_wind.get_axis_num("time"))
-    return member_quantiles(member_wind.copy(data=power))
