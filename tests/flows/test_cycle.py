@@ -176,17 +176,20 @@ def test_points_built_in_slices_publish_the_same_run(published, tmp_path):
     forked processes; the published files and archives depend on neither: the 42 European
     points in slices of 16, 16 and 10, built one after the other in the cycle's process,
     against the shipped default (``published``: a slice and a forked process a core). The
-    European list's products only (its three products share one blend, its wind farms are
-    rows after its points): Japan's and the global list's slices are cut by the same code."""
+    European list's 72-hour products only (eu-short and eu-wind share one blend with
+    eu-medium, and eu-wind hosts the wind farms, rows after its points): what they publish
+    does not depend on eu-medium's 14 days being built beside them either (each model's
+    steps are fetched and decoded to the horizon only, and two past it: `need`). Japan's and
+    the global list's slices are cut by the same code."""
     from pointcast.flows.cycle import cycle
 
     _, root, _ = published
     cfg = write_config(tmp_path, ensembles=True)  # the members' statistics too, slice by slice
-    text = re.sub(r"(?ms)^\[products\.(japan|global)\]\n.*?(?=^\[|\Z)", "", cfg.read_text())
+    text = re.sub(r"(?ms)^\[products\.(japan|global|eu-medium)\]\n.*?(?=^\[|\Z)", "", cfg.read_text())
     cfg.write_text(text.replace("workers = 2\n", "workers = 2\npoints_per_slice = 16\n"
                                 "build_processes = 1\n", 1)
                    .replace('root = "output"', f'root = "output"\ncache = "{root / "cache"}"', 1))
-    europe = ("eu-medium", "eu-short", "eu-wind")
+    europe = ("eu-short", "eu-wind")
     assert load_config(cfg).dask.points_per_slice == 16 and sorted(load_config(cfg).products) == list(europe)
     sliced = tmp_path / "output"
     cycle(str(cfg))
@@ -197,7 +200,7 @@ def test_points_built_in_slices_publish_the_same_run(published, tmp_path):
                       if rel.parts[1] in europe or rel.parts[1] == "power" and rel.parts[2] != "index.json")
 
     ours = objects(sliced)
-    assert set(ours) <= set(objects(root)) and len(ours) > 400
+    assert set(ours) <= set(objects(root)) and len(ours) > 300
     assert {rel for rel in objects(root) if rel.parts[1] in europe} == {rel for rel in ours if rel.parts[1] in europe}
     assert any(rel.parts[1] == "power" for rel in ours)
     for rel in ours:
