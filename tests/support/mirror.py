@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bz2
 import json
+import os
 import re
 import shutil
 import socket
@@ -61,7 +62,7 @@ class Request:
 
 class Mirror:
     def __init__(self, root: Path):
-        self.root = Path(root)
+        self.root = Path(root).resolve()
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
@@ -163,24 +164,28 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(fault.delay)
         if fault is not None and fault.kind in ("404", "500"):
             return self._send(int(fault.kind), b"injected\n", body)
-        target = (self.owner.root / path.lstrip("/")).resolve()
-        if self.owner.root.resolve() not in target.parents or not target.is_file():
+        # Inside the tree only (the tree holds no symbolic links: its normal form is enough).
+        rel = os.path.normpath(path.lstrip("/"))
+        target = self.owner.root / rel
+        if rel.startswith("..") or os.path.isabs(rel) or not target.is_file():
             return self._send(404, b"not found\n", body)
-        data = target.read_bytes()
-        total = len(data)
         status, headers = 200, {"Accept-Ranges": "bytes"}
         rng = self.headers.get("Range")
-        if rng:
-            m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
-            if not m:
-                return self._send(400, b"bad range\n", body)
-            a = int(m.group(1))
-            b = min(int(m.group(2)), total - 1) if m.group(2) else total - 1
-            if a >= total or b < a:
-                return self._send(416, b"", body, {"Content-Range": f"bytes */{total}"})
-            data = data[a:b + 1]
-            status = 206
-            headers["Content-Range"] = f"bytes {a}-{b}/{total}"
+        with open(target, "rb") as f:
+            total = os.fstat(f.fileno()).st_size
+            if rng:
+                m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
+                if not m:
+                    return self._send(400, b"bad range\n", body)
+                a = int(m.group(1))
+                b = min(int(m.group(2)), total - 1) if m.group(2) else total - 1
+                if a >= total or b < a:
+                    return self._send(416, b"", body, {"Content-Range": f"bytes */{total}"})
+                data = os.pread(f.fileno(), b + 1 - a, a)
+                status = 206
+                headers["Content-Range"] = f"bytes {a}-{b}/{total}"
+            else:
+                data = f.read()
         if fault is not None and fault.kind == "truncate":
             data = data[:len(data) // 2]
         elif fault is not None and fault.kind == "corrupt" and len(data) > 20:
