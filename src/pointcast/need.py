@@ -171,9 +171,7 @@ def nominal_needs(cfg: Config, hour: int | None = None) -> dict[str, Need]:
 
 def _source_steps(cfg: Config, model_id: str, init: datetime) -> tuple[timedelta, ...]:
     """The steps of a run its source offers (to the source's ``horizon_hours``)."""
-    cap = cfg.source_for(model_id).options.get("horizon_hours")
-    steps = run_steps(MODELS[model_id], init)
-    return steps if cap is None else tuple(s for s in steps if s <= timedelta(hours=cap))
+    return run_steps(MODELS[model_id], init, cfg.source_for(model_id).options.get("horizon_hours"))
 
 
 # -- pointcast plan ---------------------------------------------------------------------------

@@ -73,9 +73,8 @@ def run_reach(model: ModelSpec, cap: float | None) -> dict[int, float]:
     00/12 UTC, 144 at 06/18), up to ``cap`` (its source's ``horizon_hours``)."""
     out = {}
     for hour in model.run_hours:
-        steps = run_steps(model, datetime(2000, 1, 1, hour, tzinfo=UTC))
-        out[hour] = max((s / timedelta(hours=1) for s in steps if cap is None or s <= timedelta(hours=cap)),
-                        default=0.0)
+        steps = run_steps(model, datetime(2000, 1, 1, hour, tzinfo=UTC), cap)
+        out[hour] = max((s / timedelta(hours=1) for s in steps), default=0.0)
     return out
 
 

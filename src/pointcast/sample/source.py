@@ -145,9 +145,7 @@ class SampleSource:
         init = floor_run(model, self._init or now)
         while self.outage and self.outage[0] <= init < self.outage[1]:
             init = floor_run(model, init - timedelta(hours=1))
-        steps = run_steps(model, init)
-        if self.horizon_hours is not None:
-            steps = tuple(s for s in steps if s <= timedelta(hours=self.horizon_hours))
+        steps = run_steps(model, init, self.horizon_hours)
         return RunRef(model=model.id, init=init, steps=steps, source="sample", synthetic=True,
                       complete=True)
 

@@ -26,16 +26,20 @@ MODELS: dict[str, ModelSpec] = {"ifs": IFS, "icon-eu": ICON_EU, "icon-d2": ICON_
                                 "ens": ENS, "icon-eu-eps": ICON_EU_EPS, "gefs": GEFS}
 
 
-def run_steps(model: ModelSpec, init: datetime) -> tuple[timedelta, ...]:
+def run_steps(model: ModelSpec, init: datetime, horizon_hours: float | None = None) -> tuple[timedelta, ...]:
     """Output steps of the run of ``model`` starting at ``init``: the forecast range of some
     models depends on the run (IFS 06/18 UTC stop at 144 h, MSM 03/06/09/15/18/21 UTC at
-    39 h while 00/12 UTC reach 78 h)."""
+    39 h while 00/12 UTC reach 78 h); up to ``horizon_hours`` where a source caps them (its
+    ``horizon_hours`` option)."""
     if model.id in (IFS.id, ENS.id):
-        return _ifs.steps_for_run(init.hour)
-    if model.id == MSM.id:
-        return _msm.steps_for_run(init.hour)
-    # GFS and ICON: every run has the same steps.
-    return model.steps
+        steps = _ifs.steps_for_run(init.hour)
+    elif model.id == MSM.id:
+        steps = _msm.steps_for_run(init.hour)
+    else:  # GFS and ICON: every run has the same steps.
+        steps = model.steps
+    if horizon_hours is None:
+        return steps
+    return tuple(s for s in steps if s <= timedelta(hours=horizon_hours))
 
 
 __all__ = [

@@ -86,10 +86,7 @@ class HttpSettings:
 
     def steps(self, model: ModelSpec, init: datetime) -> tuple[timedelta, ...]:
         """The steps of the run at ``init`` this source fetches (up to ``horizon_hours``)."""
-        steps = run_steps(model, init)
-        if self.horizon_hours is not None:
-            steps = tuple(s for s in steps if s <= timedelta(hours=self.horizon_hours))
-        return steps
+        return run_steps(model, init, self.horizon_hours)
 
     def client(self) -> httpx.Client:
         return new_client(self.timeout_seconds, self.connections)
