@@ -801,11 +801,7 @@ def _products(ctx: _Ctx, doc: dict, base: Path, models: dict[str, ModelConfig],
             pts, lines = _read_points(abs_file, shown)
             points_cache[abs_file] = (pts, lines, shown)
         pts, lines, shown = points_cache[abs_file]
-        inside = grid.covers_many(np.array([q.lat for q in pts]), np.array([q.lon for q in pts]))
-        desc = getattr(grid.coverage, "description", "") or grid.name
-        bad_rows = [ConfigError(shown, lines[k], "lat,lon", f"point {pts[k].id!r} ({pts[k].lat:g}, {pts[k].lon:g}) "
-                                f"is outside the coverage of product {pid} ({desc})")
-                    for k in np.flatnonzero(~inside).tolist()]
+        inside, bad_rows = _outside_coverage(grid, pid, pts, lines, shown, "point")
         # One point a cell: the API answers a cell's point, so a second point in it would never
         # be served and its hub heights would be lost.
         covered = np.flatnonzero(inside).tolist()  # a point outside may have no cell at all
@@ -842,7 +838,9 @@ def _product_sites(ctx: _Ctx, pt: dict, p: tuple[str, ...], base: Path, config_f
     if not abs_file.is_file():
         raise ctx.error(p + ("sites",), f"sites file not found: {abs_file}")
     sites, lines = _read_sites(abs_file, shown)
-    _check_coverage(grid, pid, sites, lines, shown, "site")
+    _, outside = _outside_coverage(grid, pid, sites, lines, shown, "site")
+    if outside:
+        raise ConfigError.of_all(outside)
     for site, line in zip(sites, lines, strict=True):
         if site.id in owners:
             raise ConfigError(shown, line, "id", f"site id {site.id!r} is a site of product {owners[site.id]} "
@@ -851,16 +849,15 @@ def _product_sites(ctx: _Ctx, pt: dict, p: tuple[str, ...], base: Path, config_f
     return abs_file, sites
 
 
-def _check_coverage(grid: Any, pid: str, places: tuple[Point, ...] | tuple[Site, ...], lines: tuple[int, ...],
-                    shown: str, what: str) -> None:
-    """Every point or site of a list inside the product's coverage, else the first outside's row."""
+def _outside_coverage(grid: Any, pid: str, places: tuple[Point, ...] | tuple[Site, ...], lines: tuple[int, ...],
+                      shown: str, what: str) -> tuple[np.ndarray, list[ConfigError]]:
+    """Which points or sites of a list lie inside the product's coverage, and an error naming
+    the row of every one outside it (a list with several bad rows reports them all)."""
     inside = grid.covers_many(np.array([q.lat for q in places]), np.array([q.lon for q in places]))
-    if not inside.all():
-        k = int(np.argmin(inside))
-        bad = places[k]
-        desc = getattr(grid.coverage, "description", "") or grid.name
-        raise ConfigError(shown, lines[k], "lat,lon",
-                          f"{what} {bad.id!r} ({bad.lat:g}, {bad.lon:g}) is outside the coverage of product {pid} ({desc})")
+    desc = getattr(grid.coverage, "description", "") or grid.name
+    return inside, [ConfigError(shown, lines[k], "lat,lon", f"{what} {places[k].id!r} ({places[k].lat:g}, "
+                                f"{places[k].lon:g}) is outside the coverage of product {pid} ({desc})")
+                    for k in np.flatnonzero(~inside).tolist()]
 
 
 def _postprocess(ctx: _Ctx, doc: dict, base: Path) -> PostprocessConfig:

@@ -123,6 +123,12 @@ def test_product_sites_outside_coverage(tmp_path):
     expect_error(write(tmp_path, BASE + 'sites = "sites.csv"\n'), 3, "lat,lon",
                  "site 'tokyo' (35.68, 139.77) is outside the coverage of product eu-medium",
                  file=tmp_path / "sites.csv")
+    # every site outside is reported, as every point outside is
+    sites_file(tmp_path, "tokyo,Tokyo PV,35.68,139.77,pv,,,,,,,10,8,30,180,,,\n", WIND,
+               "osaka,Osaka PV,34.69,135.50,pv,,,,,,,10,8,30,180,,,\n")
+    err = expect_error(write(tmp_path, BASE + 'sites = "sites.csv"\n'), 2, "lat,lon", "site 'tokyo'",
+                       file=tmp_path / "sites.csv")
+    assert [(e.line, e.key) for e in err.others] == [(4, "lat,lon")] and "site 'osaka'" in err.others[0].reason
 
 
 def test_product_sites_file_missing(tmp_path):
