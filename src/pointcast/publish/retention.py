@@ -103,9 +103,15 @@ def retain_cache(cache: Path | str, keep: int, max_bytes: int | None = None,
     removed. A run is renamed to a ``.trash-*`` name before it is deleted, so a source never
     finds it half-deleted under its own name.
     """
+    return _retain_cache(Path(cache), keep, max_bytes, in_use)[0]
+
+
+def _retain_cache(cache: Path, keep: int, max_bytes: int | None, in_use: Collection[tuple[str, str]],
+                  sized: bool = False) -> tuple[list[Path], int]:
+    """`retain_cache`, and the bytes of the runs left where they were summed (``max_bytes``
+    given, or ``sized``; 0 otherwise): `make_room` needs them and need not walk the runs again."""
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")
-    cache = Path(cache)
     removed: list[Path] = []
     kept: list[Path] = []
     for model in sorted(p for p in cache.glob("*/*") if p.is_dir()):
@@ -121,11 +127,12 @@ def retain_cache(cache: Path | str, keep: int, max_bytes: int | None = None,
             else:
                 remove_tree(found[name], model)
                 removed.append(found[name])
-    if max_bytes is not None:
+    total = 0
+    if max_bytes is not None or sized:
         sizes = {p: tree_bytes(p) for p in kept}
         total = sum(sizes.values())
         for p in sorted(kept, key=lambda p: p.name):  # oldest run first
-            if total <= max_bytes:
+            if max_bytes is None or total <= max_bytes:
                 break
             if (p.parent.name, p.name) not in in_use:
                 remove_tree(p, p.parent)
@@ -133,7 +140,7 @@ def retain_cache(cache: Path | str, keep: int, max_bytes: int | None = None,
                 total -= sizes[p]
     for p in removed:
         log.info("cache retention removed %s", p)
-    return removed
+    return removed, total
 
 
 class NoRoom(RuntimeError):
@@ -154,10 +161,10 @@ def make_room(cache: Path | str, keep: int, max_bytes: int | None, in_use: Colle
     when ``needed`` still exceeds ``max_bytes`` less the runs left, or the file system's
     free space less its margin (`FREE_MARGIN`)."""
     cache = Path(cache)
-    removed = retain_cache(cache, keep, None if max_bytes is None else max(max_bytes - needed, 0), in_use)
+    removed, runs = _retain_cache(cache, keep, None if max_bytes is None else max(max_bytes - needed, 0), in_use,
+                                  sized=needed > 0)
     if needed <= 0:
         return removed
-    runs = sum(tree_bytes(p) for p in cache.glob("*/*/*") if p.is_dir() and _CACHE_RUN_RE.match(p.name))
     if max_bytes is not None and runs + needed > max_bytes:
         raise NoRoom(f"{what} needs {_gb(needed)} in the cache; [output] cache_max_gb = "
                      f"{max_bytes / 1e9:g} leaves {_gb(max(max_bytes - runs, 0))} beside the "
