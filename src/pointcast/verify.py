@@ -98,9 +98,8 @@ CLOCK_HOUR = "clock hour"
 # products archive the API's own names, the windpack its winds by height, the wxdata products
 # their own short names (docs/api.md); the ensemble variables have one name everywhere.
 # (the power's quantiles are the power product's, archived by site: `power.zarr`)
-_ENSEMBLE: dict[str, tuple[str, dict]] = {name: (name, {}) for name in
-                                          ("precipitation_proba_neighbourhood", *QUANTILE_FORECASTS)
-                                          if name != "power_quantiles"}
+_ENSEMBLE: dict[str, tuple[str, dict]] = {name: (name, {}) for name in (
+    "precipitation_proba_neighbourhood", *(q for q, element in QUANTILE_FORECASTS.items() if element != POWER))}
 _EU: dict[str, tuple[str, dict]] = ({name: (name, {}) for name in (*OBSERVED, "precipitation_proba") if name != POWER}
                                     | _ENSEMBLE)
 _WX: dict[str, tuple[str, dict]] = {
