@@ -1,8 +1,9 @@
 """The server under load while runs are published underneath it.
 
 ``pointcast serve`` (its HTTP adapter on uvloop and httptools, in its own process, reading API keys
-from the configuration) holds 200 concurrent keep-alive connections for 60 s while this test
-republishes two different runs alternately through ``pointcast.publish`` (staging directory,
+from the configuration) holds 200 concurrent keep-alive connections for 20 s
+(``POINTCAST_LOAD_SECONDS`` sets it; docs/api.md's "Capacity" was measured over 60 s) while
+this test republishes two different runs alternately through ``pointcast.publish`` (staging directory,
 ``publish_run``, atomic swap of ``current``). Every answer must be byte-equal to the answer of
 one of the two runs for the same request, with that run's ETag (no answer mixes two runs);
 there must be no error at all, and the server's RSS must stay flat after warm-up.
@@ -38,10 +39,12 @@ from served import BERLIN, HORNSEA, MADRID, MEDIUM, PARIS, ROME, SHORT, SS1WX, W
 
 log = logging.getLogger(__name__)
 
-DURATION = 60.0  # seconds under load: long enough for a hundred publications underneath
+# Seconds under load: forty publications underneath, and the RSS watched for twice the warm-up
+# after it. Both processes take a core each for as long; the suite's share is kept short.
+DURATION = float(os.environ.get("POINTCAST_LOAD_SECONDS", "20"))
 CONNECTIONS = 200
 SWAP_EVERY = 0.5  # seconds between publications
-WARM_UP = 10.0  # seconds before the RSS baseline is taken
+WARM_UP = min(10.0, DURATION / 3)  # seconds before the RSS baseline is taken
 RSS_GROWTH_LIMIT = 32 * 1024 * 1024  # bytes above the post-warm-up baseline
 KEY = "load-test-key-7f3a"
 RUNS = {"20261122T00Z": (datetime(2026, 11, 22, 0, tzinfo=UTC), 10.0),
@@ -157,7 +160,7 @@ def expected_answers(base: str, root: Path, files: dict[str, dict[str, bytes]]) 
     return answers
 
 
-def test_200_connections_for_60_s_while_runs_are_published(served):
+def test_200_connections_held_while_runs_are_published(served):
     base, root, files, server = served
     expected = expected_answers(base, root, files)
     a, b = (expected[run_id] for run_id in RUNS)
@@ -252,6 +255,6 @@ def test_200_connections_for_60_s_while_runs_are_published(served):
     )
     assert elapsed >= DURATION
     assert max(connections) >= CONNECTIONS, "200 connections held at once"
-    assert swaps >= 20, swaps  # a publication every 3 s at least (each one fsyncs a whole tree)
+    assert swaps >= DURATION / 3, swaps  # a publication every 3 s at least (each one fsyncs a whole tree)
     assert min(by_run.values()) > total / 10, by_run  # both runs were served, in turn
     assert peak - baseline < RSS_GROWTH_LIMIT, [(round(t), v // 2**20) for t, v in rss]
