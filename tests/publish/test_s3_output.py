@@ -107,6 +107,11 @@ def test_killed_cycle_leaves_no_staging_and_the_next_one_is_served(s3_server, pr
     root = f"s3://{BUCKET}/cycle"
     cfg = small_config(tmp_path / "cfg", "threads")
     cfg.write_text(re.sub(r'^root = .*$', f'root = "{root}"\ncache = "cache"', cfg.read_text(), flags=re.M))
+    # Five cities: each of the three cycles uploads its run object by object (what is tested
+    # here), and the 42 points of the shipped list would only multiply the objects.
+    points = cfg.parent / "points" / "europe.csv"
+    rows = [r for r in points.read_text().splitlines() if r and not r.startswith("#")]
+    points.write_text("\n".join(rows[:6]) + "\n")
     # A short path: the build's fork server puts its socket under TMPDIR, and a socket's path
     # has at most 107 bytes (pytest's own temporary paths grow with its runs' numbers).
     tmp = Path(tempfile.mkdtemp(prefix="pc-s3-"))
