@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from conftest import ROOT
+from conftest import ROOT, _link, _made_once
 from pointcast import viewer
 
 INIT_A = "2026-11-20T00:00Z"
@@ -247,6 +247,22 @@ class World:
 
 
 def make_world(base: Path, products: tuple[str, ...] = tuple(PRODUCTS)) -> World:
+    """A world of `products` at `base`: a copy of the one this test session made first
+    (`conftest._made_once`; two cycles), its cache hard-linked (the cycle replaces the files
+    it writes there, `conftest._link`), the rest copied (an archive's appends rewrite its
+    metadata in place), so that each module's cycles change its own copy only."""
+    made = _made_once("world-" + "-".join(products), lambda done: _first_world(done, products))
+    shutil.copytree(made / "cache", base / "cache", copy_function=_link)
+    for config in ("template", "warm-b"):
+        shutil.copytree(made / config, base / config, symlinks=True)
+        (base / config / "output" / "cache").unlink()
+        (base / config / "output" / "cache").symlink_to(base / "cache")
+    shutil.copy(made / "publish-b.pickle", base / "publish-b.pickle")
+    run_a, run_b = (made / "runs").read_text().split()
+    return World(base / "template", run_a, run_b, base / "publish-b.pickle", Forker(prefect_env()))
+
+
+def _first_world(base: Path, products: tuple[str, ...]) -> None:
     """Publish run A in the template root and run B elsewhere (filling the cache), keeping
     what B's publish stage was given."""
     from prefect import task
@@ -272,4 +288,4 @@ def make_world(base: Path, products: tuple[str, ...] = tuple(PRODUCTS)) -> World
         run_b = flow.cycle(str(small_config(base / "warm-b", cache, init=INIT_B, products=products)))
     finally:
         flow.publish_run = original
-    return World(template.parent, run_a, run_b, args, Forker(prefect_env()))
+    (base / "runs").write_text(f"{run_a} {run_b}")
