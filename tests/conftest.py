@@ -118,15 +118,15 @@ def sample_runs(init: str, scale: int) -> Path:
     return _made_once(f"{init.replace(':', '')}-{scale}", make) / "output" / "cache" / "sample"
 
 
-# Modules of a minute or more (`make test` lists the slowest tests), longest first. `make test`
+# Modules of about a minute or more (`make test` lists the slowest tests), longest first. `make test`
 # hands whole modules to its two processes in collection order (``--dist loadfile
 # --no-loadscope-reorder``; xdist's own order puts the modules with the most tests first, which
 # left the replica's two-minute truth test alone at the end of the run): collected first, the
 # long modules share the two processes and the many short ones fill the gaps.
 LONG_MODULES = ("truth/test_truth_replica.py", "server/test_server_hardening.py", "flows/test_crash.py",
-                "flows/test_cycle.py", "flows/test_degraded.py", "sources/test_remote_sources.py",
-                "server/test_load.py", "publish/test_s3_output.py", "flows/test_model_drop.py",
-                "flows/test_degraded_replica.py", "validate/test_validation.py", "flows/test_freshness.py")
+                "flows/test_cycle.py", "flows/test_model_drop.py", "flows/test_degraded_replica.py",
+                "validate/test_validation.py", "sources/test_remote_sources.py", "flows/test_freshness.py",
+                "flows/test_degraded.py", "publish/test_s3_output.py", "verify/test_verify.py")
 
 
 def pytest_collection_modifyitems(config, items):
