@@ -3,8 +3,8 @@
 The shipped configuration made cheap: IFS alone for the European products (its sample runs over
 Europe and Japan are generated in about a second at scale 16), MSM + IFS for Japan, two points
 each. Several
-output roots share one sample cache (``<root>/cache`` is a symlink), so a model run is generated
-once per test module. Checks of what a reader sees live here too.
+output roots share one sample cache (``<root>/cache`` is a symlink), and a world's two cycles run
+once per test session (`make_world`). Checks of what a reader sees live here too.
 """
 
 from __future__ import annotations
@@ -249,8 +249,9 @@ class World:
 def make_world(base: Path, products: tuple[str, ...] = tuple(PRODUCTS)) -> World:
     """A world of `products` at `base`: a copy of the one this test session made first
     (`conftest._made_once`; two cycles), its cache hard-linked (the cycle replaces the files
-    it writes there, `conftest._link`), the rest copied (an archive's appends rewrite its
-    metadata in place), so that each module's cycles change its own copy only."""
+    it writes there, `conftest._link`), the output roots copied (small, and unlike the
+    cache nothing there is held to replacing the files it writes), so that each module's
+    cycles change its own copy only."""
     made = _made_once("world-" + "-".join(products), lambda done: _first_world(done, products))
     shutil.copytree(made / "cache", base / "cache", copy_function=_link)
     for config in ("template", "warm-b"):
