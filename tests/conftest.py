@@ -38,6 +38,10 @@ TEST_PATH = [str(ROOT / "tests"), *sorted(str(d) for d in (ROOT / "tests").iterd
 sys.path[:0] = [d for d in TEST_PATH if d not in sys.path]
 REAL_GRIB = ROOT / "tests" / "data" / "real-grib"  # real operational files, README.md there
 INIT = "2026-11-20T00:00Z"
+# The sample ensembles' members in `write_config`'s configurations (the sample source's
+# `members`): the first 10 of each, a fifth of ENS's and GEFS's messages to write and decode;
+# the truth test's replica has every member of the upstreams.
+MEMBERS = 10
 
 
 def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str | None = None,
@@ -45,8 +49,9 @@ def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str |
     """A copy of the shipped configuration, made small: coarse sample grids, a fixed run; its
     cache holds the sample runs already (`SAMPLES`) unless ``samples`` is False. Without
     ``ensembles`` its products name none (the neighbourhood probability, no quantiles): a
-    cycle of every member of three ensembles takes several times a deterministic one, and
-    the tests of anything but the ensembles run many cycles (the `published` run has them)."""
+    cycle of three ensembles takes several times a deterministic one, and the tests of
+    anything but the ensembles run many cycles (the `published` run has them); with them, each
+    ensemble has its first `MEMBERS` members."""
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "points").mkdir(exist_ok=True)
     for points_file in (ROOT / "config" / "points").glob("*.csv"):
@@ -63,7 +68,7 @@ def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str |
             section = stripped.split("#")[0].strip()
         key = stripped.split("=")[0].strip()
         if section == "[sources.sample]" and key == "scale":
-            line = f"scale = {scale}"
+            line = f"scale = {scale}\nmembers = {MEMBERS}"
         elif section == "[sources.sample]" and key == "init":
             line = f'init = "{init}"'
         elif section == "[output]" and key == "root":
@@ -73,9 +78,9 @@ def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str |
         lines.append(line)
     path = dest / "pointcast.toml"
     path.write_text("\n".join(lines) + "\n")
-    if samples:
-        shutil.copytree(sample_runs(init, scale), dest / "output" / "cache" / "sample", dirs_exist_ok=True,
-                        copy_function=_link)
+    for of_ensembles in ((False, True) if ensembles else (False,)) if samples else ():
+        shutil.copytree(sample_runs(init, scale, of_ensembles), dest / "output" / "cache" / "sample",
+                        dirs_exist_ok=True, copy_function=_link)
     return path
 
 
@@ -104,18 +109,21 @@ def _made_once(name: str, make) -> Path:
     return done
 
 
-def sample_runs(init: str, scale: int) -> Path:
-    """The ``sample`` directory of a cache holding the sample runs `write_config`'s products
-    use, as their cycle fetches them (pointcast.flows.cycle's discover and fetch)."""
+def sample_runs(init: str, scale: int, ensembles: bool = False) -> Path:
+    """The ``sample`` directory of a cache holding the sample runs of the models of
+    `write_config`'s products, or (``ensembles``) of their ensembles, as their cycle fetches
+    them (pointcast.flows.cycle's discover and fetch): the ensembles are made only for an init
+    time whose configuration has them."""
     from pointcast.config import load_config
     from pointcast.flows.cycle import discover, fetch
 
     def make(done: Path) -> None:
         cfg = load_config(write_config(done, init=init, scale=scale, samples=False, ensembles=True))
-        for m in sorted({m for pc in cfg.products.values() for m in pc.models + pc.ensembles}):
+        for m in sorted({m for pc in cfg.products.values() for m in (pc.ensembles if ensembles else pc.models)}):
             fetch.fn(cfg, discover.fn(cfg, m, datetime.now(UTC), timedelta(0)))
 
-    return _made_once(f"{init.replace(':', '')}-{scale}", make) / "output" / "cache" / "sample"
+    name = f"{init.replace(':', '')}-{scale}" + ("-ensembles" if ensembles else "")
+    return _made_once(name, make) / "output" / "cache" / "sample"
 
 
 # Modules of about a minute or more (`make test` lists the slowest tests), longest first. `make test`

@@ -53,10 +53,10 @@ class ModelFailed(RuntimeError):
 
 def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[float],
                   groups: list[tuple[int, list[float]]], parts: list[interp.scratch.Part]
-                  ) -> tuple[list[str], int, int]:
+                  ) -> tuple[list[str], int, int, int]:
     """The model's run at ``points`` (`extraction`) into the scratch stores of ``parts``
     (`split`), a block of time steps at a time; returns the variables of its table its files
-    lack, and the variables and times decoded. A run lacking an essential variable
+    lack, the variables and times decoded, and the members decoded (0: not an ensemble). A run lacking an essential variable
     (``catalogue.Variable.essential``) is not used; any other it lacks comes from the models
     after it in the blends, or its elements are missing where none has it (`degraded`).
     Anything that fails raises `ModelFailed`, naming what. It runs in the cycle's process (the
@@ -104,31 +104,33 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
                           f"hold") from e
     except Exception as e:
         raise ModelFailed(f"{model.id}: extraction failed: {type(e).__name__}: {e}") from e
-    return lacking, len(ds.data_vars), ds.sizes["time"]
+    return lacking, len(ds.data_vars), ds.sizes["time"], len(members) if model.members else 0
 
 
 def extract_run(dask_cfg: DaskConfig, fetched: FetchedRun, points: interp.PointSet, heights: list[float],
                 groups: list[tuple[int, list[float]]], parts: dict[Path, interp.scratch.Part],
-                log: logging.Logger | logging.LoggerAdapter) -> tuple[dict[Path, str], list[str]]:
+                log: logging.Logger | logging.LoggerAdapter) -> tuple[dict[Path, str], list[str], int]:
     """`extract_model` of the run, in this process or, on a distributed `[dask] scheduler`,
     whole as one task on a worker (decoding, extraction and the writes into its stores), so
     that the cluster's workers share the models out. Returns the scratch store of each points
-    list (``parts``, by points file: `plan.split`) and the variables of its table the run
-    lacks."""
+    list (``parts``, by points file: `plan.split`), the variables of its table the run
+    lacks and the members it holds (0: not an ensemble; the manifest's ``members``)."""
     args = (fetched, points, heights, groups, list(parts.values()))
     if distributed(dask_cfg):
         from distributed import default_client
 
         key = f"extract_model-{uuid.uuid4().hex}"
-        lacking, variables, times = default_client().submit(on_worker, extract_model, *args, key=key).result()
+        lacking, variables, times, members = default_client().submit(on_worker, extract_model, *args,
+                                                                      key=key).result()
     else:
-        lacking, variables, times = extract_model(*args)
+        lacking, variables, times, members = extract_model(*args)
     model = fetched.run.model
     if lacking:
         log.warning("%s: the run's files hold no field for %s: the models after it in the blends supply "
                     "them, or their elements are missing (manifest 'degraded')", model, ", ".join(lacking))
-    log.info("%s: decoded %d variables on %d times, extracted %d points", model, variables, times, len(points))
-    return {f: part.path for f, part in parts.items()}, lacking
+    log.info("%s: decoded %d variables on %d times%s, extracted %d points", model, variables, times,
+             f" of {members} members" if members else "", len(points))
+    return {f: part.path for f, part in parts.items()}, lacking, members
 
 
 def on_worker(fn, *args):

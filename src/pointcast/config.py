@@ -604,7 +604,7 @@ def _parse_init(ctx: _Ctx, v: Any, p: tuple[str, ...]) -> str | datetime:
 
 def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, Any]:
     _check_keys(ctx, tbl, path, ("type", "scale", "area", "init", "icon_layout", "horizon_hours",
-                                 "ensemble_scale", "outage"))
+                                 "ensemble_scale", "members", "outage"))
     scale = _int(ctx, tbl, "scale", path, 1, lo=1)
     area = None
     if "area" in tbl:
@@ -637,6 +637,8 @@ def _sample_options(ctx: _Ctx, tbl: dict, path: tuple[str, ...]) -> dict[str, An
         out["horizon_hours"] = float(v)
     if "ensemble_scale" in tbl:  # the ensembles' coarser grid (default: 4 x scale, pointcast.sample)
         out["ensemble_scale"] = _int(ctx, tbl, "ensemble_scale", path, None, lo=1)
+    if "members" in tbl:  # each ensemble's first N members (default: all, pointcast.sample)
+        out["members"] = _int(ctx, tbl, "members", path, None, lo=2)
     if "outage" in tbl:  # [start, end): no run starting then is published (a stopped upstream)
         p = path + ("outage",)
         v = tbl["outage"]

@@ -266,13 +266,13 @@ def distributed(dask_cfg: DaskConfig) -> bool:
 def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, FetchedRun],
              outputs: dict[str, ProductOutput], dropped: dict[str, str], unbuilt: dict[str, str],
              carried: dict[str, dict | None], generated: datetime, postprocess: dict,
-             lacking: dict[str, list[str]]) -> dict:
+             lacking: dict[str, list[str]], members: Mapping[str, int]) -> dict:
     """The run's manifest (docs/contracts.md) without ``published_at``, which the publish
     stage adds: ``created`` is ``generated``, when the products began to be built (their
     `updated_time`). ``runs``/``fetched``: the model runs built from, by model; ``carried``:
     the served run's entry of each product not built (`publish.carry_product`), None where
     it had none (the product is absent); ``lacking``: the variables of its table each model's
-    run did not hold (`extract_model`)."""
+    run did not hold, ``members``: the members each ensemble's run held (`extract_model`)."""
     synthetic = any(r.synthetic for r in runs.values())
     out = {
         "run_id": run, "created": iso(generated), "synthetic": synthetic,
@@ -281,7 +281,7 @@ def manifest(cfg: Config, run: str, runs: dict[str, RunRef], fetched: dict[str, 
         "notice": ("SYNTHETIC: produced from the embedded sample source; not a real forecast."
                    if synthetic else "Produced from real model runs."),
         "models": {m: info | ({"lacking": lacking[m]} if lacking.get(m) else {})
-                   | ({"members": MODELS[m].members} if MODELS[m].members else {})
+                   | ({"members": members.get(m) or MODELS[m].members} if MODELS[m].members else {})
                    for m, info in model_info(runs).items() if m not in dropped},
         "products": {pid: {"basetime": iso(runs[pc.models[0]].init), "models": list(pc.models),
                            "horizon_hours": pc.horizon_hours, "freqs": list(pc.freqs),

@@ -124,7 +124,7 @@ def extract(cfg: Config, fetched: Mapping[str, FetchedRun], scratch: Path, submi
 def build_blends(cfg: Config, runs: Mapping[str, RunRef], lists: Mapping[Path, plan.PointsList],
                  decoding: Mapping[str, Any], build: Callable[..., Any], dropped: dict[str, str],
                  unbuilt: dict[str, str], log: Log, context: Callable[[Config, str], Any]
-                 ) -> tuple[Config, dict, dict[str, list[str]]]:
+                 ) -> tuple[Config, dict, dict[str, list[str]], dict[str, int]]:
     """Each blend built (`plan.blends`; ``build(cfg, pids, extracted, where, ctx, priority)``:
     its outputs by product with threads, a future of them on a cluster, ``ctx`` from
     ``context(cfg, pid)``) as soon as its models are in (``decoding``, `extract`). A model
@@ -133,10 +133,12 @@ def build_blends(cfg: Config, runs: Mapping[str, RunRef], lists: Mapping[Path, p
     the other; on a cluster each blend starts as soon as its models are in, beside the blends
     started before it, whose slices run first (``priority``). A failure is raised once no
     blend still writes into the staging tree (which the failure removes). Returns the
-    configuration left, the outputs by product and the variables each model's run lacks."""
+    configuration left, the outputs by product, the variables each model's run lacks and the
+    members each ensemble's run holds."""
     chained = not plan.distributed(cfg.dask)
     extracted: dict[Path, dict[str, str]] = {f: {} for f in lists}
     lacking: dict[str, list[str]] = {}
+    members: dict[str, int] = {}
     outputs: dict = {}
     building = []
     try:
@@ -145,7 +147,7 @@ def build_blends(cfg: Config, runs: Mapping[str, RunRef], lists: Mapping[Path, p
                 done = settled({m: decoding[m]}, dropped, log).get(m)
                 if done is None:  # dropped: plan.without takes it out of the blend
                     continue
-                stores, lacking[m] = done
+                stores, lacking[m], members[m] = done
                 for f, path in stores.items():
                     extracted[f][m] = path
             cfg = plan.without(cfg, dropped, unbuilt, runs)
@@ -171,7 +173,7 @@ def build_blends(cfg: Config, runs: Mapping[str, RunRef], lists: Mapping[Path, p
         raise next((e for e in failures if not isinstance(e, CancelledError)), failures[0])
     if not outputs:
         raise RuntimeError(plan.nothing_published(cfg, unbuilt))
-    return cfg, outputs, lacking
+    return cfg, outputs, lacking, members
 
 
 def build_power(cfg: Config, lists: Mapping[Path, plan.PointsList], decoding: Mapping[str, Any],
@@ -184,7 +186,7 @@ def build_power(cfg: Config, lists: Mapping[Path, plan.PointsList], decoding: Ma
     if not any(pc.sites for pc in cfg.products.values()):
         return {}
     extracted: dict[Path, dict[str, str]] = {f: {} for f in lists}
-    for m, (stores, _) in settled({m: d for m, d in decoding.items() if m not in dropped}, dropped, log).items():
+    for m, (stores, _, _) in settled({m: d for m, d in decoding.items() if m not in dropped}, dropped, log).items():
         for f, path in stores.items():
             extracted[f][m] = path
     made = build(extracted, {pid: context(cfg, pid) for pid, pc in cfg.products.items() if pc.sites})

@@ -841,3 +841,13 @@ def test_the_cli_refuses_a_horizon_beyond_the_models(tmp_path):
                           capture_output=True, text=True)
     line = line_of(text, "horizon_hours = 400")
     assert done.returncode == 2 and f"{path}:{line}: products.japan.horizon_hours: 400 h is beyond" in done.stderr
+
+
+def test_sample_members_is_a_count_of_at_least_two(tmp_path):
+    """`members` of a sample source: each ensemble's first N (docs/config.md); one member
+    has no spread, so no quantile or share of members."""
+    cfg = load_config(write(tmp_path, BASE.replace("scale = 4\n", "scale = 4\nmembers = 10\n")))
+    assert cfg.sources["sample"].options["members"] == 10
+    for bad, reason in (("1", "must be >= 2"), ('"10"', "expected an integer")):
+        path = write(tmp_path, BASE.replace("scale = 4\n", f"scale = 4\nmembers = {bad}\n"))
+        expect_error(path, 16, "sources.sample.members", reason)

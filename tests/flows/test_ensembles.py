@@ -26,6 +26,7 @@ import pytest
 import xarray as xr
 from scipy.interpolate import RegularGridInterpolator
 
+from conftest import MEMBERS
 from pointcast import ensemble, plan
 from pointcast.config import load_config
 from pointcast.sample.ensemble import members, perturbation
@@ -41,7 +42,8 @@ def _run(published) -> tuple[Path, dict]:
 
 
 def factors(model: str, what: str) -> np.ndarray:
-    return np.array([getattr(perturbation(model, k), what) for k in members(MODELS[model])])
+    """The members' perturbations in the published run: its sample source's first `MEMBERS`."""
+    return np.array([getattr(perturbation(model, k, MEMBERS), what) for k in members(MODELS[model], MEMBERS)])
 
 
 def control_hourly_precipitation(cache: Path, model: str, lat: float, lon: float, init: datetime,
@@ -85,8 +87,9 @@ def share(amounts: np.ndarray, threshold: float) -> np.ndarray:
 
 def test_the_manifest_lists_each_ensemble_with_its_members_and_the_sources_of_its_statistics(published):
     _, manifest = _run(published)
+    # the members the run held: the sample's first MEMBERS (the truth test's replica has all)
     assert {m: manifest["models"][m]["members"] for m in ("ens", "icon-eu-eps", "gefs")} == {
-        "ens": 51, "icon-eu-eps": 40, "gefs": 31}
+        "ens": MEMBERS, "icon-eu-eps": MEMBERS, "gefs": MEMBERS}
     assert all("members" not in manifest["models"][m] for m in ("ifs", "gfs", "icon-eu", "icon-d2", "msm"))
     products = manifest["products"]
     sources = {pid: [seg["source"] for seg in p["probability_from"]] for pid, p in products.items()}
@@ -263,7 +266,7 @@ def test_the_european_probability_is_a_share_of_members_and_the_neighbourhood_on
     _, root, _ = published
     ds = xr.open_zarr(root / "zarr" / "eu-short.zarr").isel(init_time=-1)
     proba = ds["precipitation_proba"].values
-    shares = 100.0 * np.arange(41) / 40  # ICON-EU-EPS: 40 members, no control
+    shares = 100.0 * np.arange(MEMBERS + 1) / MEMBERS  # a share of ICON-EU-EPS's members
     assert np.all(np.min(np.abs(proba[..., None] - shares), axis=-1) <= 0.5)
     reference = ds["precipitation_proba_neighbourhood"].values
     assert np.isfinite(reference).all() and not np.array_equal(reference, proba)

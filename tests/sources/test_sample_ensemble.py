@@ -109,10 +109,15 @@ def test_perturbations_are_pure_spread_evenly_and_leave_the_control_alone():
         perturbation("icon-eu-eps", 0)
     with pytest.raises(ValueError):
         perturbation("ifs", 1)
-    for mid, model in ENSEMBLES.items():
-        perturbed = [perturbation(mid, k) for k in members(model) if k]
+    # A sample of the first 10 members (`SampleSource.members`) spreads them over the same ranges.
+    assert list(members(ENS, 10)) == list(range(10)) and list(members(ICON_EU_EPS, 10)) == list(range(1, 11))
+    assert members(GEFS, 99) == members(GEFS)
+    with pytest.raises(ValueError, match="of 10 members has no member 10"):
+        perturbation("ens", 10, 10)
+    for (mid, model), count in ((e, c) for e in ENSEMBLES.items() for c in (None, 10)):
+        perturbed = [perturbation(mid, k, count) for k in members(model, count) if k]
         n = len(perturbed)
-        assert perturbed == [perturbation(mid, k) for k in members(model) if k]
+        assert perturbed == [perturbation(mid, k, count) for k in members(model, count) if k]
         np.testing.assert_allclose(sorted(p.t2m_k for p in perturbed),
                                    np.linspace(*T2M_SPREAD_K, n), atol=1e-12)
         np.testing.assert_allclose(sorted(p.wind for p in perturbed),

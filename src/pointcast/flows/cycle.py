@@ -83,12 +83,12 @@ def fetch(cfg: Config, run: RunRef, in_use: frozenset[tuple[str, str]] = frozens
 
 @task(cache_policy=NO_CACHE)
 def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, heights: list[float],
-                   groups: list[tuple[int, list[float]]], parts: dict) -> tuple[dict, list[str]]:
+                   groups: list[tuple[int, list[float]]], parts: dict) -> tuple[dict, list[str], int]:
     """The model's run at ``points``: the points of every list using it, one after the other,
     each list (``groups``: its number of points and heights) profiled at its own heights,
     written a block of time steps at a time into each list's scratch store (``parts``, by
     points file: `plan.split`), whose paths it returns by points file, with the variables of
-    its table the run lacks (`build.extract_model`, which raises ``ModelFailed`` naming what
+    its table the run lacks and the members it holds (`build.extract_model`, which raises ``ModelFailed`` naming what
     failed). On a distributed `[dask] scheduler` the whole model is one task on a worker
     (decoding, extraction and the writes into its stores), so the cluster's workers share the
     models out."""
@@ -255,7 +255,7 @@ def _cycle(config_path: str, now: datetime | None) -> str | State:
         with publish.cleaned_up(writer, cfg.output.root, run_id):
             corrections, learnt = learning.result()
             model_info = plan.model_info(runs)
-            cfg, outputs, lacking = steps.build_blends(
+            cfg, outputs, lacking, members = steps.build_blends(
                 cfg, runs, lists, decoding,
                 lambda cfg, pids, extracted, where, ctx, priority: (
                     build_blend.submit if plan.distributed(cfg.dask) else build_blend)(
@@ -274,7 +274,7 @@ def _cycle(config_path: str, now: datetime | None) -> str | State:
     with publish.cleaned_up(writer, cfg.output.root, run_id):
         report = validating.result()
     manifest = plan.manifest(cfg, run_id, runs, fetched, outputs, dropped, unbuilt, carried, generated, applied,
-                             lacking)
+                             lacking, members)
     report["carried"] = plan.carried_runs(carried)
     publish_run(quote(cfg), run_id, quote(outputs), report, manifest)
     return _finished(manifest)

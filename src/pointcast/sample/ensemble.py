@@ -14,6 +14,11 @@ and shuffled by a fixed hash, per model and variable: ``t2m_k`` over -3..+3 K, `
 factor is about 1. They are constant through the run (a real ensemble's spread grows with lead
 time; this one does not, so that shares and quantiles are exact at every step).
 
+**Members.** All of the upstream's, or its first ``SampleSource.members`` (the control first
+where it has one: ENS's and GEFS's 0, ICON-EU-EPS's 1), spread over the same ranges; the
+messages still say the upstream's ensemble size, as a client that takes some members of a
+real ensemble receives them. A cycle's cost grows with the members it decodes.
+
 **Grids.** Coarser than the deterministic samples (``SampleSource.ensemble_scale``): ENS and
 GEFS on every Nth row and column of their 0.25 degree grids (``grids.sample_grid``, so their
 points are a subset of IFS's and GFS's samples when N is a multiple of their scale), ICON-EU-EPS
@@ -122,21 +127,24 @@ class Perturbation:
         raise ValueError(f"the sample ensembles perturb no {var!r}")
 
 
-def members(model: ModelSpec) -> range:
-    """The perturbationNumbers of ``model``'s members."""
+def members(model: ModelSpec, count: int | None = None) -> range:
+    """The perturbationNumbers of ``model``'s members: its first ``count`` (the control first
+    where the upstream publishes one; ``SampleSource.members``), or all of the upstream's."""
     first = FIRST_MEMBER[model.id]
-    return range(first, first + model.members)
+    return range(first, first + min(model.members if count is None else count, model.members))
 
 
-def perturbation(model_id: str, member: int) -> Perturbation:
-    """The perturbation of ``member`` (perturbationNumber) of the ensemble ``model_id``: a pure
-    function of the two, the same on every grid point and at every step."""
+def perturbation(model_id: str, member: int, count: int | None = None) -> Perturbation:
+    """The perturbation of ``member`` (perturbationNumber) of the ensemble ``model_id`` of
+    ``count`` members (`members`): a pure function of the three, the same on every grid point
+    and at every step. A smaller ensemble spreads its fewer members over the same ranges."""
     model = _ensemble(model_id)
-    if member not in members(model):
-        raise ValueError(f"{model_id} has no member {member}")
+    ids = members(model, count)
+    if member not in ids:
+        raise ValueError(f"{model_id} of {len(ids)} members has no member {member}")
     if member == 0:
         return Perturbation()
-    perturbed = model.members - (1 if FIRST_MEMBER[model_id] == 0 else 0)
+    perturbed = len(ids) - (1 if FIRST_MEMBER[model_id] == 0 else 0)
     j = member - 1
     seed = zlib.crc32(model_id.encode())
 
@@ -164,17 +172,17 @@ def grid(model: ModelSpec, scale: int, area: tuple[float, float, float, float]
 
 
 def write_files(run: RunRef, model: ModelSpec, grid: SampleGrid | CellGrid, weather: Weather,
-                writer: Writer, icon_layout: str) -> None:
-    """Every file of an ensemble's run, in step order."""
+                writer: Writer, icon_layout: str, count: int | None = None) -> None:
+    """Every file of an ensemble's run of ``count`` members (`members`), in step order."""
     if model.id == "ens":
         assert isinstance(grid, SampleGrid)
-        _write_ens(run, model, grid, weather, writer)
+        _write_ens(run, model, grid, weather, writer, count)
     elif model.id == "icon-eu-eps":
         assert isinstance(grid, CellGrid)
-        _write_icon_eps(run, model, grid, weather, writer, icon_layout)
+        _write_icon_eps(run, model, grid, weather, writer, icon_layout, count)
     elif model.id == "gefs":
         assert isinstance(grid, SampleGrid)
-        _write_gefs(run, model, grid, weather, writer)
+        _write_gefs(run, model, grid, weather, writer, count)
     else:
         raise ValueError(f"the sample source has no ensemble writer for {model.id!r}")
 
@@ -194,14 +202,14 @@ def _heights(model: ModelSpec) -> tuple[int, ...]:
 
 
 def _write_ens(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
-               writer: Writer) -> None:
+               writer: Writer, count: int | None) -> None:
     """ENS as published since IFS cycle 50r1 (``sources/ens.py``): the perturbed members in
     the step's ``enfo-ef`` file, the control as the deterministic stream's message in its
     ``oper-fc`` file (template 4.0/4.8, no member), each file with its ``.index``."""
     init = run.init
     prods = products_of(model)
-    ids = list(members(model))
-    perts = {k: perturbation(model.id, k) for k in ids}
+    ids = list(members(model, count))
+    perts = {k: perturbation(model.id, k, count) for k in ids}
     encoders = {"enfo": Encoder(grid, init, centre="ecmf", packing=ifs.PACKING, parameter=ifs._parameter,
                                 ensemble=ECMWF_ENSEMBLE),
                 "oper": Encoder(grid, init, centre="ecmf", packing=ifs.PACKING, parameter=ifs._parameter)}
@@ -254,10 +262,10 @@ def _icon_eps_path(layout: str, param: str, run: RunRef, minute: int) -> str:
 
 
 def _write_icon_eps(run: RunRef, model: ModelSpec, grid: CellGrid, weather: Weather,
-                    writer: Writer, layout: str) -> None:
+                    writer: Writer, layout: str, count: int | None) -> None:
     prods = products_of(model)
-    ids = list(members(model))
-    perts = {k: perturbation(model.id, k) for k in ids}
+    ids = list(members(model, count))
+    perts = {k: perturbation(model.id, k, count) for k in ids}
     compress = layout != "v1"
     enc = Encoder(grid, run.init, centre="edzw", packing=icon.V1_PACKING,
                   parameter=icon._parameter, ensemble=DWD_ENSEMBLE)
@@ -302,11 +310,11 @@ def gefs_file_name(run: RunRef, member: int, step_h: int) -> str:
 
 
 def _write_gefs(run: RunRef, model: ModelSpec, grid: SampleGrid, weather: Weather,
-                writer: Writer) -> None:
+                writer: Writer, count: int | None) -> None:
     init = run.init
     prods = gfs.ordered_products(model)
-    ids = list(members(model))
-    perts = {k: perturbation(model.id, k) for k in ids}
+    ids = list(members(model, count))
+    perts = {k: perturbation(model.id, k, count) for k in ids}
     main = [int(s.total_seconds() // 60) for s in run.steps]
     enc = Encoder(grid, init, centre="kwbc", packing=gfs.NCEP_PACKING, parameter=gfs._parameter,
                   process_id=GEFS_PROCESS_ID, ensemble=NCEP_ENSEMBLE)

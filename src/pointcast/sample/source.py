@@ -78,6 +78,9 @@ class SampleSource:
     # grid's 1440 columns up to ENSEMBLE_COARSENING times ``scale`` (a global crop is then
     # evenly spaced across the 0/360 seam).
     ensemble_scale: int | None = None
+    # How many members each ensemble writes (its first; `ensemble.members`); None = all of the
+    # upstream's. Fewer members make a cheaper cycle with the same ranges of spread (tests).
+    members: int | None = None
     # [start, end): no run starting then is published, as when an upstream stops (the soak
     # test, rehearsing the stale alarm); discovery then finds the last run before it.
     outage: tuple[datetime, datetime] | None = None
@@ -103,6 +106,9 @@ class SampleSource:
                 or self.ensemble_scale < 1):
             raise ValueError(f"sample source: ensemble_scale must be an integer >= 1, got "
                              f"{self.ensemble_scale!r}")
+        if self.members is not None and (isinstance(self.members, bool) or not isinstance(self.members, int)
+                                         or self.members < 2):
+            raise ValueError(f"sample source: members must be an integer >= 2, got {self.members!r}")
         try:
             self._init = parse_init(self.init)
         except ValueError as e:
@@ -115,7 +121,8 @@ class SampleSource:
 
     @classmethod
     def from_options(cls, name: str, options: Mapping[str, Any]) -> SampleSource:
-        known = {"scale", "area", "init", "horizon_hours", "icon_layout", "ensemble_scale", "outage"}
+        known = {"scale", "area", "init", "horizon_hours", "icon_layout", "ensemble_scale", "members",
+                 "outage"}
         unknown = sorted(set(options) - known - {"type"})
         if unknown:
             raise ValueError(f"source {name!r} (sample): unknown option(s) {unknown}; "
@@ -191,7 +198,7 @@ class SampleSource:
             writer.write("README.txt", _readme(model, init, grid, scale, self).encode(),
                          data_file=False)
             if model.members:
-                ensemble.write_files(run, model, grid, weather, writer, self.icon_layout)
+                ensemble.write_files(run, model, grid, weather, writer, self.icon_layout, self.members)
             elif isinstance(grid, CellGrid):  # native: an ICON model in the v1 tree
                 icon.write_v1_files(run, model, grid, weather, writer)
             elif model.id == "ifs":
@@ -237,6 +244,8 @@ class SampleSource:
         scale = self.scale
         if model.members and self.ensemble_scale is not None:  # set by __post_init__
             scale = fingerprint["scale"] = self.ensemble_scale
+            if self.members is not None:
+                fingerprint["members"] = len(ensemble.members(model, self.members))
         if model.id in NATIVE_GRIDS or model.id == "icon-eu-eps":
             fingerprint["icon_layout"] = self.icon_layout
         return run, Path(cache) / "sample" / model.id / f"{init:%Y%m%d%H}", fingerprint, scale
