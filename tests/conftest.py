@@ -78,9 +78,10 @@ def write_config(dest: Path, *, init: str = INIT, scale: int = 16, points: str |
         lines.append(line)
     path = dest / "pointcast.toml"
     path.write_text("\n".join(lines) + "\n")
-    for of_ensembles in ((False, True) if ensembles else (False,)) if samples else ():
-        shutil.copytree(sample_runs(init, scale, of_ensembles), dest / "output" / "cache" / "sample",
-                        dirs_exist_ok=True, copy_function=_link)
+    if samples:
+        for of_ensembles in (False, True) if ensembles else (False,):
+            shutil.copytree(sample_runs(init, scale, of_ensembles), dest / "output" / "cache" / "sample",
+                            dirs_exist_ok=True, copy_function=_link)
     return path
 
 

@@ -56,9 +56,10 @@ def extract_model(fetched: FetchedRun, points: interp.PointSet, heights: list[fl
                   ) -> tuple[list[str], int, int, int]:
     """The model's run at ``points`` (`extraction`) into the scratch stores of ``parts``
     (`split`), a block of time steps at a time; returns the variables of its table its files
-    lack, the variables and times decoded, and the members decoded (0: not an ensemble). A run lacking an essential variable
-    (``catalogue.Variable.essential``) is not used; any other it lacks comes from the models
-    after it in the blends, or its elements are missing where none has it (`degraded`).
+    lack, the variables and times decoded, and the members decoded (0: not an ensemble). A run
+    lacking an essential variable (``catalogue.Variable.essential``) is not used; any other it
+    lacks comes from the models after it in the blends, or its elements are missing where none
+    has it (`degraded`).
     Anything that fails raises `ModelFailed`, naming what. It runs in the cycle's process (the
     threads scheduler) or whole as one task on a dask worker (`on_worker`)."""
     model = MODELS[fetched.run.model]

@@ -5,6 +5,7 @@ weather plus ``sample.ensemble.perturbation``. Small runs (coarse grids, 12 hour
 from __future__ import annotations
 
 import bz2
+import itertools
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -114,7 +115,7 @@ def test_perturbations_are_pure_spread_evenly_and_leave_the_control_alone():
     assert members(GEFS, 99) == members(GEFS)
     with pytest.raises(ValueError, match="of 10 members has no member 10"):
         perturbation("ens", 10, 10)
-    for (mid, model), count in ((e, c) for e in ENSEMBLES.items() for c in (None, 10)):
+    for (mid, model), count in itertools.product(ENSEMBLES.items(), (None, 10)):
         perturbed = [perturbation(mid, k, count) for k in members(model, count) if k]
         n = len(perturbed)
         assert perturbed == [perturbation(mid, k, count) for k in members(model, count) if k]

@@ -88,10 +88,10 @@ def decode_extract(cfg: Config, fetched: FetchedRun, points: interp.PointSet, he
     each list (``groups``: its number of points and heights) profiled at its own heights,
     written a block of time steps at a time into each list's scratch store (``parts``, by
     points file: `plan.split`), whose paths it returns by points file, with the variables of
-    its table the run lacks and the members it holds (`build.extract_model`, which raises ``ModelFailed`` naming what
-    failed). On a distributed `[dask] scheduler` the whole model is one task on a worker
-    (decoding, extraction and the writes into its stores), so the cluster's workers share the
-    models out."""
+    its table the run lacks and the members it holds (`build.extract_model`, which raises
+    ``ModelFailed`` naming what failed). On a distributed `[dask] scheduler` the whole model is
+    one task on a worker (decoding, extraction and the writes into its stores), so the
+    cluster's workers share the models out."""
     return build.extract_run(cfg.dask, fetched, points, heights, groups, parts, _logger())
 
 
