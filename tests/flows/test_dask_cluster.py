@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -101,26 +103,38 @@ def cli_cluster(base: Path, workers: int = 2, worker_env: dict | None = None, sc
     try:
         procs.append(subprocess.Popen(
             [dask_cli, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-            cwd=base, env={**os.environ, **(scheduler_env or {})},
+            cwd=base, env={**os.environ, **(scheduler_env or {})}, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=(base / "scheduler.log").open("wb")))
         for i in range(workers):
             logs.append(base / f"worker-{i}.log")
             procs.append(subprocess.Popen(
                 [dask_cli, "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
                  "--name", f"w{i}"], cwd=base, env={**os.environ, **(worker_env or {})},
-                stdout=subprocess.DEVNULL, stderr=logs[-1].open("wb")))
+                start_new_session=True, stdout=subprocess.DEVNULL, stderr=logs[-1].open("wb")))
         with Client(address, timeout=60) as client:
             client.wait_for_workers(workers, timeout=60)
         yield address, logs
     finally:
+        # Each command in a session of its own, ended with its children (a nanny's worker):
+        # SIGTERM, then SIGKILL for what is still there after a few seconds (a nanny that is
+        # restarting a killed worker ignores SIGTERM for 20 s and more).
         for proc in reversed(procs):
-            proc.terminate()
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + 5
         for proc in procs:
             try:
-                proc.wait(timeout=20)
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                pass
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:  # the group is gone
+        pass
 
 
 def test_cycle_on_a_cluster_of_dask_worker_processes_publishes_the_threads_bytes(threads_run, tmp_path,
