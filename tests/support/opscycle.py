@@ -188,11 +188,19 @@ for line in sys.stdin:
 
 
 class Forker:
-    """Runs cycles in forked children of one pre-imported process (see FORKER)."""
+    """Runs cycles in forked children of one pre-imported process (see FORKER), started for
+    the first cycle (a module that only reads its world starts none)."""
 
     def __init__(self, env: dict[str, str]):
-        self.proc = subprocess.Popen([sys.executable, "-c", FORKER], cwd=ROOT, env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.env = env
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def proc(self) -> subprocess.Popen:
+        if self._proc is None:
+            self._proc = subprocess.Popen([sys.executable, "-c", FORKER], cwd=ROOT, env=self.env, text=True,
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        return self._proc
 
     def run(self, config: Path, *, env: dict[str, str] | None = None, kill_on: str | None = None,
             fsize: int | None = None, publish: Path | None = None, send: int = signal.SIGKILL) -> dict:
@@ -208,8 +216,9 @@ class Forker:
         return json.loads(line)
 
     def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+        if self._proc is not None:
+            self._proc.stdin.close()
+            self._proc.wait(timeout=30)
 
 
 def prefect_env() -> dict[str, str]:

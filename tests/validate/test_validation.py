@@ -23,7 +23,6 @@ def real(tmp_path_factory, prefect_harness):
     handed its validation and publish stages."""
     base = tmp_path_factory.mktemp("validation")
     world = make_world(base)
-    world.forker.close()
     _, outputs, report, _ = pickle.loads(world.publish_args.read_bytes())
     assert report["ok"] is True
     return load_config(base / "warm-b" / "pointcast.toml"), outputs, world
