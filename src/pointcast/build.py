@@ -478,20 +478,30 @@ def build_blend(cfg: Config, pids: list[str], extracted: dict, where: interp.Poi
 def _on_cluster(pids: list[str], extracted: dict, ctx: RunContext, corrected: list[str], estimate,
                 staging: Path, parts: list[BlendSlice], priority: int) -> list:
     """`build_slice` of every slice (``parts``) as a task on the default dask.distributed
-    client (the cluster `pointcast.cluster.dask_scheduler` opened). The inputs every slice shares go
-    to every worker once (held by one worker only, they would draw every slice to it while
-    another is free); a task reads its slice of the series from the scratch stores. A failure
-    (an exception, or a worker that died: dask's ``KilledWorker``) is raised once every slice
-    has ended, so that none still writes into the staging tree the failed cycle removes."""
+    client (the cluster `pointcast.cluster.dask_scheduler` opened); a task reads its slice of
+    the series from the scratch stores. The run's context goes with each task (a few hundred
+    bytes); the bias estimate, large, is scattered a slice's points at a time (`_estimate_at`),
+    each part to one worker. Nothing is broadcast: distributed's replication to every worker
+    retries a worker that died meanwhile for ever (``Scheduler.replicate``), which hung a cycle
+    that lost a worker while another blend was built. A failure (an exception, a worker that
+    died: dask's ``KilledWorker``, or the estimate it held lost) is raised once every slice has
+    ended, so that none still writes into the staging tree the failed cycle removes."""
     from distributed import default_client, wait
 
     client = default_client()
-    x, e = client.scatter([ctx, estimate], broadcast=True, hash=False)
-    futures = [client.submit(build_slice, pids, extracted, x, corrected, e, str(staging),
+    cuts = ([None] * len(parts) if estimate is None
+            else client.scatter([_estimate_at(estimate, part.where.ids) for part in parts], hash=False))
+    futures = [client.submit(build_slice, pids, extracted, ctx, corrected, cut, str(staging),
                              publish.WRITE_THREADS, part, pure=False, priority=priority)
-               for part in parts]
+               for part, cut in zip(parts, cuts, strict=True)]
     wait(futures)
     return client.gather(futures)
+
+
+def _estimate_at(estimate, ids: np.ndarray):
+    """The bias of the estimate (`postprocess.merged`) at the points ``ids`` only: all a
+    slice's correction reads (`postprocess.correct_series`)."""
+    return estimate[["bias"]].isel(point=np.flatnonzero(np.isin(estimate.point.values, ids)))
 
 
 def finish_product(cfg: Config, pid: str, facts: list[ArchiveFacts], found: list[FileFacts],

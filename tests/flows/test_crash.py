@@ -138,26 +138,37 @@ def test_killed_during_retention(world, tmp_path):
     assert sorted(p.name for p in (root / "runs").iterdir()) == [".lock", world.run_b]
 
 
+def _hung(_signum, _frame):
+    raise TimeoutError("the cycle did not end within 120 s of its worker's death")
+
+
 def test_a_worker_killed_mid_slice_fails_the_cycle_and_publishes_nothing(world, tmp_path):
-    """The cycle on a cluster of `dask worker` processes, each SIGKILLed while writing its
-    slice's files (``POINTCAST_FAULT`` in the workers' environment only; the scheduler
-    retries no task whose worker died): the cycle fails, run A stays served, no archive
-    gains B, and the failed run's staging tree is gone."""
+    """The cycle on a cluster of two `dask worker` processes, the first SIGKILLed while
+    writing a slice's files (``POINTCAST_FAULT`` in its environment only, and its nanny's
+    restarts; the scheduler retries no task whose worker died): the cycle fails at once, run A
+    stays served, no archive gains B, and the failed run's staging tree is gone. The healthy
+    worker's slices end: the cycle broadcasts nothing to the workers (distributed's
+    replication waits for ever for a worker that died; an alarm fails the test if it hangs)."""
     from dask.distributed import KilledWorker
-    from distributed.client import FuturesCancelledError
 
     from pointcast.flows.cycle import cycle
     from test_dask_cluster import cli_cluster
 
     cfg = world.fresh(tmp_path / "t")
     root = cfg.parent / "output"
-    with cli_cluster(tmp_path / "cluster", worker_env={"POINTCAST_FAULT": "kill@json:3"},
-                     scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}) as (address, logs):
+    with cli_cluster(tmp_path / "cluster", first_worker_env={"POINTCAST_FAULT": "kill@json:3"},
+                     # one task a worker at a time: each of the two takes a slice
+                     scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
+                                    "DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION": "1.0"}) as (address, logs):
         cfg.write_text(cfg.read_text().replace('scheduler = "threads"', f'scheduler = "{address}"'))
-        # Which error the client raises is a race in distributed: the slice's task whose worker
-        # died (KilledWorker), or the slices whose inputs it held ("lost dependencies").
-        with pytest.raises((KilledWorker, FuturesCancelledError), match="build_slice"):
-            cycle(str(cfg))
+        previous = signal.signal(signal.SIGALRM, _hung)
+        signal.alarm(120)
+        try:
+            with pytest.raises(KilledWorker, match="build_slice"):
+                cycle(str(cfg))
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
         assert any("signal 9" in log.read_text() for log in logs), [log.read_text()[-2000:] for log in logs]
     assert served_run(root) == world.run_a
     assert archived(root) == {pid: [A] for pid in SHORT}

@@ -87,10 +87,11 @@ def test_local_cluster_workers_keep_the_dynamic_mmap_threshold(tmp_path):
 
 
 @contextmanager
-def cli_cluster(base: Path, workers: int = 2, worker_env: dict | None = None, scheduler_env: dict | None = None):
+def cli_cluster(base: Path, workers: int = 2, first_worker_env: dict | None = None,
+                scheduler_env: dict | None = None):
     """A dask cluster of the real commands: ``dask scheduler`` and ``dask worker`` processes
-    on 127.0.0.1 (one thread each), started in their own directory; yields its address and
-    the workers' log files."""
+    on 127.0.0.1 (one thread each), started in their own directory, ``first_worker_env``
+    added to the first worker's environment; yields its address and the workers' log files."""
     from dask.distributed import Client
 
     with socket.socket() as s:
@@ -109,7 +110,7 @@ def cli_cluster(base: Path, workers: int = 2, worker_env: dict | None = None, sc
             logs.append(base / f"worker-{i}.log")
             procs.append(subprocess.Popen(
                 [dask_cli, "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
-                 "--name", f"w{i}"], cwd=base, env={**os.environ, **(worker_env or {})},
+                 "--name", f"w{i}"], cwd=base, env={**os.environ, **((first_worker_env or {}) if i == 0 else {})},
                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=logs[-1].open("wb")))
         with Client(address, timeout=60) as client:
             client.wait_for_workers(workers, timeout=60)

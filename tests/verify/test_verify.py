@@ -468,6 +468,14 @@ def test_corrected_series_keep_dewpoint_below_temperature_and_the_wind_direction
     xr.testing.assert_identical(out.sel(height=100.0)[winds], series.sel(height=100.0)[winds])
     xr.testing.assert_identical(out.sel(point="berlin"), series.sel(point="berlin"))  # nothing learnt there
     assert all(out[name].dtype == np.float32 for name in out.data_vars)
+    # On a dask cluster a slice is sent the estimate at its own points only: the same correction.
+    from pointcast import build
+
+    for ids in (["paris"], ["berlin"], ["berlin", "paris"]):
+        cut = build._estimate_at(state, np.array(ids))
+        assert list(cut.point.values) == [p for p in state.point.values if p in ids]
+        xr.testing.assert_identical(postprocess.correct_series(series.sel(point=ids), cut, times[0]),
+                                    out.sel(point=ids))
 
 
 def test_products_of_one_blend_share_the_correction_and_the_windpack_stays_raw(tmp_path, prefect_harness):
