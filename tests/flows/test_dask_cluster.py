@@ -23,12 +23,16 @@ from conftest import write_config
 PRODUCTS = ("eu-short", "eu-wind")
 
 
-def small_config(dest: Path, scheduler: str) -> Path:
+def small_config(dest: Path, scheduler: str, root: str | None = None) -> Path:
     """Two products on IFS alone: the smallest cycle that still decodes, extracts,
-    blends, builds and publishes JSON and Zarr."""
+    blends, builds and publishes JSON and Zarr. ``root``: an object store's URL as the output
+    root, the model runs then cached in ``dest/cache`` (holding the shared sample runs)."""
     path = write_config(dest, scale=16)
     text = path.read_text()
     text = re.sub(r'^scheduler = .*$', f'scheduler = "{scheduler}"', text, flags=re.M)
+    if root is not None:
+        text = re.sub(r'^root = .*$', f'root = "{root}"\ncache = "cache"', text, flags=re.M)
+        (dest / "output" / "cache").rename(dest / "cache")
     kept = []
     for block in re.split(r"(?m)^(?=\[products\.)", text):
         m = re.match(r"\[products\.([\w-]+)\]", block)

@@ -104,8 +104,7 @@ def test_cycle_publishes_to_an_object_store(tmp_path, prefect_harness):
     from pointcast.flows.cycle import cycle
 
     url = f"memory://pointcast-{secrets.token_hex(4)}/out"
-    cfg = small_config(tmp_path, "threads")
-    cfg.write_text(re.sub(r'^root = .*$', f'root = "{url}"\ncache = "cache"', cfg.read_text(), flags=re.M))
+    cfg = small_config(tmp_path, "threads", url)
     run_id = cycle(str(cfg))
     assert pub.current_run(url) == run_id
     manifest = json.loads(cat(url, f"runs/{run_id}/manifest.json"))

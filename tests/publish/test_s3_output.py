@@ -105,8 +105,7 @@ def test_killed_cycle_leaves_no_staging_and_the_next_one_is_served(s3_server, pr
     temporary directory of the test's own (where an object-store root's runs are staged)."""
     endpoint, env = s3_server
     root = f"s3://{BUCKET}/cycle"
-    cfg = small_config(tmp_path / "cfg", "threads")
-    cfg.write_text(re.sub(r'^root = .*$', f'root = "{root}"\ncache = "cache"', cfg.read_text(), flags=re.M))
+    cfg = small_config(tmp_path / "cfg", "threads", root)
     # Five cities: each of the three cycles uploads its run object by object (what is tested
     # here), and the 42 points of the shipped list would only multiply the objects.
     points = cfg.parent / "points" / "europe.csv"
