@@ -481,13 +481,16 @@ def test_corrected_series_keep_dewpoint_below_temperature_and_the_wind_direction
 def test_products_of_one_blend_share_the_correction_and_the_windpack_stays_raw(tmp_path, prefect_harness):
     """eu-short and eu-medium (one blended series) are corrected alike, each cell with the
     estimate learnt from the most pairs, so they agree where they overlap; the windpack is not
-    corrected, and validation passes with its 10 m wind raw beside eu-short's corrected one."""
+    corrected, and validation passes with its 10 m wind raw beside eu-short's corrected one.
+    Built on a LocalCluster, a point a slice: each slice task is sent the estimate at its own
+    point (`build._on_cluster`)."""
     from pointcast import postprocess
     from pointcast.flows.cycle import cycle
 
     cfg = write_config(tmp_path, INITS[0])
     (tmp_path / "obs").mkdir()
-    cfg.write_text(cfg.read_text().replace("[postprocess]", """\
+    text = cfg.read_text().replace('scheduler = "threads"', 'scheduler = "local-cluster"\npoints_per_slice = 1')
+    cfg.write_text(text.replace("[postprocess]", """\
 [products.eu-medium]
 points = "points/europe.csv"
 models = ["ifs"]
