@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -982,17 +983,14 @@ def _write(job: tuple[str, Path, Atmosphere, datetime]) -> int:
     return write_icon(root / "dwd", atm, init, {"icon-eu": ICON_EU, "icon-d2": ICON_D2}[name])
 
 
-def publish(root: Path, atm: Atmosphere, init: datetime, processes: int = 2,
-            ensembles: bool = True) -> dict[str, int]:
+def publish(root: Path, atm: Atmosphere, init: datetime, processes: int = 2) -> dict[str, int]:
     """The whole replica under ``root``: ``ecmwf/``, ``noaa/``, ``dwd/``, ``jma/``, the
-    ensembles beside their centres' models (unless not ``ensembles``); the models are written
-    in ``processes`` forked processes. Returns the messages written per model."""
+    ensembles beside their centres' models; the models are written in ``processes`` forked
+    processes. Returns the messages written per model."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     names = ["icon-eu", "ens", "icon-eu-eps", "gefs", "ifs", "icon-d2", "gfs", "msm"]  # longest first
-    if not ensembles:
-        names = [n for n in names if n not in ("ens", "icon-eu-eps", "gefs")]
     with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
         counts = pool.map(_write, [(n, root, atm, init) for n in names])
         return dict(zip(names, counts, strict=True))
@@ -1019,9 +1017,17 @@ def drop_ifs_fields(root: Path, params: set[str], levtypes: set[str] = frozenset
             msg = data[entry["_offset"]:entry["_offset"] + entry["_length"]]
             lines.append(json.dumps({**entry, "_offset": len(blob)}))
             blob += msg
-        index.with_suffix(".grib2").write_bytes(bytes(blob))
-        index.write_text("\n".join(lines) + "\n")
+        _replace(index.with_suffix(".grib2"), bytes(blob))
+        _replace(index, ("\n".join(lines) + "\n").encode())
     return removed
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """``path`` replaced by a new file of ``data``: a tree of hard links to a shared replica
+    (`test_truth_replica.shared_replica`) is changed in its own files only."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def drop_dwd_files(root: Path, model: str, param: str, keep=lambda path: False) -> int:

@@ -52,7 +52,7 @@ import numpy as np
 import pytest
 
 import replica
-from conftest import ROOT
+from conftest import ROOT, _made_once
 from mirror import Mirror
 from replica import Atmosphere, relative_humidity
 
@@ -902,10 +902,20 @@ def compare_all(root: Path) -> Report:
     return rep
 
 
+def shared_replica() -> tuple[Path, dict[str, int]]:
+    """The replica of ``atm`` at INIT, ensembles included, and the messages written per model:
+    published once a test session (`conftest._made_once`), served as it is by the truth test
+    and thinned in a copy of hard links by tests/flows/test_degraded_replica.py."""
+    def make(done: Path) -> None:
+        (done / "written.json").write_text(json.dumps(replica.publish(done / "tree", atm, INIT)))
+
+    made = _made_once("replica", make)
+    return made / "tree", json.loads((made / "written.json").read_text())
+
+
 def test_live_configuration_publishes_the_truth(tmp_path, prefect_harness):
     t_start = time.monotonic()
-    tree = tmp_path / "tree"
-    written = replica.publish(tree, atm, INIT)
+    tree, written = shared_replica()
     t_written = time.monotonic()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with Mirror(tree) as mirror:
