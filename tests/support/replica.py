@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -64,6 +63,8 @@ from pathlib import Path
 
 import eccodes
 import numpy as np
+
+from pointcast.publish.durable import replace_bytes
 
 UTC = UTC
 G = 9.80665
@@ -1017,17 +1018,11 @@ def drop_ifs_fields(root: Path, params: set[str], levtypes: set[str] = frozenset
             msg = data[entry["_offset"]:entry["_offset"] + entry["_length"]]
             lines.append(json.dumps({**entry, "_offset": len(blob)}))
             blob += msg
-        _replace(index.with_suffix(".grib2"), bytes(blob))
-        _replace(index, ("\n".join(lines) + "\n").encode())
+        # Replaced, not rewritten: a tree of hard links to the shared replica
+        # (`test_truth_replica.shared_replica`) changes in its own files only.
+        replace_bytes(index.with_suffix(".grib2"), bytes(blob), sync=False)
+        replace_bytes(index, ("\n".join(lines) + "\n").encode(), sync=False)
     return removed
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """``path`` replaced by a new file of ``data``: a tree of hard links to a shared replica
-    (`test_truth_replica.shared_replica`) is changed in its own files only."""
-    tmp = path.with_name(path.name + ".new")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def drop_dwd_files(root: Path, model: str, param: str, keep=lambda path: False) -> int:
